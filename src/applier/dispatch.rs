@@ -1,0 +1,333 @@
+//! The effect step of a batch: reserve, call, settle. An external call never sits inside an open
+//! transaction: the reservation commits first (so others see it and a crash leaves a trace), the
+//! settlement is a separate write conditioned on the claim.
+//!
+//! - Idempotent types: one set-based reservation for the batch, calls under the type's
+//!   concurrency limit, retried with backoff under `release`; completions group-committed as they
+//!   arrive.
+//! - Non-idempotent types: a key is reserved only once a concurrency slot is held, and the slot is
+//!   kept until its call returns, so at most `concurrency` keys are reserved but not yet sent: a
+//!   crash can leave at most that many false `incerto` (invariant 2).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use sqlx::PgPool;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::{
+    Applier, ApplyError, Decided, EFFECT_ALREADY, EFFECT_APPLIED, EFFECT_RELEASED,
+    EFFECT_SUPPRESSED, EFFECT_UNCERTAIN,
+};
+use crate::config::{EffectPolicy, OnFailure};
+use crate::db::{self, Backoff};
+use crate::effects::{Effect, EffectError};
+use crate::execution::Summary;
+use crate::ledger::{self, Claim, Reservation};
+use crate::shutdown::Shutdown;
+
+/// An effect that still failed after its retries; its key was released, so the run stops with
+/// the checkpoint before its event and a later run performs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectFailure {
+    pub key: String,
+    pub evento_id: String,
+    pub posicao: i64,
+    pub tipo: String,
+    pub class: String,
+}
+
+pub(super) struct Dispatched {
+    pub failure: Option<EffectFailure>,
+    /// The lowest `posicao` with an effect not settled.
+    pub first_unsettled: Option<i64>,
+}
+
+/// One effect to perform.
+#[derive(Clone)]
+struct Task {
+    posicao: i64,
+    evento_id: String,
+    key: String,
+    body: Value,
+    policy: EffectPolicy,
+    effect: Arc<Effect>,
+}
+
+/// How one task ended.
+enum Ended {
+    Completed,
+    /// The key was already in the ledger (non-idempotent reservation refused).
+    AlreadyRegistered,
+    Failed(EffectError),
+    /// Shutdown came before the call started; for an idempotent type the key is still reserved.
+    NotStarted { reserved: bool },
+}
+
+pub(super) async fn perform(
+    applier: &Applier,
+    decided: &[Decided],
+    shutdown: &Shutdown,
+    summary: &mut Summary,
+) -> Result<Dispatched, ApplyError> {
+    let mut by_type: BTreeMap<&'static str, Vec<Task>> = BTreeMap::new();
+    for d in decided {
+        for request in &d.decision.effects {
+            let Some(policy) = applier.policy_of(request.tipo) else {
+                summary.count_effect(EFFECT_SUPPRESSED, 1);
+                continue;
+            };
+            let effect = applier
+                .effects
+                .get(request.tipo)
+                .ok_or_else(|| ApplyError::UndeclaredEffect(request.tipo.to_string()))?;
+            by_type.entry(request.tipo).or_default().push(Task {
+                posicao: d.posicao,
+                evento_id: d.evento_id.clone(),
+                key: request.key.clone(),
+                body: request.body.clone(),
+                policy,
+                effect: Arc::clone(effect),
+            });
+        }
+    }
+
+    let config = &applier.config;
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let completer = tokio::spawn(complete_as_they_arrive(
+        applier.pool.clone(),
+        config.claim.clone(),
+        done_rx,
+    ));
+    let mut running: JoinSet<(Task, Ended)> = JoinSet::new();
+    for (tipo, tasks) in by_type {
+        let idempotent = tasks[0].effect.config.idempotent;
+        if idempotent {
+            let held = reserve_idempotent(applier, tipo, &tasks).await?;
+            for task in tasks {
+                if held.contains(&task.key) {
+                    running.spawn(call_reserved(task, shutdown.clone(), done_tx.clone(), config.call_backoff));
+                } else {
+                    summary.count_effect(EFFECT_ALREADY, 1);
+                }
+            }
+        } else {
+            for task in tasks {
+                running.spawn(reserve_then_call(
+                    task,
+                    applier.pool.clone(),
+                    config.claim.clone(),
+                    config.db_backoff,
+                    shutdown.clone(),
+                    done_tx.clone(),
+                ));
+            }
+        }
+    }
+    drop(done_tx);
+
+    let mut to_release = Vec::new();
+    let mut to_uncertain = Vec::new();
+    let mut failure: Option<EffectFailure> = None;
+    let mut first_unsettled: Option<i64> = None;
+    let mut db_error = None;
+    let mut unsettled = |posicao: i64| {
+        first_unsettled = Some(first_unsettled.map_or(posicao, |p: i64| p.min(posicao)));
+    };
+    while let Some(joined) = running.join_next().await {
+        let (task, ended) = joined.expect("effect tasks do not panic");
+        match ended {
+            Ended::Completed => summary.count_effect(EFFECT_APPLIED, 1),
+            Ended::AlreadyRegistered => summary.count_effect(EFFECT_ALREADY, 1),
+            Ended::NotStarted { reserved } => {
+                if reserved {
+                    to_release.push(task.key.clone());
+                }
+                unsettled(task.posicao);
+            }
+            Ended::Failed(EffectError::Retryable { class }) if class.starts_with("database") => {
+                db_error.get_or_insert(class);
+                unsettled(task.posicao);
+            }
+            Ended::Failed(err) => match task.policy.on_failure {
+                OnFailure::Keep => {
+                    tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
+                    to_uncertain.push(task.key.clone());
+                }
+                OnFailure::Release => {
+                    tracing::warn!(key = %task.key, class = err.class(), "effect failed after retries: released");
+                    to_release.push(task.key.clone());
+                    unsettled(task.posicao);
+                    let candidate = EffectFailure {
+                        key: task.key.clone(),
+                        evento_id: task.evento_id.clone(),
+                        posicao: task.posicao,
+                        tipo: task.effect.config.name.clone(),
+                        class: err.class().to_string(),
+                    };
+                    if failure.as_ref().is_none_or(|f| f.posicao > candidate.posicao) {
+                        failure = Some(candidate);
+                    }
+                }
+            },
+        }
+    }
+    let lost = completer.await.expect("the completer does not panic")?;
+    if lost > 0 {
+        tracing::warn!(keys = lost, "completions found their reservation retaken by another worker");
+    }
+    let claim = &config.claim;
+    if !to_uncertain.is_empty() {
+        let moved = db::retry("mark uncertain", config.db_backoff, || {
+            ledger::mark_uncertain(&applier.pool, claim, &to_uncertain)
+        })
+        .await?;
+        summary.count_effect(EFFECT_UNCERTAIN, moved.len() as u64);
+    }
+    if !to_release.is_empty() {
+        let released = db::retry("release", config.db_backoff, || {
+            ledger::release(&applier.pool, claim, &to_release)
+        })
+        .await?;
+        summary.count_effect(EFFECT_RELEASED, released.len() as u64);
+    }
+    if let Some(class) = db_error {
+        return Err(ApplyError::Database(sqlx::Error::Protocol(format!(
+            "reserving an effect failed: {class}"
+        ))));
+    }
+    Ok(Dispatched {
+        failure,
+        first_unsettled,
+    })
+}
+
+/// One set-based reservation for every key of an idempotent type in the batch.
+async fn reserve_idempotent(
+    applier: &Applier,
+    tipo: &str,
+    tasks: &[Task],
+) -> Result<std::collections::HashSet<String>, sqlx::Error> {
+    let items: Vec<Reservation<'_>> = tasks
+        .iter()
+        .map(|t| Reservation {
+            key: &t.key,
+            evento_id: &t.evento_id,
+            tipo_efeito: tipo,
+        })
+        .collect();
+    let config = &applier.config;
+    let held = db::retry("reserve", config.db_backoff, || {
+        ledger::reserve(&applier.pool, &config.claim, &items, Some(config.stale_after))
+    })
+    .await?;
+    Ok(held.into_iter().collect())
+}
+
+/// An idempotent key already reserved: call it, retrying under `release` (the provider
+/// deduplicates, so a retry cannot duplicate the effect).
+async fn call_reserved(
+    task: Task,
+    shutdown: Shutdown,
+    done: mpsc::UnboundedSender<(String, Option<Value>)>,
+    backoff: Backoff,
+) -> (Task, Ended) {
+    let _slot = task.effect.slot().await;
+    if shutdown.is_triggered() {
+        return (task, Ended::NotStarted { reserved: true });
+    }
+    let attempts = match task.policy.on_failure {
+        OnFailure::Release => backoff.attempts.max(1),
+        OnFailure::Keep => 1,
+    };
+    let mut attempt = 1;
+    loop {
+        match task.effect.call(&task.key, &task.body).await {
+            Ok(result) => {
+                let _ = done.send((task.key.clone(), result));
+                return (task, Ended::Completed);
+            }
+            Err(err) if err.is_retryable() && attempt < attempts && !shutdown.is_triggered() => {
+                attempt += 1;
+                tracing::debug!(key = %task.key, class = err.class(), attempt, "effect call failed; retrying");
+                tokio::time::sleep(backoff.delay(attempt)).await;
+            }
+            Err(err) => return (task, Ended::Failed(err)),
+        }
+    }
+}
+
+/// A non-idempotent key: take a slot, reserve, call once, hand the result on. The slot is held
+/// from the reservation to the call's answer.
+async fn reserve_then_call(
+    task: Task,
+    pool: PgPool,
+    claim: Claim,
+    db_backoff: Backoff,
+    shutdown: Shutdown,
+    done: mpsc::UnboundedSender<(String, Option<Value>)>,
+) -> (Task, Ended) {
+    let _slot = task.effect.slot().await;
+    if shutdown.is_triggered() {
+        return (task, Ended::NotStarted { reserved: false });
+    }
+    let item = [Reservation {
+        key: &task.key,
+        evento_id: &task.evento_id,
+        tipo_efeito: &task.effect.config.name,
+    }];
+    let held = db::retry("reserve", db_backoff, || ledger::reserve(&pool, &claim, &item, None)).await;
+    match held {
+        Ok(held) if held.is_empty() => (task, Ended::AlreadyRegistered),
+        Ok(_) => match task.effect.call(&task.key, &task.body).await {
+            Ok(result) => {
+                let _ = done.send((task.key.clone(), result));
+                (task, Ended::Completed)
+            }
+            Err(err) => (task, Ended::Failed(err)),
+        },
+        Err(err) => {
+            tracing::warn!(key = %task.key, error = %err, "could not reserve effect");
+            let class = format!("database: {err}");
+            (task, Ended::Failed(EffectError::Retryable { class }))
+        }
+    }
+}
+
+/// Group commit of completions: whatever has arrived is written in one statement, then the next
+/// group. A completion is retried until written (for minutes, not seconds): the provider has
+/// acknowledged it, and losing it would turn a done effect into an `incerto` one.
+async fn complete_as_they_arrive(
+    pool: PgPool,
+    claim: Claim,
+    mut done: mpsc::UnboundedReceiver<(String, Option<Value>)>,
+) -> Result<u64, sqlx::Error> {
+    const GROUP: usize = 1000;
+    let persistent = Backoff {
+        attempts: 30,
+        base: std::time::Duration::from_millis(200),
+        max: std::time::Duration::from_secs(10),
+    };
+    let mut lost = 0u64;
+    while let Some(first) = done.recv().await {
+        let mut keys = vec![first.0];
+        let mut results = vec![first.1];
+        while keys.len() < GROUP {
+            match done.try_recv() {
+                Ok((key, result)) => {
+                    keys.push(key);
+                    results.push(result);
+                }
+                Err(_) => break,
+            }
+        }
+        let changed = db::retry("complete", persistent, || {
+            ledger::complete(&pool, &claim, &keys, &results)
+        })
+        .await?;
+        lost += (keys.len() - changed.len()) as u64;
+    }
+    Ok(lost)
+}

@@ -1,0 +1,304 @@
+//! The applier: the one code path for live processing and replay. They differ only in the
+//! execution id, the policy and the simulate flag, exactly as in the seed. Per batch it decides
+//! (domain), writes state (version-guarded upsert, or diff rows when simulating) and performs or
+//! accounts for the effects through the ledger; it reports which prefix of the batch is settled so
+//! the runner can move the checkpoint (invariant 7).
+
+mod dispatch;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use crate::commission::{self, Change};
+use crate::config::{EffectMode, EffectPolicy, OnInvalidEvent};
+use crate::db::{self, Backoff};
+use crate::domain::{self, CommissionRow, Decision, Event};
+use crate::effects::Effects;
+use crate::execution::{self, Mode, Rejected, Summary};
+use crate::ledger::Claim;
+use crate::shutdown::Shutdown;
+
+pub use dispatch::EffectFailure;
+
+/// State outcomes, with the seed's names.
+pub const STATE_WRITTEN: &str = "gravado";
+pub const STATE_NEWER_KEPT: &str = "ignorado-versao-mais-nova";
+/// Effect outcomes, with the seed's names (and `liberado`).
+pub const EFFECT_SUPPRESSED: &str = "suprimido";
+pub const EFFECT_ALREADY: &str = "ja-registrado";
+pub const EFFECT_WOULD_APPLY: &str = "seria-aplicado";
+pub const EFFECT_APPLIED: &str = "aplicado";
+pub const EFFECT_UNCERTAIN: &str = "incerto";
+pub const EFFECT_RELEASED: &str = "liberado";
+
+/// How one applier behaves; everything that differs between live processing and a replay.
+#[derive(Clone)]
+pub struct ApplierConfig {
+    /// The ledger's `execucao_id` and this process run's token.
+    pub claim: Claim,
+    /// Where rejected events and diff rows are filed (the checkpoint key for rejections, the
+    /// execution id for diff rows).
+    pub checkpoint_key: String,
+    pub mode: Mode,
+    pub policy: BTreeMap<String, EffectPolicy>,
+    pub event_types: Vec<String>,
+    pub on_invalid_event: OnInvalidEvent,
+    /// A reservation of an idempotent type older than this may be retaken (the seed's 5 minutes).
+    pub stale_after: Duration,
+    /// Database steps: retried this way on a transient failure.
+    pub db_backoff: Backoff,
+    /// Provider calls under `on_failure: release`: retried this way before the key is released.
+    pub call_backoff: Backoff,
+}
+
+/// The applier of one execution.
+pub struct Applier {
+    pool: PgPool,
+    config: ApplierConfig,
+    effects: Effects,
+}
+
+/// What one batch did.
+#[derive(Debug, Default)]
+pub struct BatchOutcome {
+    pub summary: Summary,
+    /// Every event up to this `posicao` is settled; `None` when not even the first one is.
+    pub settled_through: Option<i64>,
+    /// An effect that failed after its retries (its key released); the run must stop.
+    pub failure: Option<EffectFailure>,
+    /// An invalid event under `on_invalid_event: stop`; the batch was applied up to before it.
+    pub halted_on: Option<Rejected>,
+}
+
+/// Why a batch could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("effect type {0} is requested by the domain and enabled by the job but not declared in effects.yaml")]
+    UndeclaredEffect(String),
+}
+
+/// An event the domain decided on, with where it stands in the archive.
+struct Decided {
+    posicao: i64,
+    evento_id: String,
+    decision: Decision,
+}
+
+impl Applier {
+    pub fn new(pool: PgPool, config: ApplierConfig, effects: Effects) -> Self {
+        Applier {
+            pool,
+            config,
+            effects,
+        }
+    }
+
+    pub fn config(&self) -> &ApplierConfig {
+        &self.config
+    }
+
+    /// Applies one batch of events, given in `posicao` order.
+    pub async fn apply_batch(
+        &self,
+        events: &[Event],
+        shutdown: &Shutdown,
+    ) -> Result<BatchOutcome, ApplyError> {
+        let mut outcome = BatchOutcome::default();
+        let (decided, rejected, halted_on, considered) = self.decide(events, &mut outcome.summary);
+        outcome.halted_on = halted_on;
+        self.write_state(&decided, &rejected, &mut outcome.summary)
+            .await?;
+        let unsettled = if self.config.mode == Mode::Simulation {
+            self.account_effects(&decided, &mut outcome.summary).await?;
+            None
+        } else {
+            let result = dispatch::perform(self, &decided, shutdown, &mut outcome.summary).await?;
+            outcome.failure = result.failure;
+            result.first_unsettled
+        };
+        let last_considered = considered.last().map(|e| e.posicao);
+        outcome.settled_through = match unsettled {
+            Some(posicao) => considered
+                .iter()
+                .take_while(|e| e.posicao < posicao)
+                .last()
+                .map(|e| e.posicao),
+            None => last_considered,
+        };
+        Ok(outcome)
+    }
+
+    /// Runs the domain over the batch. Under `on_invalid_event: stop` the batch is cut before the
+    /// first invalid event, which is still recorded.
+    fn decide<'e>(
+        &self,
+        events: &'e [Event],
+        summary: &mut Summary,
+    ) -> (Vec<Decided>, Vec<Rejected>, Option<Rejected>, &'e [Event]) {
+        let mut decided = Vec::with_capacity(events.len());
+        let mut rejected = Vec::new();
+        for (i, event) in events.iter().enumerate() {
+            if !self.config.event_types.iter().any(|t| *t == event.tipo) {
+                summary.events_read += 1;
+                summary.events_skipped += 1;
+                continue;
+            }
+            match domain::handle(event) {
+                Ok(Some(decision)) => decided.push(Decided {
+                    posicao: event.posicao,
+                    evento_id: event.id.clone(),
+                    decision,
+                }),
+                Ok(None) => summary.events_skipped += 1,
+                Err(invalid) => {
+                    let record = Rejected {
+                        evento_id: event.id.clone(),
+                        posicao: event.posicao,
+                        tipo: event.tipo.clone(),
+                        erro: invalid.to_string(),
+                    };
+                    tracing::warn!(evento_id = %event.id, posicao = event.posicao, reason = invalid.reason, "invalid event rejected");
+                    summary.events_read += 1;
+                    summary.events_rejected += 1;
+                    if self.config.on_invalid_event == OnInvalidEvent::Stop {
+                        rejected.push(record.clone());
+                        return (decided, rejected, Some(record), &events[..i]);
+                    }
+                    rejected.push(record);
+                    continue;
+                }
+            }
+            summary.events_read += 1;
+        }
+        (decided, rejected, None, events)
+    }
+
+    /// The state step, in one transaction with the rejected events: the version-guarded upsert,
+    /// or, in a simulation, the diff rows (none for an order whose current row is newer).
+    async fn write_state(
+        &self,
+        decided: &[Decided],
+        rejected: &[Rejected],
+        summary: &mut Summary,
+    ) -> Result<(), ApplyError> {
+        if decided.is_empty() && rejected.is_empty() {
+            return Ok(());
+        }
+        let rows =
+            commission::newest_per_order(decided.iter().map(|d| d.decision.commission.clone()));
+        let ids: Vec<String> = rows.iter().map(|r| r.pedido_id.clone()).collect();
+        let simulate = self.config.mode == Mode::Simulation;
+        let (current, written) = db::retry("state", self.config.db_backoff, || async {
+            let mut tx = self.pool.begin().await?;
+            let current = commission::current(&mut tx, &ids, !simulate).await?;
+            let written: Vec<String> = if simulate {
+                let changes = would_write(&rows, &current);
+                commission::upsert_diff(&mut tx, self.diff_execution_id(), &changes).await?;
+                changes.into_iter().map(|c| c.pedido_id).collect()
+            } else {
+                commission::upsert_guarded(&mut tx, &rows).await?
+            };
+            execution::record_rejected(&mut tx, &self.config.checkpoint_key, rejected).await?;
+            tx.commit().await?;
+            Ok((current, written))
+        })
+        .await?;
+        count_state(decided, &rows, &current, &written, summary);
+        Ok(())
+    }
+
+    /// A simulation's effects: what the ledger already holds, and what would be performed.
+    async fn account_effects(
+        &self,
+        decided: &[Decided],
+        summary: &mut Summary,
+    ) -> Result<(), ApplyError> {
+        let mut keys = Vec::new();
+        for request in decided.iter().flat_map(|d| &d.decision.effects) {
+            match self.policy_of(request.tipo) {
+                Some(_) => keys.push(request.key.clone()),
+                None => summary.count_effect(EFFECT_SUPPRESSED, 1),
+            }
+        }
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let registered = db::retry("ledger lookup", self.config.db_backoff, || {
+            crate::ledger::registered(&self.pool, &keys)
+        })
+        .await?;
+        summary.count_effect(EFFECT_ALREADY, registered.len() as u64);
+        summary.count_effect(EFFECT_WOULD_APPLY, (keys.len() - registered.len()) as u64);
+        Ok(())
+    }
+
+    /// The job's policy for an effect type when it is to be applied; `None` = suppressed (not
+    /// listed, or `mode: suppress`).
+    fn policy_of(&self, tipo: &str) -> Option<EffectPolicy> {
+        self.config
+            .policy
+            .get(tipo)
+            .copied()
+            .filter(|p| p.mode == EffectMode::Apply)
+    }
+
+    /// Diff rows are filed under the execution id (not the simulation's checkpoint key), so
+    /// finance finds the diff of `replay-2026-10-14-v2` under that name.
+    fn diff_execution_id(&self) -> &str {
+        &self.config.claim.execution_id
+    }
+}
+
+/// The diff rows a simulation writes: every order whose current row is not newer.
+fn would_write(
+    rows: &[CommissionRow],
+    current: &HashMap<String, commission::Current>,
+) -> Vec<Change> {
+    rows.iter()
+        .filter(|r| {
+            current
+                .get(&r.pedido_id)
+                .is_none_or(|c| c.versao_evento <= r.versao)
+        })
+        .map(|r| Change {
+            pedido_id: r.pedido_id.clone(),
+            antes: current.get(&r.pedido_id).map(|c| c.valor_centavos),
+            depois: r.valor_centavos,
+            versao: r.versao,
+        })
+        .collect()
+}
+
+/// Counts the state outcome of every event and the changes of the orders written.
+fn count_state(
+    decided: &[Decided],
+    rows: &[CommissionRow],
+    current: &HashMap<String, commission::Current>,
+    written: &[String],
+    summary: &mut Summary,
+) {
+    let written: std::collections::HashSet<&str> = written.iter().map(String::as_str).collect();
+    for d in decided {
+        let row = &d.decision.commission;
+        let newer_in_db = current
+            .get(&row.pedido_id)
+            .is_some_and(|c| c.versao_evento > row.versao);
+        if written.contains(row.pedido_id.as_str()) && !newer_in_db {
+            summary.count_state(STATE_WRITTEN, 1);
+        } else {
+            summary.count_state(STATE_NEWER_KEPT, 1);
+        }
+    }
+    for row in rows.iter().filter(|r| written.contains(r.pedido_id.as_str())) {
+        let before = current.get(&row.pedido_id).map(|c| c.valor_centavos);
+        if before != Some(row.valor_centavos) {
+            summary.orders_changed += 1;
+            summary.total_before_centavos += before.unwrap_or(0);
+            summary.total_after_centavos += row.valor_centavos;
+        }
+    }
+}

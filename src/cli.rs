@@ -1,0 +1,321 @@
+//! The `replay-ledger` command line: parses arguments, wires the parts together, prints for
+//! humans (or JSON), and maps every outcome to the exit status of the contract, in one place:
+//! 0 success, 2 invalid input or configuration, 1 any other failure, 130 stopped by a signal.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use sqlx::PgPool;
+
+use crate::config::{self, ConfigErrors, JobKind};
+use crate::effects::Effects;
+use crate::execution::Mode;
+use crate::runner::{self, Ended, RunError, RunReport, RunnerConfig};
+use crate::{db, demo, ledger, money, shutdown};
+
+/// Replays archived domain events on PostgreSQL to correct derived state (`comissao`) and to
+/// perform the external side effects still missing, through an effects ledger
+/// (`efeito_aplicado`) shared with the live consumer, so no message is sent twice where the
+/// provider cannot deduplicate.
+#[derive(Debug, Parser)]
+#[command(name = "replay-ledger", version, about, long_about = None)]
+pub struct Cli {
+    /// PostgreSQL URL (e.g. postgres://user@host:5432/db?sslmode=require).
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Directory holding the job files and effects.yaml.
+    #[arg(long, default_value = "jobs", global = true)]
+    pub jobs_dir: PathBuf,
+
+    /// Do not apply migrations before working (for a role that does not own the schema).
+    #[arg(long, global = true)]
+    pub no_migrate: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply the database migrations (idempotent).
+    Migrate,
+    /// Validate every file of the jobs directory; prints `ok: N jobs` or one error per line.
+    Check,
+    /// Run a replay job to the end of its window, resuming from its checkpoint.
+    ///
+    /// A simulation writes only diff rows (reprocessamento_diff) for finance to review; the real
+    /// run corrects comissao and performs only the effects the ledger does not hold yet. Stop it
+    /// with Ctrl-C (it finishes the batch in hand and exits 130); run it again to resume.
+    Run {
+        /// A job's `name`, or a path to its YAML file.
+        job: String,
+        /// Simulate, whatever the job says: diff rows only, no state write, no effect.
+        #[arg(long)]
+        simulate: bool,
+        /// Start a new pass from the window's start (the ledger keeps effects from repeating).
+        #[arg(long)]
+        restart: bool,
+    },
+    /// Executions, their checkpoints and progress, and the size of the review queue.
+    Status {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The whole story end to end on a throwaway database: an archive of 2026-10-14 with the
+    /// commission bug, a simulation, the real run, and a second run that sends nothing.
+    Demo {
+        /// Events to generate.
+        #[arg(long, default_value_t = 10_000)]
+        events: u32,
+    },
+}
+
+/// Parses the command line, runs it, returns the exit status.
+pub async fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_tracing();
+    match dispatch(cli).await {
+        Ok(code) => code,
+        Err(err) => {
+            if let Some(errors) = err.downcast_ref::<ConfigErrors>() {
+                for e in &errors.0 {
+                    eprintln!("{e}");
+                }
+                return ExitCode::from(2);
+            }
+            eprintln!("error: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if std::env::var("LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match &cli.command {
+        Command::Check => check(&cli.jobs_dir),
+        Command::Migrate => {
+            let pool = connect(&cli, false).await?;
+            db::migrate(&pool).await.context("applying migrations")?;
+            println!("migrations applied");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run {
+            job,
+            simulate,
+            restart,
+        } => run(&cli, job, *simulate, *restart).await,
+        Command::Status { json } => status(&cli, *json).await,
+        Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events).await,
+    }
+}
+
+fn check(jobs_dir: &Path) -> anyhow::Result<ExitCode> {
+    let loaded = config::load_dir(jobs_dir)?;
+    for job in &loaded.jobs {
+        if let Some(note) = not_runnable_yet(&job.kind) {
+            println!("note: {} ({}): {note}", job.name, job.kind.label());
+        }
+    }
+    println!("ok: {} jobs", loaded.jobs.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Job kinds that `check` accepts but this build cannot run yet.
+fn not_runnable_yet(kind: &JobKind) -> Option<&'static str> {
+    match kind {
+        JobKind::Replay(_) => None,
+        JobKind::Sweep(_) => Some("valid; the sweeper is not built yet"),
+        JobKind::Report(_) => Some("valid; reports are not built yet"),
+        JobKind::Live(_) => Some("valid; the live consumer is not built yet"),
+    }
+}
+
+/// Connects, retrying while the server is unreachable, and applies migrations unless told not to.
+async fn connect(cli: &Cli, migrate: bool) -> anyhow::Result<PgPool> {
+    let url = cli
+        .database_url
+        .as_deref()
+        .context("no database: set DATABASE_URL or pass --database-url")?;
+    let pool = db::retry("connect", db::Backoff::default(), || db::connect(url, "cli"))
+        .await
+        .context("connecting to the database")?;
+    if migrate && !cli.no_migrate {
+        db::migrate(&pool).await.context("applying migrations")?;
+    }
+    Ok(pool)
+}
+
+async fn run(cli: &Cli, job_ref: &str, simulate: bool, restart: bool) -> anyhow::Result<ExitCode> {
+    let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
+    let JobKind::Replay(replay) = &job.kind else {
+        return Err(RunError::NotReplay(job.name.clone()).into());
+    };
+    let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
+    let pool = connect(cli, true).await?;
+    let url = cli.database_url.clone().unwrap_or_default();
+    let (trigger, stop) = shutdown::channel();
+    shutdown::on_signals(trigger);
+    let config = RunnerConfig {
+        simulate: simulate.then_some(true),
+        restart,
+        stale_after: sweep_stale_after(&cli.jobs_dir),
+        ..RunnerConfig::default()
+    };
+    let result = runner::run(&pool, &url, &job, replay, effects, config, stop).await;
+    match result {
+        Ok(report) => {
+            print_report(&report);
+            Ok(match report.ended {
+                Ended::Interrupted => ExitCode::from(130),
+                _ => ExitCode::SUCCESS,
+            })
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// The sweeper's `stale_after`, if a sweep job is configured: the age past which a reservation
+/// of an idempotent type counts as abandoned. Default 5 minutes (the seed's).
+fn sweep_stale_after(jobs_dir: &Path) -> std::time::Duration {
+    config::load_dir(jobs_dir)
+        .ok()
+        .and_then(|loaded| {
+            loaded.jobs.iter().find_map(|j| match &j.kind {
+                JobKind::Sweep(s) => Some(s.stale_after),
+                _ => None,
+            })
+        })
+        .unwrap_or(std::time::Duration::from_secs(300))
+}
+
+/// The end-of-run summary.
+pub fn print_report(report: &RunReport) {
+    let s = &report.summary;
+    let mode = match report.mode {
+        Mode::Simulation => "simulation",
+        Mode::Real => "real run",
+        Mode::Live => "live",
+    };
+    match &report.ended {
+        Ended::AlreadyFinished { at } => {
+            println!(
+                "{} ({mode}) already finished{}; nothing to do (use --restart for a new pass).",
+                report.execution_id,
+                at.map(|t| format!(" at {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
+                    .unwrap_or_default()
+            );
+        }
+        Ended::Interrupted => println!(
+            "{} ({mode}) stopped at posicao {}; run it again to resume.",
+            report.execution_id,
+            report.checkpoint.map_or("-".into(), |c| c.to_string())
+        ),
+        Ended::Finished => {
+            let secs = report.elapsed.as_secs_f64().max(1e-3);
+            println!(
+                "{} ({mode}) finished: {} events in this run, {:.1} s ({:.0} events/s)",
+                report.execution_id,
+                report.events_this_run,
+                secs,
+                report.events_this_run as f64 / secs
+            );
+        }
+    }
+    println!(
+        "  events read {}, skipped {}, rejected {}",
+        s.events_read, s.events_skipped, s.events_rejected
+    );
+    let verb = if report.mode == Mode::Simulation { "would change" } else { "changed" };
+    println!(
+        "  orders {verb}: {}; total {} -> {} ({})",
+        s.orders_changed,
+        money::brl(s.total_before_centavos),
+        money::brl(s.total_after_centavos),
+        money::brl_signed(s.total_after_centavos - s.total_before_centavos)
+    );
+    println!("  state: {}", counts(&s.state));
+    println!("  effects: {}", counts(&s.effects));
+    if !report.rejected.is_empty() {
+        println!("  rejected events:");
+        for r in report.rejected.iter().take(20) {
+            println!("    {} (posicao {}, {}): {}", r.evento_id, r.posicao, r.tipo, r.erro);
+        }
+        if report.rejected.len() > 20 {
+            println!("    … and {} more (see table evento_rejeitado)", report.rejected.len() - 20);
+        }
+    }
+}
+
+fn counts(map: &std::collections::BTreeMap<String, u64>) -> String {
+    if map.is_empty() {
+        return "none".into();
+    }
+    map.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
+    let pool = connect(cli, true).await?;
+    let executions = crate::execution::list(&pool).await?;
+    let review = ledger::review_queue_size(&pool).await?;
+    if json {
+        let value = serde_json::json!({ "executions": executions, "review_queue": review });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if executions.is_empty() {
+        println!("no executions yet");
+    }
+    for e in &executions {
+        let progress = match (e.first, e.last, e.checkpoint) {
+            (Some(first), Some(last), Some(cp)) if last >= first => {
+                let pct = ((cp - first + 1).max(0) as f64 / (last - first + 1) as f64 * 100.0).min(100.0);
+                format!("checkpoint {cp} of {first}..{last} ({pct:.0}%)")
+            }
+            _ => "empty window".into(),
+        };
+        println!(
+            "{:<40} {:<10} {:<13} {}  events {}  effects: {}",
+            e.key,
+            e.mode,
+            e.state,
+            progress,
+            e.summary.events_read,
+            counts(&e.summary.effects)
+        );
+        if let Some(err) = &e.error {
+            println!("    last error: {err}");
+        }
+    }
+    println!("review queue: {review} effect(s) incerto");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,437 @@
+//! `replay-ledger demo`: the story of DESIGN.md end to end, on a database of its own. An archive
+//! of 2026-10-14 with the commission bug already applied and ~30 % of the seller notifications
+//! missing; a loopback webhook that records every key; then a simulation, the real run, and a
+//! second real run that sends nothing. It checks what it shows and exits 1 if a check fails.
+
+use std::collections::{BTreeSet, HashMap};
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use anyhow::{bail, Context};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::json;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions, Connection, PgPool};
+
+use crate::config::{self, JobKind};
+use crate::domain::{self, effect_key, NOTIFY_SELLER, ORDER_PAID};
+use crate::effects::Effects;
+use crate::pgtemp::TempCluster;
+use crate::runner::{self, RunReport, RunnerConfig};
+use crate::shutdown::Shutdown;
+use crate::sink::{Behavior, Sink, SinkConfig};
+use crate::{cli, db, money};
+
+const EFFECTS_YAML: &str = include_str!("../jobs/effects.yaml");
+const REPLAY_YAML: &str = include_str!("../jobs/replay-2026-10-14.yaml");
+
+/// Where the demo's data lives, and how to clean it up.
+enum Scratch {
+    Cluster(TempCluster),
+    Database { admin: PgConnectOptions, name: String },
+}
+
+pub async fn run(database_url: Option<&str>, events: u32) -> anyhow::Result<ExitCode> {
+    let events = events.max(100);
+    println!("replay-ledger demo: the 2026-10-14 commission bug, replayed\n");
+    let (scratch, url) = match database_url {
+        Some(url) => scratch_database(url).await?,
+        None => {
+            let cluster = TempCluster::start().await.context(
+                "DATABASE_URL is not set, so the demo starts a throwaway PostgreSQL cluster from the local binaries",
+            )?;
+            let url = cluster.url();
+            println!("database: a throwaway PostgreSQL cluster ({}), removed at the end", redact(&url));
+            (Scratch::Cluster(cluster), url)
+        }
+    };
+    let result = story(&url, events).await;
+    match scratch {
+        Scratch::Cluster(mut cluster) => cluster.stop().await,
+        Scratch::Database { admin, name } => {
+            if let Ok(mut conn) = admin.connect().await {
+                let _ = sqlx::query(&format!("drop database if exists \"{name}\" with (force)"))
+                    .execute(&mut conn)
+                    .await;
+            }
+        }
+    }
+    result
+}
+
+/// A fresh database on the server of `url`, so the demo never touches the user's tables.
+async fn scratch_database(url: &str) -> anyhow::Result<(Scratch, String)> {
+    let admin = PgConnectOptions::from_str(url).context("parsing DATABASE_URL")?;
+    let name = format!("replay_ledger_demo_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let mut conn = admin.connect().await.context("connecting to DATABASE_URL")?;
+    // `name` is ours (hex digits), not input: safe to place in the statement.
+    sqlx::query(&format!("create database \"{name}\""))
+        .execute(&mut conn)
+        .await
+        .context("creating a scratch database for the demo (the role needs CREATEDB)")?;
+    conn.close().await.ok();
+    let mut scratch_url = url::Url::parse(url).context("parsing DATABASE_URL")?;
+    scratch_url.set_path(&name);
+    println!("database: scratch database {name} on the DATABASE_URL server, dropped at the end");
+    Ok((Scratch::Database { admin, name }, scratch_url.to_string()))
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "(unparsable url)".into(),
+    }
+}
+
+async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
+    let pool = db::connect(url, "demo").await.context("connecting")?;
+    db::migrate(&pool).await.context("applying migrations")?;
+    let archive = seed_archive(&pool, events).await?;
+    println!(
+        "archive: {} events of 2026-10-14 for {} orders (+{} on the days around it)",
+        group(archive.in_window),
+        group(archive.orders),
+        group(archive.outside)
+    );
+    println!(
+        "  comissao as the buggy consumer left it (÷1.000 instead of ÷100): total {}",
+        money::brl(archive.bug_total)
+    );
+    println!(
+        "  seller notifications: {} sent on the day, {} missing; {} payloads are invalid",
+        group(archive.sent as u64),
+        group(archive.missing.len() as u64),
+        archive.invalid
+    );
+    println!(
+        "  order {} already got version 3 from the live consumer on 2026-10-15: the replay must keep it\n",
+        archive.newer_order
+    );
+
+    let sink = Sink::start(SinkConfig {
+        behavior: Behavior {
+            dedup: true,
+            ..Behavior::default()
+        },
+        ..SinkConfig::default()
+    })
+    .await
+    .context("starting the loopback webhook")?;
+    let jobs = tempfile::tempdir()?;
+    std::fs::write(jobs.path().join("effects.yaml"), EFFECTS_YAML)?;
+    std::fs::write(jobs.path().join("replay-2026-10-14.yaml"), REPLAY_YAML)?;
+    // Before any provider is built: the example effects.yaml takes its URL and token from here.
+    std::env::set_var("SELLER_WEBHOOK_URL", sink.url());
+    std::env::set_var("SELLER_WEBHOOK_TOKEN", "demo-token");
+    let loaded = config::load_dir(jobs.path()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let job = loaded
+        .jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Replay(_)))
+        .context("the example replay job")?
+        .clone();
+    let JobKind::Replay(replay) = &job.kind else { unreachable!() };
+    let effects = Effects::from_catalog(&loaded.effects).context("providers")?;
+    let mut ok = true;
+
+    println!("step 1: simulation (`replay-ledger run {} --simulate`)", job.name);
+    let before = checksums(&pool).await?;
+    let report = execute(&pool, url, &job, replay, &effects, Some(true), false).await?;
+    cli::print_report(&report);
+    let after = checksums(&pool).await?;
+    ok &= verdict(before == after, "comissao and efeito_aplicado are byte-identical after the simulation");
+    print_largest_diffs(&pool, &report.execution_id).await?;
+
+    println!("\nstep 2: the real run (`replay-ledger run {}`)", job.name);
+    let report = execute(&pool, url, &job, replay, &effects, Some(false), false).await?;
+    cli::print_report(&report);
+    let delivered: BTreeSet<String> = sink.deliveries().into_keys().collect();
+    ok &= verdict(
+        delivered == archive.missing,
+        &format!(
+            "the provider received exactly the {} missing keys ({} received)",
+            archive.missing.len(),
+            delivered.len()
+        ),
+    );
+    let kept: Option<i64> =
+        sqlx::query_scalar("select versao_evento from comissao where pedido_id = $1")
+            .bind(&archive.newer_order)
+            .fetch_optional(&pool)
+            .await?;
+    ok &= verdict(kept == Some(3), &format!("order {} still holds version 3", archive.newer_order));
+
+    println!("\nstep 3: a second real run, as a new pass (`replay-ledger run {} --restart`)", job.name);
+    let requests_before = sink.request_count();
+    let report = execute(&pool, url, &job, replay, &effects, Some(false), true).await?;
+    cli::print_report(&report);
+    ok &= verdict(
+        sink.request_count() == requests_before,
+        "the second run sent nothing: every key is already in the ledger",
+    );
+    sink.shutdown().await;
+    pool.close().await;
+    println!();
+    if ok {
+        println!("demo: every check held.");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("demo: a check failed (see above).");
+        Ok(ExitCode::from(1))
+    }
+}
+
+async fn execute(
+    pool: &PgPool,
+    url: &str,
+    job: &config::Job,
+    replay: &config::ReplayJob,
+    effects: &Effects,
+    simulate: Option<bool>,
+    restart: bool,
+) -> anyhow::Result<RunReport> {
+    let config = RunnerConfig {
+        simulate,
+        restart,
+        started_by: "demo".into(),
+        ..RunnerConfig::default()
+    };
+    Ok(runner::run(pool, url, job, replay, effects.clone(), config, Shutdown::never()).await?)
+}
+
+fn verdict(held: bool, what: &str) -> bool {
+    println!("  {} {what}", if held { "ok:" } else { "FAILED:" });
+    held
+}
+
+async fn checksums(pool: &PgPool) -> anyhow::Result<(Option<String>, Option<String>)> {
+    let comissao = sqlx::query_scalar(
+        "select md5(string_agg(c::text, ',' order by pedido_id)) from comissao c",
+    )
+    .fetch_one(pool)
+    .await?;
+    let ledger = sqlx::query_scalar(
+        "select md5(string_agg(e::text, ',' order by chave)) from efeito_aplicado e",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok((comissao, ledger))
+}
+
+async fn print_largest_diffs(pool: &PgPool, execution_id: &str) -> anyhow::Result<()> {
+    let rows: Vec<(String, Option<i64>, i64)> = sqlx::query_as(
+        r#"
+        select pedido_id, antes, depois from reprocessamento_diff
+        where execucao_id = $1
+        order by abs(depois - coalesce(antes, 0)) desc, pedido_id limit 5
+        "#,
+    )
+    .bind(execution_id)
+    .fetch_all(pool)
+    .await?;
+    println!("  largest changes in the diff finance reviews (reprocessamento_diff):");
+    for (pedido, antes, depois) in rows {
+        println!(
+            "    {pedido:<12} {:>14} -> {:>14}",
+            antes.map_or("(none)".into(), money::brl),
+            money::brl(depois)
+        );
+    }
+    Ok(())
+}
+
+fn group(n: u64) -> String {
+    money::group_thousands(n)
+}
+
+/// What the generated archive holds, to check the runs against.
+struct Archive {
+    in_window: u64,
+    outside: u64,
+    orders: u64,
+    bug_total: i64,
+    sent: usize,
+    missing: BTreeSet<String>,
+    invalid: usize,
+    newer_order: String,
+}
+
+/// A deterministic pseudo-random sequence (xorshift), so every demo tells the same story.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
+    let day_start: DateTime<Utc> = chrono::FixedOffset::west_opt(3 * 3600)
+        .expect("valid offset")
+        .with_ymd_and_hms(2026, 10, 14, 0, 0, 0)
+        .single()
+        .expect("valid date")
+        .with_timezone(&Utc);
+    let orders = (u64::from(events) * 4 / 5).max(1);
+    let outside = u64::from(events / 50);
+    let mut rng = Rng(0x2026_1014);
+    let mut rows = Vec::new();
+    let mut posicao = 1_000_000i64;
+    let mut push = |rows: &mut Vec<domain::Event>, rng: &mut Rng, at: DateTime<Utc>, pedido: String, versao: i64, valid: bool| {
+        posicao += 1 + (rng.next() % 3) as i64;
+        let valor = 1_000 + (rng.next() % 500_000) as i64;
+        let percentual = [2.5, 5.0, 7.5, 10.0][(rng.next() % 4) as usize];
+        let payload = if valid {
+            json!({"valorCentavos": valor, "percentual": percentual})
+        } else {
+            json!({"valorCentavos": format!("{},{:02}", valor / 100, valor % 100), "percentual": percentual})
+        };
+        rows.push(domain::Event {
+            posicao,
+            id: format!("evt-{posicao}"),
+            tipo: ORDER_PAID.into(),
+            pedido_id: pedido,
+            versao,
+            payload,
+            ocorrido_em: at,
+        });
+    };
+    for i in 0..outside {
+        let at = day_start - Duration::seconds(3600 + i as i64);
+        push(&mut rows, &mut rng, at, format!("ped-old-{i}"), 1, true);
+    }
+    let step = 86_400_000 / i64::from(events);
+    for i in 0..u64::from(events) {
+        let at = day_start + Duration::milliseconds(i as i64 * step);
+        let versao = (i / orders) as i64 + 1;
+        push(&mut rows, &mut rng, at, format!("ped-{}", i % orders + 1), versao, i % 2_500 != 1_234);
+    }
+    for i in 0..outside {
+        let at = day_start + Duration::hours(24) + Duration::seconds(60 + i as i64);
+        push(&mut rows, &mut rng, at, format!("ped-new-{i}"), 1, true);
+    }
+    // The live consumer already processed a version 3 of one order on the next day.
+    let newer_order = "ped-42".to_string();
+    let at = day_start + Duration::hours(30);
+    push(&mut rows, &mut rng, at, newer_order.clone(), 3, true);
+
+    insert_events(pool, &rows).await?;
+    let window_end = day_start + Duration::hours(24);
+    let in_window: Vec<&domain::Event> = rows
+        .iter()
+        .filter(|e| e.ocorrido_em >= day_start && e.ocorrido_em < window_end)
+        .collect();
+
+    // What the buggy live consumer wrote: per order the newest version, with ÷1000.
+    let mut newest: HashMap<&str, (i64, i64)> = HashMap::new();
+    for e in &rows {
+        let Ok(correct) = domain::calcular_comissao(&e.payload) else { continue };
+        let buggy = if e.pedido_id == newer_order && e.versao == 3 {
+            correct
+        } else {
+            (correct as f64 / 10.0).round() as i64
+        };
+        let entry = newest.entry(&e.pedido_id).or_insert((buggy, e.versao));
+        if e.versao >= entry.1 {
+            *entry = (buggy, e.versao);
+        }
+    }
+    let ids: Vec<&str> = newest.keys().copied().collect();
+    let valores: Vec<i64> = ids.iter().map(|id| newest[id].0).collect();
+    let versoes: Vec<i64> = ids.iter().map(|id| newest[id].1).collect();
+    sqlx::query(
+        r#"
+        insert into comissao (pedido_id, valor_centavos, versao_evento)
+        select * from unnest($1::text[], $2::bigint[], $3::bigint[])
+        "#,
+    )
+    .bind(&ids)
+    .bind(&valores)
+    .bind(&versoes)
+    .execute(pool)
+    .await?;
+
+    // ~70 % of the day's notifications went out; the rest is what the replay must send.
+    let mut sent = Vec::new();
+    let mut missing = BTreeSet::new();
+    let mut invalid = 0;
+    for e in &in_window {
+        if domain::calcular_comissao(&e.payload).is_err() {
+            invalid += 1;
+            continue;
+        }
+        let key = effect_key(&e.id, NOTIFY_SELLER);
+        if rng.next() % 10 < 7 {
+            sent.push((key, e.id.clone()));
+        } else {
+            missing.insert(key);
+        }
+    }
+    let keys: Vec<&str> = sent.iter().map(|(k, _)| k.as_str()).collect();
+    let eventos: Vec<&str> = sent.iter().map(|(_, e)| e.as_str()).collect();
+    sqlx::query(
+        r#"
+        insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, resultado)
+        select k, e, 'notificar-vendedor', 'concluido', 'ao-vivo', '{"recebido": true}'::jsonb
+        from unnest($1::text[], $2::text[]) as u(k, e)
+        "#,
+    )
+    .bind(&keys)
+    .bind(&eventos)
+    .execute(pool)
+    .await?;
+    let bug_total: i64 = sqlx::query_scalar("select coalesce(sum(valor_centavos), 0)::bigint from comissao")
+        .fetch_one(pool)
+        .await?;
+    if in_window.is_empty() {
+        bail!("the generated window is empty");
+    }
+    Ok(Archive {
+        in_window: in_window.len() as u64,
+        outside: (rows.len() - in_window.len()) as u64,
+        orders,
+        bug_total,
+        sent: sent.len(),
+        missing,
+        invalid,
+        newer_order,
+    })
+}
+
+/// Inserts events set-based, in chunks.
+pub async fn insert_events(pool: &PgPool, events: &[domain::Event]) -> Result<(), sqlx::Error> {
+    for chunk in events.chunks(5_000) {
+        let posicoes: Vec<i64> = chunk.iter().map(|e| e.posicao).collect();
+        let ids: Vec<&str> = chunk.iter().map(|e| e.id.as_str()).collect();
+        let tipos: Vec<&str> = chunk.iter().map(|e| e.tipo.as_str()).collect();
+        let pedidos: Vec<&str> = chunk.iter().map(|e| e.pedido_id.as_str()).collect();
+        let versoes: Vec<i64> = chunk.iter().map(|e| e.versao).collect();
+        let payloads: Vec<&serde_json::Value> = chunk.iter().map(|e| &e.payload).collect();
+        let quando: Vec<DateTime<Utc>> = chunk.iter().map(|e| e.ocorrido_em).collect();
+        sqlx::query(
+            r#"
+            insert into evento_arquivado (posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)
+            select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+                                 $6::jsonb[], $7::timestamptz[])
+            "#,
+        )
+        .bind(posicoes)
+        .bind(ids)
+        .bind(tipos)
+        .bind(pedidos)
+        .bind(versoes)
+        .bind(payloads)
+        .bind(quando)
+        .execute(pool)
+        .await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! The domain: the seed's commission rule (`calcularComissao`) and the `pedido.pago` handler.
+//! The only place that knows about orders and commissions. Pure: event in, state row and effect
+//! requests out; no I/O.
+
+use serde_json::{json, Value};
+
+/// The event type this domain handles.
+pub const ORDER_PAID: &str = "pedido.pago";
+/// The one effect type the domain requests: tell the seller about the commission.
+pub const NOTIFY_SELLER: &str = "notificar-vendedor";
+/// The seed's error message for a bad `pedido.pago` payload.
+pub const INVALID_PAYLOAD: &str = "payload de pedido.pago invalido";
+
+/// An archived event, as read from `evento_arquivado`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub posicao: i64,
+    pub id: String,
+    pub tipo: String,
+    pub pedido_id: String,
+    pub versao: i64,
+    pub payload: Value,
+    pub ocorrido_em: chrono::DateTime<chrono::Utc>,
+}
+
+/// Why an event was rejected. The message starts with the seed's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{INVALID_PAYLOAD}: {reason}")]
+pub struct InvalidPayload {
+    pub reason: &'static str,
+}
+
+fn invalid(reason: &'static str) -> InvalidPayload {
+    InvalidPayload { reason }
+}
+
+/// The commission row an event produces, guarded by `versao` when written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommissionRow {
+    pub pedido_id: String,
+    pub valor_centavos: i64,
+    pub versao: i64,
+}
+
+/// An external effect the event asks for. Its ledger key is [`effect_key`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectRequest {
+    pub tipo: &'static str,
+    pub key: String,
+    /// The provider's request body: `{"eventoId", "pedidoId", "valorCentavos"}`.
+    pub body: Value,
+}
+
+/// What the domain decided for one event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub commission: CommissionRow,
+    pub effects: Vec<EffectRequest>,
+}
+
+/// The ledger key: depends only on the event and the effect type, so the live consumer and every
+/// replay find the same row.
+pub fn effect_key(evento_id: &str, tipo_efeito: &str) -> String {
+    format!("{evento_id}:{tipo_efeito}")
+}
+
+/// `calcularComissao` of the seed, bit for bit:
+///
+/// ```js
+/// if (!Number.isInteger(valorCentavos) || typeof percentual !== 'number') throw …;
+/// return Math.round((valorCentavos * percentual) / 100);
+/// ```
+///
+/// JavaScript numbers are IEEE doubles, so the arithmetic is done in `f64` in the same order;
+/// `Number.isInteger(1000.0)` is true; `Math.round` rounds halves toward +∞. A result that is not
+/// a finite value in `i64` range (JavaScript would produce `Infinity` or lose cents, and the
+/// `bigint` column could not hold it) is rejected instead of being stored wrong.
+pub fn calcular_comissao(payload: &Value) -> Result<i64, InvalidPayload> {
+    let obj = payload.as_object().ok_or(invalid("payload is not an object"))?;
+    let valor = obj
+        .get("valorCentavos")
+        .and_then(Value::as_f64)
+        .ok_or(invalid("valorCentavos is not a number"))?;
+    if !valor.is_finite() || valor.fract() != 0.0 {
+        return Err(invalid("valorCentavos is not an integer"));
+    }
+    let percentual = obj
+        .get("percentual")
+        .and_then(Value::as_f64)
+        .ok_or(invalid("percentual is not a number"))?;
+    let exact = (valor * percentual) / 100.0;
+    let rounded = js_math_round(exact);
+    // 2^63 is exactly representable; anything at or beyond it does not fit.
+    if !rounded.is_finite() || rounded >= 9_223_372_036_854_775_808.0 || rounded < -9_223_372_036_854_775_808.0 {
+        return Err(invalid("commission out of range"));
+    }
+    Ok(rounded as i64)
+}
+
+/// `Math.round`: the integer closest to `x`, halves toward +∞. Not `(x + 0.5).floor()`, which is
+/// wrong for 0.49999999999999994 and for large odd values.
+fn js_math_round(x: f64) -> f64 {
+    if !x.is_finite() {
+        return x;
+    }
+    let floor = x.floor();
+    let rounded = if x - floor >= 0.5 { floor + 1.0 } else { floor };
+    // JavaScript's -0 is stored as 0.
+    rounded + 0.0
+}
+
+/// The `pedido.pago` handler: `Ok(None)` for an event type this domain does not handle.
+pub fn handle(event: &Event) -> Result<Option<Decision>, InvalidPayload> {
+    if event.tipo != ORDER_PAID {
+        return Ok(None);
+    }
+    let valor = calcular_comissao(&event.payload)?;
+    let effects = vec![EffectRequest {
+        tipo: NOTIFY_SELLER,
+        key: effect_key(&event.id, NOTIFY_SELLER),
+        body: json!({
+            "eventoId": event.id,
+            "pedidoId": event.pedido_id,
+            "valorCentavos": valor,
+        }),
+    }];
+    Ok(Some(Decision {
+        commission: CommissionRow {
+            pedido_id: event.pedido_id.clone(),
+            valor_centavos: valor,
+            versao: event.versao,
+        },
+        effects,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commission(v: Value) -> Result<i64, InvalidPayload> {
+        calcular_comissao(&v)
+    }
+
+    #[test]
+    fn rounds_halves_toward_positive_infinity() {
+        assert_eq!(commission(json!({"valorCentavos": -5, "percentual": 10})), Ok(0));
+        assert_eq!(commission(json!({"valorCentavos": 12345, "percentual": 2.5})), Ok(309));
+        assert_eq!(commission(json!({"valorCentavos": -15, "percentual": 10})), Ok(-1));
+    }
+
+    #[test]
+    fn a_float_with_no_fraction_is_an_integer_as_in_javascript() {
+        assert_eq!(commission(json!({"valorCentavos": 1000.0, "percentual": 5})), Ok(50));
+    }
+
+    #[test]
+    fn strings_and_missing_fields_are_invalid() {
+        assert!(commission(json!({"valorCentavos": "1000", "percentual": 5})).is_err());
+        assert!(commission(json!({"valorCentavos": 1000, "percentual": "5"})).is_err());
+        assert!(commission(json!({"percentual": 5})).is_err());
+        assert!(commission(json!({"valorCentavos": 1000.5, "percentual": 5})).is_err());
+        assert!(commission(json!(null)).is_err());
+    }
+
+    #[test]
+    fn math_round_is_not_floor_of_x_plus_half() {
+        assert_eq!(js_math_round(0.499_999_999_999_999_94), 0.0);
+        assert_eq!(js_math_round(-0.5), 0.0);
+        assert_eq!(js_math_round(2.5), 3.0);
+    }
+
+    #[test]
+    fn other_event_types_are_skipped() {
+        let event = Event {
+            posicao: 1,
+            id: "e1".into(),
+            tipo: "pedido.cancelado".into(),
+            pedido_id: "p1".into(),
+            versao: 1,
+            payload: json!({}),
+            ocorrido_em: chrono::Utc::now(),
+        };
+        assert_eq!(handle(&event), Ok(None));
+    }
+}

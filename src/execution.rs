@@ -1,0 +1,460 @@
+//! Executions and their bookkeeping: `reprocessamento_execucao` (what an execution is, its fixed
+//! `posicao` range, its summary), `reprocessamento_checkpoint` (the last `posicao` fully settled),
+//! `evento_rejeitado`, and the PostgreSQL advisory lock that lets one process at a time run an
+//! execution (invariant 6).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::{Connection, PgConnection, PgPool};
+
+use crate::archive::Window;
+
+/// How an execution treats state and effects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// Writes diff rows only; the ledger and `comissao` are left as they are.
+    Simulation,
+    /// Corrects `comissao` and performs the missing effects.
+    Real,
+    /// The live consumer (`ao-vivo`).
+    Live,
+}
+
+impl Mode {
+    /// The value of `reprocessamento_execucao.modo`.
+    pub fn as_db(self) -> &'static str {
+        match self {
+            Mode::Simulation => "simulacao",
+            Mode::Real => "real",
+            Mode::Live => "ao-vivo",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Simulation => "simulation",
+            Mode::Real => "real run",
+            Mode::Live => "live",
+        }
+    }
+}
+
+/// The checkpoint key of an execution in a mode: a simulation keeps its own, so a finished
+/// simulation never makes the real run skip the window. `:` cannot appear in a job name.
+pub fn checkpoint_key(execution_id: &str, mode: Mode) -> String {
+    match mode {
+        Mode::Simulation => format!("{execution_id}:simulacao"),
+        Mode::Real | Mode::Live => execution_id.to_string(),
+    }
+}
+
+/// Counts of one execution, accumulated batch by batch and stored with the checkpoint, so a
+/// resumed run reports the whole execution, not just its last process.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Summary {
+    pub events_read: u64,
+    /// Events of types the job does not handle.
+    pub events_skipped: u64,
+    pub events_rejected: u64,
+    /// State outcomes with the seed's names: `gravado`, `ignorado-versao-mais-nova`.
+    pub state: BTreeMap<String, u64>,
+    /// Orders whose commission changed (or, in a simulation, would change).
+    pub orders_changed: u64,
+    /// Sums over those changes, in cents (a missing row counts as 0 before).
+    pub total_before_centavos: i64,
+    pub total_after_centavos: i64,
+    /// Effect outcomes with the seed's names: `suprimido`, `ja-registrado`, `seria-aplicado`,
+    /// `aplicado`, `incerto`, plus `liberado` (released after a failure, to be retried).
+    pub effects: BTreeMap<String, u64>,
+}
+
+impl Summary {
+    pub fn add(&mut self, other: &Summary) {
+        self.events_read += other.events_read;
+        self.events_skipped += other.events_skipped;
+        self.events_rejected += other.events_rejected;
+        for (k, v) in &other.state {
+            *self.state.entry(k.clone()).or_default() += v;
+        }
+        self.orders_changed += other.orders_changed;
+        self.total_before_centavos += other.total_before_centavos;
+        self.total_after_centavos += other.total_after_centavos;
+        for (k, v) in &other.effects {
+            *self.effects.entry(k.clone()).or_default() += v;
+        }
+    }
+
+    pub fn count_state(&mut self, outcome: &str, n: u64) {
+        if n > 0 {
+            *self.state.entry(outcome.to_string()).or_default() += n;
+        }
+    }
+
+    pub fn count_effect(&mut self, outcome: &str, n: u64) {
+        if n > 0 {
+            *self.effects.entry(outcome.to_string()).or_default() += n;
+        }
+    }
+}
+
+/// A row of `reprocessamento_execucao` with its checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Execution {
+    pub key: String,
+    pub job: String,
+    pub mode: String,
+    pub window_from: Option<DateTime<Utc>>,
+    pub window_to: Option<DateTime<Utc>>,
+    pub first: Option<i64>,
+    pub last: Option<i64>,
+    pub total_events: i64,
+    pub state: String,
+    pub pass: i32,
+    pub started_by: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub error: Option<String>,
+    pub summary: Summary,
+    pub checkpoint: Option<i64>,
+}
+
+type ExecutionTuple = (
+    String,
+    String,
+    String,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+    Option<i64>,
+    Option<i64>,
+    i64,
+    String,
+    i32,
+    String,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+    Option<String>,
+    sqlx::types::Json<Summary>,
+    Option<i64>,
+);
+
+fn from_tuple(t: ExecutionTuple) -> Execution {
+    Execution {
+        key: t.0,
+        job: t.1,
+        mode: t.2,
+        window_from: t.3,
+        window_to: t.4,
+        first: t.5,
+        last: t.6,
+        total_events: t.7,
+        state: t.8,
+        pass: t.9,
+        started_by: t.10,
+        started_at: t.11,
+        finished_at: t.12,
+        error: t.13,
+        summary: t.14 .0,
+        checkpoint: t.15,
+    }
+}
+
+const SELECT_EXECUTION: &str = r#"
+    select e.execucao_id, e.job, e.modo, e.janela_inicio, e.janela_fim, e.posicao_inicial,
+           e.posicao_final, e.total_eventos, e.estado, e.passagem, e.iniciada_por, e.iniciada_em,
+           e.concluida_em, e.erro, e.resumo, c.ultima_posicao
+    from reprocessamento_execucao e
+    left join reprocessamento_checkpoint c using (execucao_id)
+"#;
+
+/// One execution by checkpoint key.
+pub async fn load(pool: &PgPool, key: &str) -> Result<Option<Execution>, sqlx::Error> {
+    let sql = format!("{SELECT_EXECUTION} where e.execucao_id = $1");
+    let row: Option<ExecutionTuple> = sqlx::query_as(&sql).bind(key).fetch_optional(pool).await?;
+    Ok(row.map(from_tuple))
+}
+
+/// Every execution, newest first.
+pub async fn list(pool: &PgPool) -> Result<Vec<Execution>, sqlx::Error> {
+    let sql = format!("{SELECT_EXECUTION} order by e.iniciada_em desc, e.execucao_id");
+    let rows: Vec<ExecutionTuple> = sqlx::query_as(&sql).fetch_all(pool).await?;
+    Ok(rows.into_iter().map(from_tuple).collect())
+}
+
+/// What a new pass of an execution is.
+#[derive(Debug, Clone)]
+pub struct NewPass<'a> {
+    pub key: &'a str,
+    pub job: &'a str,
+    pub mode: Mode,
+    pub window_from: DateTime<Utc>,
+    pub window_to: DateTime<Utc>,
+    /// `None`: the window holds no event.
+    pub window: Option<Window>,
+    pub started_by: &'a str,
+}
+
+/// Starts a pass (the first, or a new one after `--restart`): fixes the `posicao` range, resets
+/// the checkpoint to before the window and the summary to zero, in one transaction.
+pub async fn start_pass(pool: &PgPool, pass: &NewPass<'_>) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let (first, last, count) = match pass.window {
+        Some(w) => (Some(w.first), Some(w.last), w.count),
+        None => (None, None, 0),
+    };
+    sqlx::query(
+        r#"
+        insert into reprocessamento_execucao
+          (execucao_id, job, modo, janela_inicio, janela_fim, posicao_inicial, posicao_final,
+           total_eventos, estado, iniciada_por)
+        values ($1, $2, $3, $4, $5, $6, $7, $8, 'em-andamento', $9)
+        on conflict (execucao_id) do update
+        set job = excluded.job, modo = excluded.modo, janela_inicio = excluded.janela_inicio,
+            janela_fim = excluded.janela_fim, posicao_inicial = excluded.posicao_inicial,
+            posicao_final = excluded.posicao_final, total_eventos = excluded.total_eventos,
+            estado = 'em-andamento', passagem = reprocessamento_execucao.passagem + 1,
+            iniciada_por = excluded.iniciada_por, iniciada_em = now(), concluida_em = null,
+            erro = null, resumo = '{}'::jsonb, atualizado_em = now()
+        "#,
+    )
+    .bind(pass.key)
+    .bind(pass.job)
+    .bind(pass.mode.as_db())
+    .bind(pass.window_from)
+    .bind(pass.window_to)
+    .bind(first)
+    .bind(last)
+    .bind(count)
+    .bind(pass.started_by)
+    .execute(&mut *tx)
+    .await?;
+    let before_window = first.map_or(0, |f| f.saturating_sub(1));
+    set_checkpoint(&mut tx, pass.key, before_window).await?;
+    sqlx::query("delete from evento_rejeitado where execucao_id = $1")
+        .bind(pass.key)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+
+/// Marks a resumed execution as running again.
+pub async fn resume(pool: &PgPool, key: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        r#"
+        update reprocessamento_execucao
+        set estado = 'em-andamento', erro = null, atualizado_em = now()
+        where execucao_id = $1
+        "#,
+    )
+    .bind(key)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Moves the checkpoint (the seed's table) to `posicao`.
+async fn set_checkpoint(conn: &mut PgConnection, key: &str, posicao: i64) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        r#"
+        insert into reprocessamento_checkpoint (execucao_id, ultima_posicao) values ($1, $2)
+        on conflict (execucao_id) do update
+        set ultima_posicao = excluded.ultima_posicao, atualizado_em = now()
+        "#,
+    )
+    .bind(key)
+    .bind(posicao)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Advances the checkpoint past a settled prefix of the window and stores the summary so far,
+/// together (invariant 7: the caller passes only a position whose events are all settled).
+pub async fn advance(
+    conn: &mut PgConnection,
+    key: &str,
+    posicao: i64,
+    summary: &Summary,
+) -> Result<(), sqlx::Error> {
+    set_checkpoint(conn, key, posicao).await?;
+    sqlx::query(
+        r#"
+        update reprocessamento_execucao set resumo = $2, atualizado_em = now()
+        where execucao_id = $1
+        "#,
+    )
+    .bind(key)
+    .bind(sqlx::types::Json(summary))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Ends an execution's process: `concluida`, `falhou` (with the error) or `interrompida`.
+pub async fn finish(
+    pool: &PgPool,
+    key: &str,
+    state: &str,
+    error: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        r#"
+        update reprocessamento_execucao
+        set estado = $2, erro = $3, atualizado_em = now(),
+            concluida_em = case when $2 = 'concluida' then now() else concluida_em end
+        where execucao_id = $1
+        "#,
+    )
+    .bind(key)
+    .bind(state)
+    .bind(error)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// A rejected event, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rejected {
+    pub evento_id: String,
+    pub posicao: i64,
+    pub tipo: String,
+    pub erro: String,
+}
+
+/// Records events that could not be applied; a rerun over the same event keeps the first record.
+pub async fn record_rejected(
+    conn: &mut PgConnection,
+    key: &str,
+    rejected: &[Rejected],
+) -> Result<(), sqlx::Error> {
+    if rejected.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = rejected.iter().map(|r| r.evento_id.as_str()).collect();
+    let posicoes: Vec<i64> = rejected.iter().map(|r| r.posicao).collect();
+    let tipos: Vec<&str> = rejected.iter().map(|r| r.tipo.as_str()).collect();
+    let erros: Vec<&str> = rejected.iter().map(|r| r.erro.as_str()).collect();
+    sqlx::query(
+        r#"
+        insert into evento_rejeitado (execucao_id, evento_id, posicao, tipo, erro)
+        select $1, * from unnest($2::text[], $3::bigint[], $4::text[], $5::text[])
+        on conflict (execucao_id, evento_id) do nothing
+        "#,
+    )
+    .bind(key)
+    .bind(ids)
+    .bind(posicoes)
+    .bind(tipos)
+    .bind(erros)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The rejected events of an execution, in `posicao` order.
+pub async fn rejected(pool: &PgPool, key: &str) -> Result<Vec<Rejected>, sqlx::Error> {
+    let rows: Vec<(String, i64, String, String)> = sqlx::query_as(
+        r#"
+        select evento_id, posicao, tipo, erro from evento_rejeitado
+        where execucao_id = $1 order by posicao
+        "#,
+    )
+    .bind(key)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(evento_id, posicao, tipo, erro)| Rejected {
+            evento_id,
+            posicao,
+            tipo,
+            erro,
+        })
+        .collect())
+}
+
+/// The two keys of an execution's advisory lock: a constant for this program ('RPLD') and a hash
+/// of the execution's key.
+const LOCK_CLASS: i32 = 0x5250_4c44;
+
+/// Why the lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("execution {key} is already being run by {holder}")]
+    Held { key: String, holder: String },
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The lock on an execution, held on a connection of its own for as long as the process runs it.
+/// Dropping it (or the process dying) releases it.
+pub struct ExecutionLock {
+    conn: PgConnection,
+    key: String,
+}
+
+impl ExecutionLock {
+    /// Takes the lock or says who holds it.
+    pub async fn acquire(url: &str, key: &str, role: &str) -> Result<Self, LockError> {
+        let mut conn = PgConnection::connect_with(&crate::db::options(url, role)?).await?;
+        let taken: bool = sqlx::query_scalar("select pg_try_advisory_lock($1, hashtext($2))")
+            .bind(LOCK_CLASS)
+            .bind(key)
+            .fetch_one(&mut conn)
+            .await?;
+        if taken {
+            return Ok(ExecutionLock {
+                conn,
+                key: key.to_string(),
+            });
+        }
+        let holder: Option<(i32, String, Option<String>, DateTime<Utc>)> = sqlx::query_as(
+            r#"
+            select a.pid, a.application_name, a.client_addr::text, a.backend_start
+            from pg_locks l join pg_stat_activity a on a.pid = l.pid
+            where l.locktype = 'advisory' and l.granted
+              and l.classid = $1::oid and l.objid = hashtext($2)::oid and l.objsubid = 2
+            limit 1
+            "#,
+        )
+        .bind(LOCK_CLASS)
+        .bind(key)
+        .fetch_optional(&mut conn)
+        .await?;
+        let holder = match holder {
+            Some((pid, app, addr, since)) => format!(
+                "'{app}' (database session pid {pid}{}, connected since {})",
+                addr.map(|a| format!(" from {a}")).unwrap_or_default(),
+                since.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+            None => "another process (it may just have finished)".to_string(),
+        };
+        Err(LockError::Held {
+            key: key.to_string(),
+            holder,
+        })
+    }
+
+    /// Whether the lock is still held: its connection is alive. A lost connection means the lock
+    /// is gone and another process may take the execution, so the holder must stop.
+    pub async fn still_held(&mut self) -> bool {
+        sqlx::query("select 1").execute(&mut self.conn).await.is_ok()
+    }
+
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Releases the lock now.
+    pub async fn release(mut self) {
+        let _ = sqlx::query("select pg_advisory_unlock($1, hashtext($2))")
+            .bind(LOCK_CLASS)
+            .bind(&self.key)
+            .execute(&mut self.conn)
+            .await;
+        let _ = self.conn.close().await;
+    }
+}

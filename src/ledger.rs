@@ -1,0 +1,206 @@
+//! Every statement on `efeito_aplicado`, the effects ledger: one row per (event, effect type),
+//! keyed `'<evento_id>:<tipo_efeito>'`, shared by the live consumer and every replay.
+//!
+//! A row moves `reservado` → `concluido` | `incerto`, or is deleted (released) so a later attempt
+//! performs the effect. Every change after the reservation names the claim it expects
+//! (`estado = 'reservado' and reserva_id = $token`) and reports which rows it changed, so a slow,
+//! stale worker cannot settle a reservation that someone else has since retaken (invariant 8).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// The claim a writer holds: its execution and a token unique to this process run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub execution_id: String,
+    pub token: Uuid,
+}
+
+impl Claim {
+    pub fn new(execution_id: impl Into<String>) -> Self {
+        Claim {
+            execution_id: execution_id.into(),
+            token: Uuid::new_v4(),
+        }
+    }
+}
+
+/// An effect to reserve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation<'a> {
+    pub key: &'a str,
+    pub evento_id: &'a str,
+    pub tipo_efeito: &'a str,
+}
+
+/// Reserves keys for `claim`; returns the keys it now holds (invariant 1: one row per key, ever;
+/// the provider is called only for keys returned here).
+///
+/// A key already present is left alone, except a reservation that is stale (older than
+/// `retake_stale_after`, `Some` only for a type whose provider deduplicates by key: the seed's
+/// `RESERVAR`) and a reservation this very claim already holds (a retried statement whose first
+/// try committed before the connection dropped).
+pub async fn reserve(
+    pool: &PgPool,
+    claim: &Claim,
+    items: &[Reservation<'_>],
+    retake_stale_after: Option<Duration>,
+) -> Result<Vec<String>, sqlx::Error> {
+    let keys: Vec<&str> = items.iter().map(|r| r.key).collect();
+    let eventos: Vec<&str> = items.iter().map(|r| r.evento_id).collect();
+    let tipos: Vec<&str> = items.iter().map(|r| r.tipo_efeito).collect();
+    sqlx::query_scalar(
+        r#"
+        insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id)
+        select k, e, t, 'reservado', $4, $5
+        from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
+        order by k
+        on conflict (chave) do update
+        set execucao_id = excluded.execucao_id, reserva_id = excluded.reserva_id, atualizado_em = now()
+        where efeito_aplicado.estado = 'reservado'
+          and (efeito_aplicado.reserva_id = excluded.reserva_id
+               or ($6::boolean and efeito_aplicado.atualizado_em < now() - make_interval(secs => $7)))
+        returning chave
+        "#,
+    )
+    .bind(keys)
+    .bind(eventos)
+    .bind(tipos)
+    .bind(&claim.execution_id)
+    .bind(claim.token)
+    .bind(retake_stale_after.is_some())
+    .bind(retake_stale_after.map_or(0.0, |d| d.as_secs_f64()))
+    .fetch_all(pool)
+    .await
+}
+
+/// Marks reservations of `claim` done, with the provider's answer; returns the keys changed.
+pub async fn complete(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    results: &[Option<Value>],
+) -> Result<Vec<String>, sqlx::Error> {
+    let results: Vec<Value> = results
+        .iter()
+        .map(|r| r.clone().unwrap_or(Value::Null))
+        .collect();
+    sqlx::query_scalar(
+        r#"
+        update efeito_aplicado e
+        set estado = 'concluido', resultado = nullif(u.r, 'null'::jsonb), atualizado_em = now()
+        from unnest($1::text[], $2::jsonb[]) as u(k, r)
+        where e.chave = u.k and e.estado = 'reservado' and e.reserva_id = $3
+        returning e.chave
+        "#,
+    )
+    .bind(keys)
+    .bind(results)
+    .bind(claim.token)
+    .fetch_all(pool)
+    .await
+}
+
+/// Deletes reservations of `claim` after a failed call of an idempotent type (`release`), so a
+/// later attempt performs the effect; returns the keys released.
+pub async fn release(pool: &PgPool, claim: &Claim, keys: &[String]) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        r#"
+        delete from efeito_aplicado
+        where chave = any($1) and estado = 'reservado' and reserva_id = $2
+        returning chave
+        "#,
+    )
+    .bind(keys)
+    .bind(claim.token)
+    .fetch_all(pool)
+    .await
+}
+
+/// Moves reservations of `claim` whose outcome is unknown to `incerto` (`keep`): out of the
+/// automatic flow, into the review queue, never resent automatically (invariant 2).
+pub async fn mark_uncertain(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        r#"
+        update efeito_aplicado set estado = 'incerto', atualizado_em = now()
+        where chave = any($1) and estado = 'reservado' and reserva_id = $2
+        returning chave
+        "#,
+    )
+    .bind(keys)
+    .bind(claim.token)
+    .fetch_all(pool)
+    .await
+}
+
+/// Which of these keys the ledger already holds, in any state (a simulation's `ja-registrado`).
+pub async fn registered(pool: &PgPool, keys: &[String]) -> Result<HashSet<String>, sqlx::Error> {
+    let rows: Vec<String> =
+        sqlx::query_scalar("select chave from efeito_aplicado where chave = any($1)")
+            .bind(keys)
+            .fetch_all(pool)
+            .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// What [`settle_abandoned`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Reservations of idempotent types, released so this run performs them again.
+    pub released: Vec<String>,
+    /// Reservations of other types (non-idempotent or not declared), moved to `incerto`.
+    pub uncertain: Vec<String>,
+}
+
+/// Settles the reservations an execution left `reservado` in an earlier, dead process. Called
+/// only while holding the execution's lock (invariant 6), which proves that process is gone: an
+/// idempotent type's reservation is released (the run will send it again and the provider
+/// deduplicates); any other becomes `incerto`, because the call may have gone out.
+pub async fn settle_abandoned(
+    pool: &PgPool,
+    execucao_id: &str,
+    idempotent_types: &[String],
+) -> Result<Settled, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let released: Vec<String> = sqlx::query_scalar(
+        r#"
+        delete from efeito_aplicado
+        where execucao_id = $1 and estado = 'reservado' and tipo_efeito = any($2)
+        returning chave
+        "#,
+    )
+    .bind(execucao_id)
+    .bind(idempotent_types)
+    .fetch_all(&mut *tx)
+    .await?;
+    let uncertain: Vec<String> = sqlx::query_scalar(
+        r#"
+        update efeito_aplicado set estado = 'incerto', atualizado_em = now()
+        where execucao_id = $1 and estado = 'reservado'
+        returning chave
+        "#,
+    )
+    .bind(execucao_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Settled {
+        released,
+        uncertain,
+    })
+}
+
+/// How many effects wait for a human (`incerto`).
+pub async fn review_queue_size(pool: &PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("select count(*) from efeito_aplicado where estado = 'incerto'")
+        .fetch_one(pool)
+        .await
+}

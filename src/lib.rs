@@ -1,0 +1,35 @@
+//! replay-ledger: replays archived domain events on PostgreSQL to correct derived state and to
+//! perform the external side effects that are still missing, through an effects ledger shared by
+//! the live consumer and every replay.
+//!
+//! Map of the crate (one module per part of the design):
+//!
+//! - [`config`]   — `jobs/*.yaml` and `jobs/effects.yaml` parsed into checked types.
+//! - [`archive`]  — reads `evento_arquivado` in `posicao` order, in batches, inside a window.
+//! - [`domain`]   — the commission rule and the `pedido.pago` handler; pure, no I/O.
+//! - [`commission`] — every statement on `comissao` and `reprocessamento_diff`.
+//! - [`ledger`]   — every statement on `efeito_aplicado`.
+//! - [`execution`] — executions, checkpoints, rejected events and the per-execution lock.
+//! - [`effects`]  — providers behind one trait (the HTTP webhook), concurrency and rate limits.
+//! - [`applier`]  — the one code path for live processing and replay.
+//! - [`runner`]   — the batch loop: checkpoint, batch, apply, advance; shutdown; retries.
+//! - [`cli`]      — the `replay-ledger` command line.
+//! - [`demo`], [`pgtemp`], [`sink`] — the end-to-end story, a throwaway PostgreSQL cluster and a
+//!   loopback webhook that records what it receives (used by `demo`, tests and benchmarks).
+
+pub mod applier;
+pub mod archive;
+pub mod commission;
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod demo;
+pub mod domain;
+pub mod effects;
+pub mod execution;
+pub mod ledger;
+pub mod money;
+pub mod pgtemp;
+pub mod runner;
+pub mod shutdown;
+pub mod sink;
