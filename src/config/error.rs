@@ -1,0 +1,65 @@
+//! Configuration errors: each one names the file and, where known, the line and column.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One configuration error. Display: `file:line:col: message`, or `file: message`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// 1-based line and column, when known.
+    pub position: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(file: &Path, position: Option<(usize, usize)>, message: impl Into<String>) -> Self {
+        ConfigError {
+            file: file.to_path_buf(),
+            position,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some((line, col)) => {
+                write!(f, "{}:{line}:{col}: {}", self.file.display(), self.message)
+            }
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+/// Every error found in a jobs directory. Display: one error per line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(e: ConfigError) -> Self {
+        ConfigErrors(vec![e])
+    }
+}
+
+impl IntoIterator for ConfigErrors {
+    type Item = ConfigError;
+    type IntoIter = std::vec::IntoIter<ConfigError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}

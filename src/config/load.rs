@@ -1,0 +1,164 @@
+//! Loading: files → raw structs → checked types, with every error turned into a [`ConfigError`]
+//! that names the file, line and column.
+
+use std::path::{Path, PathBuf};
+
+use super::context::{self, Context};
+use super::effects::Catalog;
+use super::raw::{Kind, KindProbe, RawLive, RawReplay, RawReport, RawSweep};
+use super::{ConfigError, ConfigErrors, EffectCatalog, Job, EFFECTS_FILE};
+
+/// Everything in a jobs directory.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedConfig {
+    pub effects: EffectCatalog,
+    /// Sorted by file name.
+    pub jobs: Vec<Job>,
+}
+
+impl LoadedConfig {
+    pub fn job(&self, name: &str) -> Option<&Job> {
+        self.jobs.iter().find(|j| j.name == name)
+    }
+}
+
+/// Loads the effect catalog (`jobs/effects.yaml`).
+pub fn load_effects(path: &Path) -> Result<EffectCatalog, ConfigError> {
+    let text = read(path)?;
+    parse_effects(&text).map_err(|e| yaml_error(path, e))
+}
+
+/// Loads one job file, checking its effect types against `effects`.
+pub fn load_job(path: &Path, effects: &EffectCatalog) -> Result<Job, ConfigError> {
+    let text = read(path)?;
+    let ctx = Context::new(Some(effects), false);
+    let (job, _) = context::with(ctx, path, || parse_job(&text, path));
+    job.map_err(|e| yaml_error(path, e))
+}
+
+/// Loads `effects.yaml` and every other `*.yaml` / `*.yml` of `dir` (sorted by name), collecting
+/// every error. Two jobs with the same `name` are refused.
+pub fn load_dir(dir: &Path) -> Result<LoadedConfig, ConfigErrors> {
+    let files = job_files(dir).map_err(|e| ConfigErrors(vec![e]))?;
+    let mut errors = Vec::new();
+    let effects_file = dir.join(EFFECTS_FILE);
+    let effects = if effects_file.is_file() {
+        load_effects(&effects_file).map_err(|e| errors.push(e)).ok()
+    } else {
+        let message = "not found: every jobs directory needs one, it defines the effect types";
+        errors.push(ConfigError::new(&effects_file, None, message));
+        None
+    };
+    let mut ctx = Context::new(effects.as_ref(), true);
+    let mut jobs = Vec::new();
+    for file in files {
+        let text = match read(&file) {
+            Ok(text) => text,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let (job, back) = context::with(ctx, &file, || parse_job(&text, &file));
+        ctx = back;
+        match job {
+            Ok(job) => jobs.push(job),
+            Err(e) => errors.push(yaml_error(&file, e)),
+        }
+    }
+    match effects {
+        Some(effects) if errors.is_empty() => Ok(LoadedConfig { effects, jobs }),
+        _ => Err(ConfigErrors(errors)),
+    }
+}
+
+/// Resolves the CLI's `JOB` argument: a path to a YAML file (anything with a `/` or ending in
+/// `.yaml` / `.yml`; its effect types come from `jobs_dir`), or else the `name` of a job of
+/// `jobs_dir` (the whole directory must then be valid).
+pub fn find_job(jobs_dir: &Path, name_or_path: &str) -> Result<(EffectCatalog, Job), ConfigErrors> {
+    let looks_like_path = name_or_path.contains(std::path::MAIN_SEPARATOR)
+        || name_or_path.contains('/')
+        || name_or_path.ends_with(".yaml")
+        || name_or_path.ends_with(".yml");
+    if looks_like_path {
+        let effects = load_effects(&jobs_dir.join(EFFECTS_FILE))?;
+        let job = load_job(Path::new(name_or_path), &effects)?;
+        return Ok((effects, job));
+    }
+    let config = load_dir(jobs_dir)?;
+    match config.job(name_or_path) {
+        Some(job) => Ok((config.effects.clone(), job.clone())),
+        None => {
+            let names: Vec<&str> = config.jobs.iter().map(|j| j.name.as_str()).collect();
+            let available = if names.is_empty() {
+                "it has no jobs".to_owned()
+            } else {
+                format!("available: {}", names.join(", "))
+            };
+            let message = format!("no job named `{name_or_path}` ({available})");
+            Err(ConfigError::new(jobs_dir, None, message).into())
+        }
+    }
+}
+
+pub(super) fn parse_effects(text: &str) -> Result<EffectCatalog, serde_yaml::Error> {
+    serde_yaml::from_str::<Catalog>(text).map(|c| c.0)
+}
+
+/// Reads `kind` first, then the whole file as that kind's raw struct. Runs inside a context.
+pub(super) fn parse_job(text: &str, file: &Path) -> Result<Job, serde_yaml::Error> {
+    let probe: KindProbe = serde_yaml::from_str(text)?;
+    Ok(match probe.kind {
+        Kind::Replay => serde_yaml::from_str::<RawReplay>(text)?.into_job(file),
+        Kind::Live => serde_yaml::from_str::<RawLive>(text)?.into_job(file),
+        Kind::Sweep => serde_yaml::from_str::<RawSweep>(text)?.into_job(file),
+        Kind::Report => serde_yaml::from_str::<RawReport>(text)?.into_job(file),
+    })
+}
+
+/// The job files of `dir`: `*.yaml` / `*.yml` except the effect catalog and hidden files, sorted.
+fn job_files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| ConfigError::new(dir, None, format!("cannot read the jobs directory: {e}")))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
+            yaml && !name.starts_with('.') && name != EFFECTS_FILE && path.is_file()
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| {
+        let message = if e.kind() == std::io::ErrorKind::NotFound {
+            "file not found".to_owned()
+        } else {
+            format!("cannot read: {e}")
+        };
+        ConfigError::new(path, None, message)
+    })
+}
+
+/// A serde_yaml error as a [`ConfigError`]: the position moves into the error's own fields, and
+/// serde_yaml's ` at line L column C` suffix and `path.to.key: ` prefix leave the message.
+pub(super) fn yaml_error(file: &Path, e: serde_yaml::Error) -> ConfigError {
+    let position = e.location().map(|l| (l.line(), l.column()));
+    let mut message = e.to_string();
+    if let Some((line, column)) = position {
+        message = message.replacen(&format!(" at line {line} column {column}"), "", 1);
+    }
+    ConfigError::new(file, position, strip_key_path(&message))
+}
+
+/// Drops serde_yaml's `effects.notificar-vendedor: ` prefix (a key path has no space or backtick;
+/// every message of ours and of serde has a space before its first `: `).
+fn strip_key_path(message: &str) -> String {
+    match message.split_once(": ") {
+        Some((path, rest)) if !path.is_empty() && !path.contains([' ', '`']) => rest.to_owned(),
+        _ => message.to_owned(),
+    }
+}

@@ -1,0 +1,268 @@
+//! Job definitions: `jobs/*.yaml` (one job each) and `jobs/effects.yaml` (the effect types shared
+//! by every job and the sweeper), parsed with serde_yaml into raw structs that refuse unknown keys,
+//! then checked into the typed values below. Every error names file, line and column.
+//!
+//! The checks run *inside* deserialization (each value's type checks itself in its visitor), which
+//! is what lets serde_yaml attach the position of the offending value to the error:
+//!
+//! - `raw`: one raw struct per job `kind`; `policy`: a job's `effects:`; `effects`: the catalog;
+//! - `scalar`: checked scalars (names, cron, timezone, durations, URLs, addresses, header values);
+//! - `de`: the visitor helpers; `interp`: `${VAR}` interpolation of one value at a time;
+//! - `context`: what a check needs beyond its value (the catalog, the names taken), per load;
+//! - `load`: files and directories; `error`: [`ConfigError`] / [`ConfigErrors`].
+
+mod context;
+mod de;
+mod effects;
+mod error;
+mod interp;
+mod load;
+mod policy;
+mod raw;
+mod scalar;
+#[cfg(test)]
+mod tests;
+
+pub use error::{ConfigError, ConfigErrors};
+pub use load::{find_job, load_dir, load_effects, load_job, LoadedConfig};
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, FixedOffset, Utc};
+use chrono_tz::Tz;
+use secrecy::SecretString;
+
+/// The name of the effect catalog inside a jobs directory.
+pub const EFFECTS_FILE: &str = "effects.yaml";
+
+/// `jobs/effects.yaml`: effect type name → how to perform it.
+#[derive(Debug, Clone, Default)]
+pub struct EffectCatalog {
+    pub types: BTreeMap<String, EffectType>,
+}
+
+impl EffectCatalog {
+    pub fn get(&self, name: &str) -> Option<&EffectType> {
+        self.types.get(name)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct EffectType {
+    pub name: String,
+    pub webhook: WebhookConfig,
+    /// The provider deduplicates by the `Idempotency-Key` header.
+    pub idempotent: bool,
+    /// At most this many calls of this type in flight (and, for a non-idempotent type, at most
+    /// this many keys reserved but not yet answered). At least 1; default 16.
+    pub concurrency: usize,
+    /// Calls started per second at most; `None` = unlimited.
+    pub rate_per_second: Option<f64>,
+    /// How long the provider remembers a key (issue 3); `None` = forever.
+    pub dedup_window: Option<Duration>,
+}
+
+#[derive(Clone)]
+pub struct WebhookConfig {
+    pub url: reqwest::Url,
+    /// Default 10s.
+    pub timeout: Duration,
+    /// Extra headers (e.g. `Authorization`); values are secrets, never logged.
+    pub headers: Vec<(String, SecretString)>,
+}
+
+/// Shows only the URL's scheme, host and port: its path or query may hold a token.
+impl std::fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let url = format!(
+            "{}://{}{}/…",
+            self.url.scheme(),
+            self.url.host_str().unwrap_or(""),
+            self.url.port().map(|p| format!(":{p}")).unwrap_or_default()
+        );
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(name, _)| (name.as_str(), "[REDACTED]"))
+            .collect();
+        f.debug_struct("WebhookConfig")
+            .field("url", &url)
+            .field("timeout", &self.timeout)
+            .field("headers", &headers)
+            .finish()
+    }
+}
+
+/// The cron parser of `schedule`, configured as tokio-cron-scheduler's (6 fields, seconds
+/// required; an optional 7th is the year), so what `check` accepts the scheduler accepts.
+pub fn schedule_parser() -> croner::parser::CronParser {
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Required)
+        .dom_and_dow(true)
+        .build()
+}
+
+/// One `jobs/<file>.yaml`.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// `[a-z0-9._-]+`; the execution id (a `previous: day` window appends the day).
+    pub name: String,
+    /// The file it came from.
+    pub file: PathBuf,
+    /// Cron with seconds (6 fields), parsed by the same parser the scheduler uses.
+    pub schedule: Option<String>,
+    /// Default UTC.
+    pub timezone: Tz,
+    pub kind: JobKind,
+}
+
+#[derive(Debug, Clone)]
+pub enum JobKind {
+    Replay(ReplayJob),
+    Sweep(SweepJob),
+    Report(ReportJob),
+    Live(LiveJob),
+}
+
+impl JobKind {
+    pub fn label(&self) -> &'static str {
+        match self {
+            JobKind::Replay(_) => "replay",
+            JobKind::Sweep(_) => "sweep",
+            JobKind::Report(_) => "report",
+            JobKind::Live(_) => "live",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ReplayJob {
+    pub window: WindowSpec,
+    pub simulate: bool,
+    /// 1..=100_000; default 1000.
+    pub batch_size: u32,
+    /// Event types handed to the domain; default `["pedido.pago"]`. Others are skipped and counted.
+    pub event_types: Vec<String>,
+    /// Effect type → policy. A type the domain requests but the job does not list is suppressed
+    /// (the seed: `if (!regra || regra.modo === 'suprimir')`).
+    pub effects: BTreeMap<String, EffectPolicy>,
+    /// Default `record`.
+    pub on_invalid_event: OnInvalidEvent,
+}
+
+/// `kind: live`: the policy of the live consumer (`execucao_id = 'ao-vivo'`).
+#[derive(Debug, Clone)]
+pub struct LiveJob {
+    pub batch_size: u32,
+    pub event_types: Vec<String>,
+    pub effects: BTreeMap<String, EffectPolicy>,
+    pub on_invalid_event: OnInvalidEvent,
+}
+
+#[derive(Debug, Clone)]
+pub struct SweepJob {
+    /// Must exceed the timeout of every provider in the catalog.
+    pub stale_after: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReportJob {
+    pub to: Vec<String>,
+    pub cc: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSpec {
+    /// Half-open `[from, to)` on `ocorrido_em`; `from < to` is checked.
+    Fixed {
+        from: DateTime<FixedOffset>,
+        to: DateTime<FixedOffset>,
+    },
+    /// The previous calendar day in the job's timezone.
+    PreviousDay,
+}
+
+/// A window made concrete for one execution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedWindow {
+    pub execution_id: String,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EffectPolicy {
+    pub mode: EffectMode,
+    pub on_failure: OnFailure,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EffectMode {
+    /// `apply` / `aplicar` (default).
+    #[default]
+    #[serde(alias = "aplicar")]
+    Apply,
+    /// `suppress` / `suprimir`.
+    #[serde(alias = "suprimir")]
+    Suppress,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    /// `release` / `liberar`: delete the reservation so a later attempt retries (idempotent only).
+    #[serde(alias = "liberar")]
+    Release,
+    /// `keep` / `manter` (default): the outcome is unknown, the key ends `incerto`.
+    #[default]
+    #[serde(alias = "manter")]
+    Keep,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnInvalidEvent {
+    /// Record it in `evento_rejeitado`, count it, go on.
+    #[default]
+    Record,
+    /// Halt the run with exit 1.
+    Stop,
+}
+
+impl Job {
+    /// The window of an execution started at `now`.
+    pub fn resolve_window(&self, window: &WindowSpec, now: DateTime<Utc>) -> ResolvedWindow {
+        match *window {
+            WindowSpec::Fixed { from, to } => ResolvedWindow {
+                execution_id: self.name.clone(),
+                from: from.with_timezone(&Utc),
+                to: to.with_timezone(&Utc),
+            },
+            WindowSpec::PreviousDay => {
+                let today = now.with_timezone(&self.timezone).date_naive();
+                let day = today.pred_opt().unwrap_or(today);
+                let start = |d: chrono::NaiveDate| {
+                    // The first instant of a day in `timezone` (a DST gap at midnight moves it).
+                    let midnight = d.and_hms_opt(0, 0, 0).expect("midnight exists");
+                    (0..4)
+                        .find_map(|h| {
+                            use chrono::TimeZone;
+                            self.timezone
+                                .from_local_datetime(&(midnight + chrono::Duration::hours(h)))
+                                .earliest()
+                        })
+                        .map(|t| t.with_timezone(&Utc))
+                        .expect("a day has a first instant")
+                };
+                ResolvedWindow {
+                    execution_id: format!("{}-{}", self.name, day.format("%Y-%m-%d")),
+                    from: start(day),
+                    to: start(today),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Checked scalar values: each newtype parses and checks one YAML scalar inside its visitor, so an
+//! error carries the scalar's line and column. Free-form values are `${VAR}`-interpolated; names
+//! and identifiers are taken verbatim.
+
+use std::time::Duration;
+
+use chrono::{DateTime, FixedOffset};
+use chrono_tz::Tz;
+use secrecy::SecretString;
+use serde::{Deserialize, Deserializer};
+
+use super::context;
+use super::de::{checked_f64, checked_u64, interpolated_str, plain_str, Check};
+
+/// Implements `Deserialize` for a newtype from a string scalar and a `fn(String) -> Check<T>`.
+macro_rules! from_str_scalar {
+    ($ty:ident, $how:ident, $expecting:literal, $parse:expr) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                $how(d, $expecting, $parse).map($ty)
+            }
+        }
+    };
+}
+
+/// A job's `name`: `[a-z0-9._-]+`, unique in its directory.
+#[derive(Debug, Clone)]
+pub(super) struct JobName(pub String);
+from_str_scalar!(JobName, plain_str, "a job name ([a-z0-9._-]+)", |s| {
+    check_identifier(&s, "job name", "it is the execution id")?;
+    context::claim_job_name(&s)?;
+    Ok(s)
+});
+
+/// An event type handed to the domain, e.g. `pedido.pago`.
+#[derive(Debug, Clone)]
+pub(super) struct EventType(pub String);
+from_str_scalar!(EventType, plain_str, "an event type", |s| {
+    if s.trim().is_empty() {
+        return Err("an event type cannot be empty".into());
+    }
+    Ok(s)
+});
+
+/// `schedule`: cron with seconds, checked by the parser the scheduler uses.
+#[derive(Debug, Clone)]
+pub(super) struct Schedule(pub String);
+from_str_scalar!(Schedule, interpolated_str, "a cron schedule", |s| {
+    super::schedule_parser()
+        .parse(&s)
+        .map_err(|e| format!("invalid schedule `{s}`: {e} (cron with seconds: `sec min hour day month weekday`, e.g. \"0 30 2 * * *\")"))?;
+    Ok(s)
+});
+
+/// `timezone`: an IANA name.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Zone(pub Tz);
+from_str_scalar!(Zone, interpolated_str, "an IANA timezone name", |s| {
+    s.parse::<Tz>().map_err(|_| {
+        format!("unknown timezone `{s}` (an IANA name such as `America/Sao_Paulo` or `UTC`)")
+    })
+});
+
+/// A positive duration such as `10s`, `5m`, `1h 30m`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Dur(pub Duration);
+from_str_scalar!(
+    Dur,
+    interpolated_str,
+    "a duration such as `10s` or `5m`",
+    |s| { parse_duration(&s) }
+);
+
+/// An RFC 3339 timestamp with an explicit offset.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timestamp(pub DateTime<FixedOffset>);
+from_str_scalar!(Timestamp, interpolated_str, "an RFC 3339 timestamp", |s| {
+    DateTime::parse_from_rfc3339(s.trim()).map_err(|e| {
+        format!("invalid timestamp `{s}`: {e} (RFC 3339 with an offset, e.g. 2026-10-14T00:00:00-03:00)")
+    })
+});
+
+/// A webhook URL: `http` or `https`, with a host. Never echoed in messages: it may hold a token.
+#[derive(Debug, Clone)]
+pub(super) struct HttpUrl(pub reqwest::Url);
+from_str_scalar!(HttpUrl, interpolated_str, "an http(s) URL", |s| {
+    parse_http_url(&s)
+});
+
+/// An e-mail address (`local@domain` or `Name <local@domain>`).
+#[derive(Debug, Clone)]
+pub(super) struct Email(pub String);
+from_str_scalar!(Email, interpolated_str, "an e-mail address", |s| {
+    check_email(&s)?;
+    Ok(s.trim().to_owned())
+});
+
+/// A header value: interpolated, then held as a secret. Never echoed in messages.
+#[derive(Debug, Clone)]
+pub(super) struct HeaderValue(pub SecretString);
+from_str_scalar!(HeaderValue, interpolated_str, "a header value", |s| {
+    if reqwest::header::HeaderValue::from_str(&s).is_err() {
+        return Err("header value is not a valid HTTP header value (it holds a newline or another control character)".into());
+    }
+    Ok(SecretString::from(s))
+});
+
+/// `batch_size`: 1..=100000.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BatchSize(pub u32);
+impl<'de> Deserialize<'de> for BatchSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_u64(d, "an integer from 1 to 100000", |n| match n {
+            1..=100_000 => Ok(BatchSize(n as u32)),
+            _ => Err(format!("batch_size must be from 1 to 100000, got {n}")),
+        })
+    }
+}
+
+/// `concurrency`: at least 1.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Concurrency(pub usize);
+impl<'de> Deserialize<'de> for Concurrency {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_u64(d, "an integer of at least 1", |n| {
+            match usize::try_from(n) {
+                Ok(n) if n >= 1 => Ok(Concurrency(n)),
+                _ => Err(format!("concurrency must be at least 1, got {n}")),
+            }
+        })
+    }
+}
+
+/// `rate_per_second`: a finite number above zero.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rate(pub f64);
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_f64(d, "a number above 0", |r| {
+            if r.is_finite() && r > 0.0 {
+                Ok(Rate(r))
+            } else {
+                Err(format!("rate_per_second must be above 0, got {r}"))
+            }
+        })
+    }
+}
+
+/// `stale_after`: a duration above every webhook timeout of the effect catalog.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StaleAfter(pub Duration);
+from_str_scalar!(
+    StaleAfter,
+    interpolated_str,
+    "a duration such as `5m`",
+    |s| {
+        let stale_after = parse_duration(&s)?;
+        context::check_stale_after(stale_after)?;
+        Ok(stale_after)
+    }
+);
+
+pub(super) fn check_identifier(s: &str, what: &str, why: &str) -> Check<()> {
+    let ok = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid {what} `{s}`: use lowercase letters, digits, `.`, `_` and `-` ({why})"
+        ))
+    }
+}
+
+pub(super) fn parse_duration(s: &str) -> Check<Duration> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("invalid duration `{s}`: {e} (e.g. `10s`, `5m`, `1h 30m`)"))?;
+    if d.is_zero() {
+        return Err(format!("duration `{s}` must be greater than zero"));
+    }
+    Ok(d)
+}
+
+fn parse_http_url(s: &str) -> Check<reqwest::Url> {
+    // The URL may carry a token: the messages below never include it.
+    let url = reqwest::Url::parse(s.trim()).map_err(|e| format!("invalid webhook url: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "webhook url must be http or https, not `{}`",
+            url.scheme()
+        ));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("webhook url has no host".into());
+    }
+    Ok(url)
+}
+
+fn check_email(s: &str) -> Check<()> {
+    let s = s.trim();
+    let address = match (s.rfind('<'), s.strip_suffix('>')) {
+        (Some(open), Some(inner)) => &inner[open + 1..],
+        _ => s,
+    };
+    let mut parts = address.split('@');
+    let ok = match (parts.next(), parts.next(), parts.next()) {
+        (Some(local), Some(domain), None) => {
+            !local.is_empty()
+                && !domain.is_empty()
+                && !address
+                    .chars()
+                    .any(|c| c.is_whitespace() || c == '<' || c == '>')
+        }
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid e-mail address `{s}` (expected `local@domain` or `Name <local@domain>`)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_humantime_forms_and_refuse_zero() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert!(parse_duration("0s")
+            .unwrap_err()
+            .contains("greater than zero"));
+        assert!(parse_duration("10")
+            .unwrap_err()
+            .contains("invalid duration `10`"));
+    }
+
+    #[test]
+    fn webhook_urls_must_be_http_and_are_never_echoed() {
+        assert!(parse_http_url("https://example.com/hook").is_ok());
+        let err = parse_http_url("ftp://user:hunter2@example.com/").unwrap_err();
+        assert!(
+            err.contains("http or https") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let err = parse_http_url("not a url hunter2").unwrap_err();
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn email_addresses_need_one_at_sign_with_both_sides() {
+        assert!(check_email("financeiro@example.com").is_ok());
+        assert!(check_email("Finance <financeiro@example.com>").is_ok());
+        for bad in [
+            "financeiro",
+            "@example.com",
+            "financeiro@",
+            "a@b@c",
+            "a b@c",
+        ] {
+            assert!(check_email(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn identifiers_are_lowercase_letters_digits_dots_dashes_and_underscores() {
+        assert!(check_identifier("replay-2026-10-14.v2_x", "job name", "").is_ok());
+        assert!(check_identifier("Replay", "job name", "").is_err());
+        assert!(check_identifier("a:b", "job name", "").is_err());
+        assert!(check_identifier("", "job name", "").is_err());
+    }
+}

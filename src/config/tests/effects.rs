@@ -1,0 +1,122 @@
+//! `effects.yaml`: defaults, required keys, limits, headers as secrets.
+
+use std::time::Duration;
+
+use secrecy::ExposeSecret;
+
+use super::*;
+
+#[test]
+fn an_effect_type_gets_the_defaults() {
+    let cat = effects("t:\n  webhook: { url: 'http://localhost:8080/x' }\n  idempotent: false\n")
+        .unwrap();
+    let t = &cat.types["t"];
+    assert_eq!(
+        (t.name.as_str(), t.idempotent, t.concurrency),
+        ("t", false, 16)
+    );
+    assert_eq!(t.webhook.timeout, Duration::from_secs(10));
+    assert_eq!((t.rate_per_second, t.dedup_window), (None, None));
+    assert!(t.webhook.headers.is_empty());
+}
+
+#[test]
+fn idempotent_has_no_default() {
+    let err = effects("t:\n  webhook: { url: 'http://localhost/' }\n").unwrap_err();
+    assert_eq!(err, "e.yaml:2:3: missing field `idempotent`");
+}
+
+#[test]
+fn a_webhook_url_must_be_http_or_https() {
+    let err =
+        effects("t:\n  webhook: { url: 'ftp://example.com/' }\n  idempotent: true\n").unwrap_err();
+    assert_eq!(
+        err,
+        "e.yaml:2:19: webhook url must be http or https, not `ftp`"
+    );
+}
+
+#[test]
+fn limits_must_be_positive() {
+    let with = |kv: &str| {
+        effects(&format!(
+            "t:\n  webhook: {{ url: 'http://h/' }}\n  idempotent: true\n  {kv}\n"
+        ))
+    };
+    assert!(with("concurrency: 0")
+        .unwrap_err()
+        .starts_with("e.yaml:4:16: concurrency must be at least 1"));
+    assert!(with("rate_per_second: 0")
+        .unwrap_err()
+        .starts_with("e.yaml:4:20: rate_per_second must be above 0"));
+    assert!(with("dedup_window: 0s")
+        .unwrap_err()
+        .contains("greater than zero"));
+    assert_eq!(
+        with("rate_per_second: 2.5").unwrap().types["t"].rate_per_second,
+        Some(2.5)
+    );
+}
+
+#[test]
+fn header_values_are_interpolated_and_never_shown_in_debug_output() {
+    std::env::set_var("CONFIG_UNIT_TOKEN_43", "hunter2: not yaml");
+    let cat = effects("t:\n  webhook:\n    url: 'http://h/path?token=abc'\n    headers: { Authorization: 'Bearer ${CONFIG_UNIT_TOKEN_43}' }\n  idempotent: true\n").unwrap();
+    let (name, value) = &cat.types["t"].webhook.headers[0];
+    assert_eq!(
+        (name.as_str(), value.expose_secret()),
+        ("Authorization", "Bearer hunter2: not yaml")
+    );
+    let debug = format!("{cat:?}");
+    assert!(
+        !debug.contains("hunter2") && !debug.contains("token=abc"),
+        "{debug}"
+    );
+}
+
+#[test]
+fn a_header_value_is_never_quoted_in_an_error() {
+    std::env::set_var("CONFIG_UNIT_TOKEN_44", "hunter2\nX: y");
+    let newline = effects("t:\n  webhook:\n    url: 'http://h/'\n    headers: { A: '${CONFIG_UNIT_TOKEN_44}' }\n  idempotent: true\n").unwrap_err();
+    assert!(
+        newline.starts_with("e.yaml:4:19: header value is not a valid")
+            && !newline.contains("hunter2"),
+        "{newline}"
+    );
+    let scalar = effects(
+        "t:\n  webhook:\n    url: 'http://h/'\n    headers: 'Bearer hunter2'\n  idempotent: true\n",
+    )
+    .unwrap_err();
+    assert!(
+        scalar.starts_with("e.yaml:4:14: headers must be a mapping") && !scalar.contains("hunter2"),
+        "{scalar}"
+    );
+}
+
+#[test]
+fn the_idempotency_key_header_cannot_be_overridden() {
+    let err = effects("t:\n  webhook: { url: 'http://h/', headers: { idempotency-key: x } }\n  idempotent: true\n").unwrap_err();
+    assert!(
+        err.starts_with("e.yaml:2:43: the `Idempotency-Key` header is set by replay-ledger"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_key_in_a_webhook_is_an_error() {
+    let err = effects("t:\n  webhook: { url: 'http://h/', timout: 5s }\n  idempotent: true\n")
+        .unwrap_err();
+    assert!(
+        err.starts_with(
+            "e.yaml:2:32: unknown field `timout`, expected one of `url`, `timeout`, `headers`"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_effect_type_defined_twice_is_an_error() {
+    let one = "t:\n  webhook: { url: 'http://h/' }\n  idempotent: true\n";
+    let err = effects(&format!("{one}{one}")).unwrap_err();
+    assert_eq!(err, "e.yaml:4:1: effect type `t` is defined twice");
+}
