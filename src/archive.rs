@@ -72,35 +72,57 @@ pub async fn read_batch(
     after: i64,
     limit: u32,
 ) -> Result<Vec<Event>, sqlx::Error> {
-    let rows: Vec<(i64, String, String, String, i64, serde_json::Value, DateTime<Utc>)> =
-        sqlx::query_as(
-            r#"
+    let rows: Vec<EventRow> = sqlx::query_as(
+        r#"
             select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
             from evento_arquivado
             where posicao > $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
             order by posicao
             limit $5
             "#,
-        )
-        .bind(after)
-        .bind(window.last)
-        .bind(window.from)
-        .bind(window.to)
-        .bind(i64::from(limit))
-        .fetch_all(pool)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)| Event {
-                posicao,
-                id,
-                tipo,
-                pedido_id,
-                versao,
-                payload,
-                ocorrido_em,
-            },
-        )
-        .collect())
+    )
+    .bind(after)
+    .bind(window.last)
+    .bind(window.from)
+    .bind(window.to)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(into_event).collect())
+}
+
+type EventRow = (
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    serde_json::Value,
+    DateTime<Utc>,
+);
+
+fn into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em): EventRow) -> Event {
+    Event {
+        posicao,
+        id,
+        tipo,
+        pedido_id,
+        versao,
+        payload,
+        ocorrido_em,
+    }
+}
+
+/// Events by id, for re-executing an effect from its archived event (the sweeper).
+pub async fn by_ids(pool: &PgPool, ids: &[String]) -> Result<Vec<Event>, sqlx::Error> {
+    let rows: Vec<EventRow> = sqlx::query_as(
+        r#"
+            select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
+            from evento_arquivado where id = any($1)
+            "#,
+    )
+    .bind(ids)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(into_event).collect())
 }

@@ -59,7 +59,8 @@ pub async fn current(
         where pedido_id = any($1)
         "#
     };
-    let rows: Vec<(String, i64, i64)> = sqlx::query_as(sql).bind(pedido_ids).fetch_all(conn).await?;
+    let rows: Vec<(String, i64, i64)> =
+        sqlx::query_as(sql).bind(pedido_ids).fetch_all(conn).await?;
     Ok(rows
         .into_iter()
         .map(|(id, valor_centavos, versao_evento)| {
@@ -161,7 +162,12 @@ mod tests {
 
     #[test]
     fn a_batch_keeps_the_newest_version_and_the_last_of_equal_versions() {
-        let rows = newest_per_order([row("b", 1, 2), row("a", 5, 1), row("b", 9, 1), row("a", 7, 1)]);
+        let rows = newest_per_order([
+            row("b", 1, 2),
+            row("a", 5, 1),
+            row("b", 9, 1),
+            row("a", 7, 1),
+        ]);
         assert_eq!(rows, vec![row("a", 7, 1), row("b", 1, 2)]);
     }
 }

@@ -60,7 +60,10 @@ pub fn is_transient(err: &sqlx::Error) -> bool {
             // 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown, cannot
             // connect now; 40001/40P01: serialization failure, deadlock; 53300: too many clients.
             code.starts_with("08")
-                || matches!(&*code, "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300")
+                || matches!(
+                    &*code,
+                    "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
+                )
         }),
         _ => false,
     }

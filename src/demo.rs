@@ -28,7 +28,10 @@ const REPLAY_YAML: &str = include_str!("../jobs/replay-2026-10-14.yaml");
 /// Where the demo's data lives, and how to clean it up.
 enum Scratch {
     Cluster(TempCluster),
-    Database { admin: PgConnectOptions, name: String },
+    Database {
+        admin: PgConnectOptions,
+        name: String,
+    },
 }
 
 pub async fn run(database_url: Option<&str>, events: u32) -> anyhow::Result<ExitCode> {
@@ -41,7 +44,10 @@ pub async fn run(database_url: Option<&str>, events: u32) -> anyhow::Result<Exit
                 "DATABASE_URL is not set, so the demo starts a throwaway PostgreSQL cluster from the local binaries",
             )?;
             let url = cluster.url();
-            println!("database: a throwaway PostgreSQL cluster ({}), removed at the end", redact(&url));
+            println!(
+                "database: a throwaway PostgreSQL cluster ({}), removed at the end",
+                redact(&url)
+            );
             (Scratch::Cluster(cluster), url)
         }
     };
@@ -62,8 +68,14 @@ pub async fn run(database_url: Option<&str>, events: u32) -> anyhow::Result<Exit
 /// A fresh database on the server of `url`, so the demo never touches the user's tables.
 async fn scratch_database(url: &str) -> anyhow::Result<(Scratch, String)> {
     let admin = PgConnectOptions::from_str(url).context("parsing DATABASE_URL")?;
-    let name = format!("replay_ledger_demo_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    let mut conn = admin.connect().await.context("connecting to DATABASE_URL")?;
+    let name = format!(
+        "replay_ledger_demo_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    let mut conn = admin
+        .connect()
+        .await
+        .context("connecting to DATABASE_URL")?;
     // `name` is ours (hex digits), not input: safe to place in the statement.
     sqlx::query(&format!("create database \"{name}\""))
         .execute(&mut conn)
@@ -135,16 +147,24 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
         .find(|j| matches!(j.kind, JobKind::Replay(_)))
         .context("the example replay job")?
         .clone();
-    let JobKind::Replay(replay) = &job.kind else { unreachable!() };
+    let JobKind::Replay(replay) = &job.kind else {
+        unreachable!()
+    };
     let effects = Effects::from_catalog(&loaded.effects).context("providers")?;
     let mut ok = true;
 
-    println!("step 1: simulation (`replay-ledger run {} --simulate`)", job.name);
+    println!(
+        "step 1: simulation (`replay-ledger run {} --simulate`)",
+        job.name
+    );
     let before = checksums(&pool).await?;
     let report = execute(&pool, url, &job, replay, &effects, Some(true), false).await?;
     cli::print_report(&report);
     let after = checksums(&pool).await?;
-    ok &= verdict(before == after, "comissao and efeito_aplicado are byte-identical after the simulation");
+    ok &= verdict(
+        before == after,
+        "comissao and efeito_aplicado are byte-identical after the simulation",
+    );
     print_largest_diffs(&pool, &report.execution_id).await?;
 
     println!("\nstep 2: the real run (`replay-ledger run {}`)", job.name);
@@ -164,9 +184,15 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
             .bind(&archive.newer_order)
             .fetch_optional(&pool)
             .await?;
-    ok &= verdict(kept == Some(3), &format!("order {} still holds version 3", archive.newer_order));
+    ok &= verdict(
+        kept == Some(3),
+        &format!("order {} still holds version 3", archive.newer_order),
+    );
 
-    println!("\nstep 3: a second real run, as a new pass (`replay-ledger run {} --restart`)", job.name);
+    println!(
+        "\nstep 3: a second real run, as a new pass (`replay-ledger run {} --restart`)",
+        job.name
+    );
     let requests_before = sink.request_count();
     let report = execute(&pool, url, &job, replay, &effects, Some(false), true).await?;
     cli::print_report(&report);
@@ -201,7 +227,16 @@ async fn execute(
         started_by: "demo".into(),
         ..RunnerConfig::default()
     };
-    Ok(runner::run(pool, url, job, replay, effects.clone(), config, Shutdown::never()).await?)
+    Ok(runner::run(
+        pool,
+        url,
+        job,
+        replay,
+        effects.clone(),
+        config,
+        Shutdown::never(),
+    )
+    .await?)
 }
 
 fn verdict(held: bool, what: &str) -> bool {
@@ -285,7 +320,12 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
     let mut rng = Rng(0x2026_1014);
     let mut rows = Vec::new();
     let mut posicao = 1_000_000i64;
-    let mut push = |rows: &mut Vec<domain::Event>, rng: &mut Rng, at: DateTime<Utc>, pedido: String, versao: i64, valid: bool| {
+    let mut push = |rows: &mut Vec<domain::Event>,
+                    rng: &mut Rng,
+                    at: DateTime<Utc>,
+                    pedido: String,
+                    versao: i64,
+                    valid: bool| {
         posicao += 1 + (rng.next() % 3) as i64;
         let valor = 1_000 + (rng.next() % 500_000) as i64;
         let percentual = [2.5, 5.0, 7.5, 10.0][(rng.next() % 4) as usize];
@@ -312,7 +352,14 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
     for i in 0..u64::from(events) {
         let at = day_start + Duration::milliseconds(i as i64 * step);
         let versao = (i / orders) as i64 + 1;
-        push(&mut rows, &mut rng, at, format!("ped-{}", i % orders + 1), versao, i % 2_500 != 1_234);
+        push(
+            &mut rows,
+            &mut rng,
+            at,
+            format!("ped-{}", i % orders + 1),
+            versao,
+            i % 2_500 != 1_234,
+        );
     }
     for i in 0..outside {
         let at = day_start + Duration::hours(24) + Duration::seconds(60 + i as i64);
@@ -333,7 +380,9 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
     // What the buggy live consumer wrote: per order the newest version, with ÷1000.
     let mut newest: HashMap<&str, (i64, i64)> = HashMap::new();
     for e in &rows {
-        let Ok(correct) = domain::calcular_comissao(&e.payload) else { continue };
+        let Ok(correct) = domain::calcular_comissao(&e.payload) else {
+            continue;
+        };
         let buggy = if e.pedido_id == newer_order && e.versao == 3 {
             correct
         } else {
@@ -388,9 +437,10 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
     .bind(&eventos)
     .execute(pool)
     .await?;
-    let bug_total: i64 = sqlx::query_scalar("select coalesce(sum(valor_centavos), 0)::bigint from comissao")
-        .fetch_one(pool)
-        .await?;
+    let bug_total: i64 =
+        sqlx::query_scalar("select coalesce(sum(valor_centavos), 0)::bigint from comissao")
+            .fetch_one(pool)
+            .await?;
     if in_window.is_empty() {
         bail!("the generated window is empty");
     }

@@ -76,7 +76,9 @@ pub fn effect_key(evento_id: &str, tipo_efeito: &str) -> String {
 /// a finite value in `i64` range (JavaScript would produce `Infinity` or lose cents, and the
 /// `bigint` column could not hold it) is rejected instead of being stored wrong.
 pub fn calcular_comissao(payload: &Value) -> Result<i64, InvalidPayload> {
-    let obj = payload.as_object().ok_or(invalid("payload is not an object"))?;
+    let obj = payload
+        .as_object()
+        .ok_or(invalid("payload is not an object"))?;
     let valor = obj
         .get("valorCentavos")
         .and_then(Value::as_f64)
@@ -91,7 +93,7 @@ pub fn calcular_comissao(payload: &Value) -> Result<i64, InvalidPayload> {
     let exact = (valor * percentual) / 100.0;
     let rounded = js_math_round(exact);
     // 2^63 is exactly representable; anything at or beyond it does not fit.
-    if !rounded.is_finite() || rounded >= 9_223_372_036_854_775_808.0 || rounded < -9_223_372_036_854_775_808.0 {
+    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&rounded) {
         return Err(invalid("commission out of range"));
     }
     Ok(rounded as i64)
@@ -144,14 +146,26 @@ mod tests {
 
     #[test]
     fn rounds_halves_toward_positive_infinity() {
-        assert_eq!(commission(json!({"valorCentavos": -5, "percentual": 10})), Ok(0));
-        assert_eq!(commission(json!({"valorCentavos": 12345, "percentual": 2.5})), Ok(309));
-        assert_eq!(commission(json!({"valorCentavos": -15, "percentual": 10})), Ok(-1));
+        assert_eq!(
+            commission(json!({"valorCentavos": -5, "percentual": 10})),
+            Ok(0)
+        );
+        assert_eq!(
+            commission(json!({"valorCentavos": 12345, "percentual": 2.5})),
+            Ok(309)
+        );
+        assert_eq!(
+            commission(json!({"valorCentavos": -15, "percentual": 10})),
+            Ok(-1)
+        );
     }
 
     #[test]
     fn a_float_with_no_fraction_is_an_integer_as_in_javascript() {
-        assert_eq!(commission(json!({"valorCentavos": 1000.0, "percentual": 5})), Ok(50));
+        assert_eq!(
+            commission(json!({"valorCentavos": 1000.0, "percentual": 5})),
+            Ok(50)
+        );
     }
 
     #[test]

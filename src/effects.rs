@@ -63,9 +63,11 @@ impl WebhookProvider {
                     class: format!("invalid header name {name:?}"),
                 }
             })?;
-            let mut value = reqwest::header::HeaderValue::from_str(value.expose_secret())
-                .map_err(|_| EffectError::Fatal {
-                    class: format!("invalid value for header {name}"),
+            let mut value =
+                reqwest::header::HeaderValue::from_str(value.expose_secret()).map_err(|_| {
+                    EffectError::Fatal {
+                        class: format!("invalid value for header {name}"),
+                    }
                 })?;
             value.set_sensitive(true);
             headers.insert(name, value);
@@ -101,11 +103,13 @@ impl Provider for WebhookProvider {
         let status = response.status();
         if !status.is_success() {
             let class = format!("http {}", status.as_u16());
-            return Err(if status.is_server_error() || status == 408 || status == 429 {
-                EffectError::Retryable { class }
-            } else {
-                EffectError::Fatal { class }
-            });
+            return Err(
+                if status.is_server_error() || status == 408 || status == 429 {
+                    EffectError::Retryable { class }
+                } else {
+                    EffectError::Fatal { class }
+                },
+            );
         }
         let bytes = response.bytes().await.map_err(|e| classify_transport(&e))?;
         // A body that is not JSON is not an error: the call succeeded; there is just no result.
@@ -204,7 +208,10 @@ impl Effects {
         let mut by_type = BTreeMap::new();
         for (name, effect) in &catalog.types {
             let provider: Arc<dyn Provider> = Arc::new(WebhookProvider::new(effect)?);
-            by_type.insert(name.clone(), Arc::new(Effect::new(effect.clone(), provider)));
+            by_type.insert(
+                name.clone(),
+                Arc::new(Effect::new(effect.clone(), provider)),
+            );
         }
         Ok(Effects { by_type })
     }

@@ -255,7 +255,11 @@ pub async fn resume(pool: &PgPool, key: &str) -> Result<(), sqlx::Error> {
 }
 
 /// Moves the checkpoint (the seed's table) to `posicao`.
-async fn set_checkpoint(conn: &mut PgConnection, key: &str, posicao: i64) -> Result<(), sqlx::Error> {
+async fn set_checkpoint(
+    conn: &mut PgConnection,
+    key: &str,
+    posicao: i64,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
         r#"
         insert into reprocessamento_checkpoint (execucao_id, ultima_posicao) values ($1, $2)
@@ -441,7 +445,10 @@ impl ExecutionLock {
     /// Whether the lock is still held: its connection is alive. A lost connection means the lock
     /// is gone and another process may take the execution, so the holder must stop.
     pub async fn still_held(&mut self) -> bool {
-        sqlx::query("select 1").execute(&mut self.conn).await.is_ok()
+        sqlx::query("select 1")
+            .execute(&mut self.conn)
+            .await
+            .is_ok()
     }
 
     pub fn key(&self) -> &str {

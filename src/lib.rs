@@ -19,8 +19,8 @@
 
 pub mod applier;
 pub mod archive;
-pub mod commission;
 pub mod cli;
+pub mod commission;
 pub mod config;
 pub mod db;
 pub mod demo;
@@ -33,3 +33,4 @@ pub mod pgtemp;
 pub mod runner;
 pub mod shutdown;
 pub mod sink;
+pub mod sweeper;

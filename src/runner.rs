@@ -184,7 +184,8 @@ pub async fn run(
     let claim = Claim::new(resolved.execution_id.clone());
     if mode == Mode::Real {
         let settled =
-            ledger::settle_abandoned(pool, &claim.execution_id, &effects.idempotent_types()).await?;
+            ledger::settle_abandoned(pool, &claim.execution_id, &effects.idempotent_types())
+                .await?;
         if !settled.released.is_empty() || !settled.uncertain.is_empty() {
             tracing::warn!(
                 execution = %claim.execution_id,
@@ -212,7 +213,17 @@ pub async fn run(
 
     let result = match window {
         Some(window) => {
-            batch_loop(pool, &applier, &window, replay.batch_size, &config, &shutdown, &mut lock, &mut report).await
+            batch_loop(
+                pool,
+                &applier,
+                &window,
+                replay.batch_size,
+                &config,
+                &shutdown,
+                &mut lock,
+                &mut report,
+            )
+            .await
         }
         None => Ok(Ended::Finished),
     };
@@ -274,7 +285,10 @@ async fn batch_loop(
         let outcome = applier.apply_batch(&events, shutdown).await?;
         report.summary.add(&outcome.summary);
         report.events_this_run += outcome.summary.events_read;
-        let advanced_to = outcome.settled_through.unwrap_or(checkpoint).max(checkpoint);
+        let advanced_to = outcome
+            .settled_through
+            .unwrap_or(checkpoint)
+            .max(checkpoint);
         db::retry("advance checkpoint", config.db_backoff, || async {
             let mut tx = pool.begin().await?;
             execution::advance(&mut tx, &key, advanced_to, &report.summary).await?;

@@ -18,7 +18,12 @@ pub struct ShutdownTrigger {
 /// A new signal, not yet triggered.
 pub fn channel() -> (ShutdownTrigger, Shutdown) {
     let (tx, rx) = watch::channel(false);
-    (ShutdownTrigger { tx: std::sync::Arc::new(tx) }, Shutdown { rx })
+    (
+        ShutdownTrigger {
+            tx: std::sync::Arc::new(tx),
+        },
+        Shutdown { rx },
+    )
 }
 
 impl ShutdownTrigger {
@@ -49,12 +54,17 @@ impl Shutdown {
 pub fn on_signals(trigger: ShutdownTrigger) {
     tokio::spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
             tracing::warn!("could not install signal handlers");
             return;
         };
         tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-        tracing::info!("stop requested: finishing the batch in hand (signal again to exit at once)");
+        tracing::info!(
+            "stop requested: finishing the batch in hand (signal again to exit at once)"
+        );
         trigger.trigger();
         tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
         tracing::warn!("second stop signal: exiting now");

@@ -25,7 +25,7 @@ use crate::config::{EffectPolicy, OnFailure};
 use crate::db::{self, Backoff};
 use crate::effects::{Effect, EffectError};
 use crate::execution::Summary;
-use crate::ledger::{self, Claim, Reservation};
+use crate::ledger::{self, Attempt, Claim, Reservation};
 use crate::shutdown::Shutdown;
 
 /// An effect that still failed after its retries; its key was released, so the run stops with
@@ -61,10 +61,15 @@ enum Ended {
     Completed,
     /// The key was already in the ledger (non-idempotent reservation refused).
     AlreadyRegistered,
-    Failed(EffectError),
+    Failed(EffectError, Vec<Attempt>),
     /// Shutdown came before the call started; for an idempotent type the key is still reserved.
-    NotStarted { reserved: bool },
+    NotStarted {
+        reserved: bool,
+    },
 }
+
+/// A completion on its way to the group commit.
+type Done = (String, Option<Value>, Vec<Attempt>);
 
 pub(super) async fn perform(
     applier: &Applier,
@@ -105,10 +110,22 @@ pub(super) async fn perform(
     for (tipo, tasks) in by_type {
         let idempotent = tasks[0].effect.config.idempotent;
         if idempotent {
-            let held = reserve_idempotent(applier, tipo, &tasks).await?;
+            let mut held = reserve_idempotent(applier, tipo, &tasks).await?;
+            if let Some(window) = tasks[0].effect.config.dedup_window {
+                let expired = beyond_dedup_window(applier, &held, window).await?;
+                summary.count_effect(EFFECT_UNCERTAIN, expired.len() as u64);
+                for key in expired {
+                    held.remove(&key);
+                }
+            }
             for task in tasks {
                 if held.contains(&task.key) {
-                    running.spawn(call_reserved(task, shutdown.clone(), done_tx.clone(), config.call_backoff));
+                    running.spawn(call_reserved(
+                        task,
+                        shutdown.clone(),
+                        done_tx.clone(),
+                        config.call_backoff,
+                    ));
                 } else {
                     summary.count_effect(EFFECT_ALREADY, 1);
                 }
@@ -130,6 +147,7 @@ pub(super) async fn perform(
 
     let mut to_release = Vec::new();
     let mut to_uncertain = Vec::new();
+    let mut failed_attempts = Vec::new();
     let mut failure: Option<EffectFailure> = None;
     let mut first_unsettled: Option<i64> = None;
     let mut db_error = None;
@@ -147,48 +165,60 @@ pub(super) async fn perform(
                 }
                 unsettled(task.posicao);
             }
-            Ended::Failed(EffectError::Retryable { class }) if class.starts_with("database") => {
+            Ended::Failed(EffectError::Retryable { class }, _) if class.starts_with("database") => {
                 db_error.get_or_insert(class);
                 unsettled(task.posicao);
             }
-            Ended::Failed(err) => match task.policy.on_failure {
-                OnFailure::Keep => {
-                    tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
-                    to_uncertain.push(task.key.clone());
-                }
-                OnFailure::Release => {
-                    tracing::warn!(key = %task.key, class = err.class(), "effect failed after retries: released");
-                    to_release.push(task.key.clone());
-                    unsettled(task.posicao);
-                    let candidate = EffectFailure {
-                        key: task.key.clone(),
-                        evento_id: task.evento_id.clone(),
-                        posicao: task.posicao,
-                        tipo: task.effect.config.name.clone(),
-                        class: err.class().to_string(),
-                    };
-                    if failure.as_ref().is_none_or(|f| f.posicao > candidate.posicao) {
-                        failure = Some(candidate);
+            Ended::Failed(err, tries) => {
+                failed_attempts.extend(tries);
+                match task.policy.on_failure {
+                    OnFailure::Keep => {
+                        tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
+                        to_uncertain.push(task.key.clone());
+                    }
+                    OnFailure::Release => {
+                        tracing::warn!(key = %task.key, class = err.class(), "effect failed after retries: released");
+                        to_release.push(task.key.clone());
+                        unsettled(task.posicao);
+                        let candidate = EffectFailure {
+                            key: task.key.clone(),
+                            evento_id: task.evento_id.clone(),
+                            posicao: task.posicao,
+                            tipo: task.effect.config.name.clone(),
+                            class: err.class().to_string(),
+                        };
+                        if failure
+                            .as_ref()
+                            .is_none_or(|f| f.posicao > candidate.posicao)
+                        {
+                            failure = Some(candidate);
+                        }
                     }
                 }
-            },
+            }
         }
     }
     let lost = completer.await.expect("the completer does not panic")?;
     if lost > 0 {
-        tracing::warn!(keys = lost, "completions found their reservation retaken by another worker");
+        tracing::warn!(
+            keys = lost,
+            "completions found their reservation retaken by another worker"
+        );
     }
     let claim = &config.claim;
+    let (uncertain_tries, release_tries): (Vec<Attempt>, Vec<Attempt>) = failed_attempts
+        .into_iter()
+        .partition(|a| to_uncertain.contains(&a.key));
     if !to_uncertain.is_empty() {
         let moved = db::retry("mark uncertain", config.db_backoff, || {
-            ledger::mark_uncertain(&applier.pool, claim, &to_uncertain)
+            ledger::mark_uncertain(&applier.pool, claim, &to_uncertain, &uncertain_tries)
         })
         .await?;
         summary.count_effect(EFFECT_UNCERTAIN, moved.len() as u64);
     }
     if !to_release.is_empty() {
         let released = db::retry("release", config.db_backoff, || {
-            ledger::release(&applier.pool, claim, &to_release)
+            ledger::release(&applier.pool, claim, &to_release, &release_tries)
         })
         .await?;
         summary.count_effect(EFFECT_RELEASED, released.len() as u64);
@@ -220,10 +250,46 @@ async fn reserve_idempotent(
         .collect();
     let config = &applier.config;
     let held = db::retry("reserve", config.db_backoff, || {
-        ledger::reserve(&applier.pool, &config.claim, &items, Some(config.stale_after))
+        ledger::reserve(
+            &applier.pool,
+            &config.claim,
+            &items,
+            Some(config.stale_after),
+        )
     })
     .await?;
     Ok(held.into_iter().collect())
+}
+
+/// Reserved keys whose first attempt is older than the provider's `dedup_window`: the provider
+/// may have forgotten them, so they are treated as non-idempotent and moved to `incerto` now,
+/// without a call.
+async fn beyond_dedup_window(
+    applier: &Applier,
+    held: &std::collections::HashSet<String>,
+    window: std::time::Duration,
+) -> Result<Vec<String>, sqlx::Error> {
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<String> = held.iter().cloned().collect();
+    let config = &applier.config;
+    let expired = db::retry("dedup window", config.db_backoff, || async {
+        let mut conn = applier.pool.acquire().await?;
+        ledger::past_dedup_window(&mut conn, &keys, window).await
+    })
+    .await?;
+    if expired.is_empty() {
+        return Ok(expired);
+    }
+    tracing::warn!(
+        keys = expired.len(),
+        "first attempt older than the provider's dedup_window: incerto, not resent"
+    );
+    db::retry("mark uncertain", config.db_backoff, || {
+        ledger::mark_uncertain(&applier.pool, &config.claim, &expired, &[])
+    })
+    .await
 }
 
 /// An idempotent key already reserved: call it, retrying under `release` (the provider
@@ -231,7 +297,7 @@ async fn reserve_idempotent(
 async fn call_reserved(
     task: Task,
     shutdown: Shutdown,
-    done: mpsc::UnboundedSender<(String, Option<Value>)>,
+    done: mpsc::UnboundedSender<Done>,
     backoff: Backoff,
 ) -> (Task, Ended) {
     let _slot = task.effect.slot().await;
@@ -243,18 +309,29 @@ async fn call_reserved(
         OnFailure::Keep => 1,
     };
     let mut attempt = 1;
+    let mut tries = Vec::new();
     loop {
+        let started = std::time::Instant::now();
         match task.effect.call(&task.key, &task.body).await {
             Ok(result) => {
-                let _ = done.send((task.key.clone(), result));
+                tries.push(Attempt::new(&task.key, started, None));
+                let _ = done.send((task.key.clone(), result, tries));
                 return (task, Ended::Completed);
             }
-            Err(err) if err.is_retryable() && attempt < attempts && !shutdown.is_triggered() => {
-                attempt += 1;
-                tracing::debug!(key = %task.key, class = err.class(), attempt, "effect call failed; retrying");
-                tokio::time::sleep(backoff.delay(attempt)).await;
+            Err(err) => {
+                tries.push(Attempt::new(
+                    &task.key,
+                    started,
+                    Some(err.class().to_string()),
+                ));
+                if err.is_retryable() && attempt < attempts && !shutdown.is_triggered() {
+                    attempt += 1;
+                    tracing::debug!(key = %task.key, class = err.class(), attempt, "effect call failed; retrying");
+                    tokio::time::sleep(backoff.delay(attempt)).await;
+                } else {
+                    return (task, Ended::Failed(err, tries));
+                }
             }
-            Err(err) => return (task, Ended::Failed(err)),
         }
     }
 }
@@ -267,7 +344,7 @@ async fn reserve_then_call(
     claim: Claim,
     db_backoff: Backoff,
     shutdown: Shutdown,
-    done: mpsc::UnboundedSender<(String, Option<Value>)>,
+    done: mpsc::UnboundedSender<Done>,
 ) -> (Task, Ended) {
     let _slot = task.effect.slot().await;
     if shutdown.is_triggered() {
@@ -278,20 +355,37 @@ async fn reserve_then_call(
         evento_id: &task.evento_id,
         tipo_efeito: &task.effect.config.name,
     }];
-    let held = db::retry("reserve", db_backoff, || ledger::reserve(&pool, &claim, &item, None)).await;
+    let held = db::retry("reserve", db_backoff, || {
+        ledger::reserve(&pool, &claim, &item, None)
+    })
+    .await;
     match held {
         Ok(held) if held.is_empty() => (task, Ended::AlreadyRegistered),
-        Ok(_) => match task.effect.call(&task.key, &task.body).await {
-            Ok(result) => {
-                let _ = done.send((task.key.clone(), result));
-                (task, Ended::Completed)
+        Ok(_) => {
+            let started = std::time::Instant::now();
+            match task.effect.call(&task.key, &task.body).await {
+                Ok(result) => {
+                    let tries = vec![Attempt::new(&task.key, started, None)];
+                    let _ = done.send((task.key.clone(), result, tries));
+                    (task, Ended::Completed)
+                }
+                Err(err) => {
+                    let tries = vec![Attempt::new(
+                        &task.key,
+                        started,
+                        Some(err.class().to_string()),
+                    )];
+                    (task, Ended::Failed(err, tries))
+                }
             }
-            Err(err) => (task, Ended::Failed(err)),
-        },
+        }
         Err(err) => {
             tracing::warn!(key = %task.key, error = %err, "could not reserve effect");
             let class = format!("database: {err}");
-            (task, Ended::Failed(EffectError::Retryable { class }))
+            (
+                task,
+                Ended::Failed(EffectError::Retryable { class }, Vec::new()),
+            )
         }
     }
 }
@@ -302,7 +396,7 @@ async fn reserve_then_call(
 async fn complete_as_they_arrive(
     pool: PgPool,
     claim: Claim,
-    mut done: mpsc::UnboundedReceiver<(String, Option<Value>)>,
+    mut done: mpsc::UnboundedReceiver<Done>,
 ) -> Result<u64, sqlx::Error> {
     const GROUP: usize = 1000;
     let persistent = Backoff {
@@ -314,17 +408,19 @@ async fn complete_as_they_arrive(
     while let Some(first) = done.recv().await {
         let mut keys = vec![first.0];
         let mut results = vec![first.1];
+        let mut tries = first.2;
         while keys.len() < GROUP {
             match done.try_recv() {
-                Ok((key, result)) => {
+                Ok((key, result, more)) => {
                     keys.push(key);
                     results.push(result);
+                    tries.extend(more);
                 }
                 Err(_) => break,
             }
         }
         let changed = db::retry("complete", persistent, || {
-            ledger::complete(&pool, &claim, &keys, &results)
+            ledger::complete(&pool, &claim, &keys, &results, &tries)
         })
         .await?;
         lost += (keys.len() - changed.len()) as u64;

@@ -142,7 +142,7 @@ impl Applier {
         let mut decided = Vec::with_capacity(events.len());
         let mut rejected = Vec::new();
         for (i, event) in events.iter().enumerate() {
-            if !self.config.event_types.iter().any(|t| *t == event.tipo) {
+            if !self.config.event_types.contains(&event.tipo) {
                 summary.events_read += 1;
                 summary.events_skipped += 1;
                 continue;
@@ -293,7 +293,10 @@ fn count_state(
             summary.count_state(STATE_NEWER_KEPT, 1);
         }
     }
-    for row in rows.iter().filter(|r| written.contains(r.pedido_id.as_str())) {
+    for row in rows
+        .iter()
+        .filter(|r| written.contains(r.pedido_id.as_str()))
+    {
         let before = current.get(&row.pedido_id).map(|c| c.valor_centavos);
         if before != Some(row.valor_centavos) {
             summary.orders_changed += 1;
