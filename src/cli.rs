@@ -12,7 +12,9 @@ use sqlx::PgPool;
 use crate::config::{self, ConfigErrors, JobKind};
 use crate::effects::Effects;
 use crate::execution::Mode;
+use crate::ledger::{Resolution, ReviewError};
 use crate::runner::{self, Ended, RunError, RunReport, RunnerConfig};
+use crate::sweeper::{Sweeper, SweeperConfig};
 use crate::{db, demo, ledger, money, shutdown};
 
 /// Replays archived domain events on PostgreSQL to correct derived state (`comissao`) and to
@@ -59,6 +61,18 @@ pub enum Command {
         #[arg(long)]
         restart: bool,
     },
+    /// One sweeper pass over stale reservations: retake those of idempotent types, move the
+    /// others to `incerto`.
+    Sweep {
+        /// Age past which a reservation is abandoned (default: the sweep job's `stale_after`, else 5m).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        stale_after: Option<std::time::Duration>,
+    },
+    /// The manual-review queue of `incerto` effects (outcome unknown; never resent automatically).
+    Review {
+        #[command(subcommand)]
+        action: ReviewAction,
+    },
     /// Executions, their checkpoints and progress, and the size of the review queue.
     Status {
         /// Machine-readable output.
@@ -71,6 +85,34 @@ pub enum Command {
         /// Events to generate.
         #[arg(long, default_value_t = 10_000)]
         events: u32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReviewAction {
+    /// Every `incerto` effect: key, type, execution, age, attempts, last error.
+    List {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record what a human established about one `incerto` effect.
+    Resolve {
+        /// The ledger key, `<evento_id>:<tipo_efeito>`.
+        key: String,
+        /// It went out: the effect becomes `concluido`.
+        #[arg(
+            long,
+            conflicts_with = "not_sent",
+            required_unless_present = "not_sent"
+        )]
+        sent: bool,
+        /// It did not go out: the row is removed, so the next run performs it.
+        #[arg(long)]
+        not_sent: bool,
+        /// Who resolved it (default: $USER@host).
+        #[arg(long)]
+        by: Option<String>,
     },
 }
 
@@ -129,6 +171,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             restart,
         } => run(&cli, job, *simulate, *restart).await,
         Command::Status { json } => status(&cli, *json).await,
+        Command::Sweep { stale_after } => sweep(&cli, *stale_after).await,
+        Command::Review { action } => review(&cli, action).await,
         Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events).await,
     }
 }
@@ -148,7 +192,7 @@ fn check(jobs_dir: &Path) -> anyhow::Result<ExitCode> {
 fn not_runnable_yet(kind: &JobKind) -> Option<&'static str> {
     match kind {
         JobKind::Replay(_) => None,
-        JobKind::Sweep(_) => Some("valid; the sweeper is not built yet"),
+        JobKind::Sweep(_) => None,
         JobKind::Report(_) => Some("valid; reports are not built yet"),
         JobKind::Live(_) => Some("valid; the live consumer is not built yet"),
     }
@@ -160,9 +204,11 @@ async fn connect(cli: &Cli, migrate: bool) -> anyhow::Result<PgPool> {
         .database_url
         .as_deref()
         .context("no database: set DATABASE_URL or pass --database-url")?;
-    let pool = db::retry("connect", db::Backoff::default(), || db::connect(url, "cli"))
-        .await
-        .context("connecting to the database")?;
+    let pool = db::retry("connect", db::Backoff::default(), || {
+        db::connect(url, "cli")
+    })
+    .await
+    .context("connecting to the database")?;
     if migrate && !cli.no_migrate {
         db::migrate(&pool).await.context("applying migrations")?;
     }
@@ -252,7 +298,11 @@ pub fn print_report(report: &RunReport) {
         "  events read {}, skipped {}, rejected {}",
         s.events_read, s.events_skipped, s.events_rejected
     );
-    let verb = if report.mode == Mode::Simulation { "would change" } else { "changed" };
+    let verb = if report.mode == Mode::Simulation {
+        "would change"
+    } else {
+        "changed"
+    };
     println!(
         "  orders {verb}: {}; total {} -> {} ({})",
         s.orders_changed,
@@ -265,10 +315,16 @@ pub fn print_report(report: &RunReport) {
     if !report.rejected.is_empty() {
         println!("  rejected events:");
         for r in report.rejected.iter().take(20) {
-            println!("    {} (posicao {}, {}): {}", r.evento_id, r.posicao, r.tipo, r.erro);
+            println!(
+                "    {} (posicao {}, {}): {}",
+                r.evento_id, r.posicao, r.tipo, r.erro
+            );
         }
         if report.rejected.len() > 20 {
-            println!("    … and {} more (see table evento_rejeitado)", report.rejected.len() - 20);
+            println!(
+                "    … and {} more (see table evento_rejeitado)",
+                report.rejected.len() - 20
+            );
         }
     }
 }
@@ -281,6 +337,88 @@ fn counts(map: &std::collections::BTreeMap<String, u64>) -> String {
         .map(|(k, v)| format!("{k} {v}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+async fn sweep(cli: &Cli, stale_after: Option<std::time::Duration>) -> anyhow::Result<ExitCode> {
+    let catalog = config::load_effects(&cli.jobs_dir.join(config::EFFECTS_FILE))
+        .map_err(|e| ConfigErrors(vec![e]))?;
+    let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
+    let pool = connect(cli, true).await?;
+    let config = SweeperConfig {
+        stale_after: stale_after.unwrap_or_else(|| sweep_stale_after(&cli.jobs_dir)),
+        ..SweeperConfig::default()
+    };
+    let sweeper = match Sweeper::new(pool, effects, config) {
+        Ok(s) => s,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let outcome = sweeper.run_once().await?;
+    println!(
+        "sweep: retaken {}, completed {}, left for the next pass {}, moved to incerto {}",
+        outcome.retaken, outcome.completed, outcome.released, outcome.uncertain
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn review(cli: &Cli, action: &ReviewAction) -> anyhow::Result<ExitCode> {
+    let pool = connect(cli, true).await?;
+    match action {
+        ReviewAction::List { json } => {
+            let items = ledger::review_list(&pool).await?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&items)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            if items.is_empty() {
+                println!("review queue is empty");
+            }
+            for i in &items {
+                println!(
+                    "{}  type {}  execution {}  age {}  attempts {}  last error {}",
+                    i.key,
+                    i.tipo_efeito,
+                    i.execucao_id,
+                    humantime::format_duration(std::time::Duration::from_secs(
+                        i.idade_segundos.max(0) as u64
+                    )),
+                    i.tentativas,
+                    i.ultimo_erro.as_deref().unwrap_or("-")
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ReviewAction::Resolve { key, sent, by, .. } => {
+            let resolution = if *sent {
+                Resolution::Sent
+            } else {
+                Resolution::NotSent
+            };
+            let by = by
+                .clone()
+                .unwrap_or_else(|| RunnerConfig::default().started_by);
+            match ledger::resolve(&pool, key, resolution, &by).await {
+                Ok(()) => {
+                    println!(
+                        "{key}: {}",
+                        if *sent {
+                            "marked concluido (it went out)"
+                        } else {
+                            "removed from the ledger; the next run of its window performs it"
+                        }
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(ReviewError::Database(e)) => Err(e.into()),
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
+    }
 }
 
 async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
@@ -298,7 +436,8 @@ async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
     for e in &executions {
         let progress = match (e.first, e.last, e.checkpoint) {
             (Some(first), Some(last), Some(cp)) if last >= first => {
-                let pct = ((cp - first + 1).max(0) as f64 / (last - first + 1) as f64 * 100.0).min(100.0);
+                let pct =
+                    ((cp - first + 1).max(0) as f64 / (last - first + 1) as f64 * 100.0).min(100.0);
                 format!("checkpoint {cp} of {first}..{last} ({pct:.0}%)")
             }
             _ => "empty window".into(),

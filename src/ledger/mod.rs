@@ -6,6 +6,16 @@
 //! (`estado = 'reservado' and reserva_id = $token`) and reports which rows it changed, so a slow,
 //! stale worker cannot settle a reservation that someone else has since retaken (invariant 8).
 
+mod attempts;
+mod review;
+mod sweep;
+
+pub use attempts::{
+    history as attempt_history, past_dedup_window, record as record_attempts, Attempt,
+};
+pub use review::{resolve, review_list, Resolution, ReviewError, ReviewItem};
+pub use sweep::{claim_stale, stale_page, uncertain_if_stale, StaleRow};
+
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -78,18 +88,21 @@ pub async fn reserve(
     .await
 }
 
-/// Marks reservations of `claim` done, with the provider's answer; returns the keys changed.
+/// Marks reservations of `claim` done, with the provider's answer, and appends the attempts, in
+/// one transaction; returns the keys changed.
 pub async fn complete(
     pool: &PgPool,
     claim: &Claim,
     keys: &[String],
     results: &[Option<Value>],
+    tries: &[Attempt],
 ) -> Result<Vec<String>, sqlx::Error> {
     let results: Vec<Value> = results
         .iter()
         .map(|r| r.clone().unwrap_or(Value::Null))
         .collect();
-    sqlx::query_scalar(
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar(
         r#"
         update efeito_aplicado e
         set estado = 'concluido', resultado = nullif(u.r, 'null'::jsonb), atualizado_em = now()
@@ -101,14 +114,23 @@ pub async fn complete(
     .bind(keys)
     .bind(results)
     .bind(claim.token)
-    .fetch_all(pool)
-    .await
+    .fetch_all(&mut *tx)
+    .await?;
+    attempts::record(&mut tx, claim, tries).await?;
+    tx.commit().await?;
+    Ok(changed)
 }
 
 /// Deletes reservations of `claim` after a failed call of an idempotent type (`release`), so a
-/// later attempt performs the effect; returns the keys released.
-pub async fn release(pool: &PgPool, claim: &Claim, keys: &[String]) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar(
+/// later attempt performs the effect; the attempts stay on record. Returns the keys released.
+pub async fn release(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    tries: &[Attempt],
+) -> Result<Vec<String>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar(
         r#"
         delete from efeito_aplicado
         where chave = any($1) and estado = 'reservado' and reserva_id = $2
@@ -117,8 +139,11 @@ pub async fn release(pool: &PgPool, claim: &Claim, keys: &[String]) -> Result<Ve
     )
     .bind(keys)
     .bind(claim.token)
-    .fetch_all(pool)
-    .await
+    .fetch_all(&mut *tx)
+    .await?;
+    attempts::record(&mut tx, claim, tries).await?;
+    tx.commit().await?;
+    Ok(changed)
 }
 
 /// Moves reservations of `claim` whose outcome is unknown to `incerto` (`keep`): out of the
@@ -127,8 +152,10 @@ pub async fn mark_uncertain(
     pool: &PgPool,
     claim: &Claim,
     keys: &[String],
+    tries: &[Attempt],
 ) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar(
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar(
         r#"
         update efeito_aplicado set estado = 'incerto', atualizado_em = now()
         where chave = any($1) and estado = 'reservado' and reserva_id = $2
@@ -137,8 +164,11 @@ pub async fn mark_uncertain(
     )
     .bind(keys)
     .bind(claim.token)
-    .fetch_all(pool)
-    .await
+    .fetch_all(&mut *tx)
+    .await?;
+    attempts::record(&mut tx, claim, tries).await?;
+    tx.commit().await?;
+    Ok(changed)
 }
 
 /// Which of these keys the ledger already holds, in any state (a simulation's `ja-registrado`).

@@ -1,0 +1,111 @@
+//! `efeito_tentativa`: the append-only history of provider attempts, written in the same
+//! transaction as the ledger change it explains.
+
+use std::time::{Duration, Instant};
+
+use sqlx::PgConnection;
+
+use super::Claim;
+
+/// One call to a provider, as the caller timed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub key: String,
+    pub started: Instant,
+    pub finished: Instant,
+    /// The error class (`timeout`, `http 503`, …); `None` = success.
+    pub error: Option<String>,
+}
+
+impl Attempt {
+    pub fn new(key: &str, started: Instant, error: Option<String>) -> Self {
+        Attempt {
+            key: key.to_string(),
+            started,
+            finished: Instant::now(),
+            error,
+        }
+    }
+}
+
+/// Appends attempts. Times are placed on the database's clock: `now()` minus the time elapsed
+/// since the attempt, so every staleness judgement uses one clock.
+pub async fn record(
+    conn: &mut PgConnection,
+    claim: &Claim,
+    attempts: &[Attempt],
+) -> Result<(), sqlx::Error> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    let now = Instant::now();
+    let ago = |t: Instant| now.saturating_duration_since(t).as_secs_f64();
+    let keys: Vec<&str> = attempts.iter().map(|a| a.key.as_str()).collect();
+    let started: Vec<f64> = attempts.iter().map(|a| ago(a.started)).collect();
+    let finished: Vec<f64> = attempts.iter().map(|a| ago(a.finished)).collect();
+    let errors: Vec<Option<&str>> = attempts.iter().map(|a| a.error.as_deref()).collect();
+    sqlx::query(
+        r#"
+        insert into efeito_tentativa
+          (chave, execucao_id, reserva_id, iniciada_em, concluida_em, resultado, classe_erro)
+        select k, $1, $2, now() - make_interval(secs => s), now() - make_interval(secs => f),
+               case when e is null then 'sucesso' else 'falha' end, e
+        from unnest($3::text[], $4::float8[], $5::float8[], $6::text[]) as u(k, s, f, e)
+        "#,
+    )
+    .bind(&claim.execution_id)
+    .bind(claim.token)
+    .bind(keys)
+    .bind(started)
+    .bind(finished)
+    .bind(errors)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Keys whose first attempt (or first reservation) is older than `window`: the provider may have
+/// forgotten them, so sending again could duplicate the effect (`dedup_window`).
+pub async fn past_dedup_window(
+    conn: &mut PgConnection,
+    keys: &[String],
+    window: Duration,
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        r#"
+        select k from unnest($1::text[]) as u(k)
+        where exists (select 1 from efeito_tentativa t
+                      where t.chave = u.k and t.iniciada_em < now() - make_interval(secs => $2))
+           or exists (select 1 from efeito_aplicado e
+                      where e.chave = u.k and e.criado_em < now() - make_interval(secs => $2))
+        "#,
+    )
+    .bind(keys)
+    .bind(window.as_secs_f64())
+    .fetch_all(conn)
+    .await
+}
+
+/// Every attempt of a key, oldest first: (execution, started, outcome, error class).
+pub async fn history(
+    pool: &sqlx::PgPool,
+    key: &str,
+) -> Result<
+    Vec<(
+        String,
+        chrono::DateTime<chrono::Utc>,
+        String,
+        Option<String>,
+    )>,
+    sqlx::Error,
+> {
+    sqlx::query_as(
+        r#"
+        select execucao_id, iniciada_em, resultado, classe_erro from efeito_tentativa
+        where chave = $1 order by iniciada_em, id
+        "#,
+    )
+    .bind(key)
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,83 @@
+//! The sweeper's statements: find reservations older than `stale_after`, move them to `incerto`,
+//! or claim them for a retake. Each change re-checks staleness in its `where`, so of two sweepers
+//! racing on a row exactly one acts on it.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use super::Claim;
+
+/// A stale reservation.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct StaleRow {
+    pub chave: String,
+    pub evento_id: String,
+    pub tipo_efeito: String,
+}
+
+/// The oldest stale reservations, at most `limit` (served by the partial index on
+/// `atualizado_em where estado = 'reservado'`).
+pub async fn stale_page(
+    pool: &PgPool,
+    stale_after: Duration,
+    limit: i64,
+) -> Result<Vec<StaleRow>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select chave, evento_id, tipo_efeito from efeito_aplicado
+        where estado = 'reservado' and atualizado_em < now() - make_interval(secs => $1)
+        order by atualizado_em, chave
+        limit $2
+        "#,
+    )
+    .bind(stale_after.as_secs_f64())
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// Moves still-stale reservations to `incerto` (a type whose provider cannot deduplicate, or one
+/// not declared): the call may have gone out, so only a human may decide.
+pub async fn uncertain_if_stale(
+    pool: &PgPool,
+    keys: &[String],
+    stale_after: Duration,
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        r#"
+        update efeito_aplicado set estado = 'incerto', atualizado_em = now()
+        where chave = any($1) and estado = 'reservado'
+          and atualizado_em < now() - make_interval(secs => $2)
+        returning chave
+        "#,
+    )
+    .bind(keys)
+    .bind(stale_after.as_secs_f64())
+    .fetch_all(pool)
+    .await
+}
+
+/// Claims still-stale reservations for `claim` (a new token), fencing out their old holder.
+pub async fn claim_stale(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    stale_after: Duration,
+) -> Result<Vec<StaleRow>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        update efeito_aplicado
+        set execucao_id = $2, reserva_id = $3, atualizado_em = now()
+        where chave = any($1) and estado = 'reservado'
+          and atualizado_em < now() - make_interval(secs => $4)
+        returning chave, evento_id, tipo_efeito
+        "#,
+    )
+    .bind(keys)
+    .bind(&claim.execution_id)
+    .bind(claim.token)
+    .bind(stale_after.as_secs_f64())
+    .fetch_all(pool)
+    .await
+}

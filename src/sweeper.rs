@@ -1,0 +1,281 @@
+//! The sweeper: settles reservations abandoned by processes that died. A stale reservation of a
+//! type whose provider deduplicates is claimed with a fresh token (fencing out its old holder),
+//! re-executed from the archived event through the same provider code as the applier, and
+//! completed; any other stale reservation — a non-idempotent type, a type not declared, a key past
+//! its `dedup_window`, an event no longer in the archive — moves to `incerto` for a human.
+//!
+//! A retake whose call fails stays reserved under the sweeper's claim, so the next pass retries it
+//! once it is stale again; releasing it instead could drop the key of a window already finished.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqlx::PgPool;
+use tokio::task::JoinSet;
+
+use crate::archive;
+use crate::db::{self, Backoff};
+use crate::domain;
+use crate::effects::{Effect, Effects};
+use crate::ledger::{self, Attempt, Claim, StaleRow};
+
+/// How a sweeper works. Defaults: `stale_after` 5 minutes (the seed's), pages of 500, execution
+/// id `sweeper`.
+#[derive(Debug, Clone)]
+pub struct SweeperConfig {
+    /// A reservation older than this is abandoned. Must exceed every provider's timeout, or a
+    /// call still in flight could be retaken (checked by `check`, and by [`SweeperConfig::validate`]).
+    pub stale_after: Duration,
+    /// Rows handled per statement.
+    pub page: i64,
+    /// The `execucao_id` the sweeper's retakes carry.
+    pub execution_id: String,
+}
+
+impl Default for SweeperConfig {
+    fn default() -> Self {
+        SweeperConfig {
+            stale_after: Duration::from_secs(300),
+            page: 500,
+            execution_id: "sweeper".into(),
+        }
+    }
+}
+
+impl SweeperConfig {
+    /// `stale_after` must exceed the timeout of every provider the sweeper may retake.
+    pub fn validate(&self, effects: &Effects) -> Result<(), String> {
+        if self.page < 1 {
+            return Err("page must be at least 1".into());
+        }
+        for tipo in effects.idempotent_types() {
+            let timeout = effects
+                .get(&tipo)
+                .map(|e| e.config.webhook.timeout)
+                .unwrap_or_default();
+            if self.stale_after <= timeout {
+                return Err(format!(
+                    "stale_after ({}) must exceed the timeout of {tipo} ({})",
+                    humantime::format_duration(self.stale_after),
+                    humantime::format_duration(timeout)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SweepOutcome {
+    /// Stale reservations claimed for a retake.
+    pub retaken: u64,
+    /// Retakes whose call succeeded (`concluido`).
+    pub completed: u64,
+    /// Retakes whose call failed; left reserved for the next pass.
+    pub released: u64,
+    /// Moved to `incerto`.
+    pub uncertain: u64,
+}
+
+impl SweepOutcome {
+    pub fn is_empty(&self) -> bool {
+        *self == SweepOutcome::default()
+    }
+}
+
+pub struct Sweeper {
+    pool: PgPool,
+    effects: Effects,
+    config: SweeperConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("invalid sweeper configuration: {0}")]
+    Config(String),
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl Sweeper {
+    pub fn new(pool: PgPool, effects: Effects, config: SweeperConfig) -> Result<Self, SweepError> {
+        config.validate(&effects).map_err(SweepError::Config)?;
+        Ok(Sweeper {
+            pool,
+            effects,
+            config,
+        })
+    }
+
+    /// One pass over every stale reservation, page by page, until a short page.
+    #[tracing::instrument(skip_all, fields(stale_after_s = self.config.stale_after.as_secs()), err)]
+    pub async fn run_once(&self) -> Result<SweepOutcome, SweepError> {
+        let mut outcome = SweepOutcome::default();
+        let backoff = Backoff::default();
+        loop {
+            let page = db::retry("stale page", backoff, || {
+                ledger::stale_page(&self.pool, self.config.stale_after, self.config.page)
+            })
+            .await?;
+            let short = (page.len() as i64) < self.config.page;
+            self.sweep_page(page, &mut outcome).await?;
+            if short {
+                break;
+            }
+        }
+        if !outcome.is_empty() {
+            tracing::info!(
+                retaken = outcome.retaken,
+                completed = outcome.completed,
+                released = outcome.released,
+                uncertain = outcome.uncertain,
+                "sweep pass"
+            );
+        }
+        Ok(outcome)
+    }
+
+    async fn sweep_page(
+        &self,
+        page: Vec<StaleRow>,
+        outcome: &mut SweepOutcome,
+    ) -> Result<(), SweepError> {
+        let (retakable, other): (Vec<StaleRow>, Vec<StaleRow>) = page.into_iter().partition(|r| {
+            self.effects
+                .get(&r.tipo_efeito)
+                .is_some_and(|e| e.config.idempotent)
+        });
+        if !other.is_empty() {
+            let keys: Vec<String> = other.into_iter().map(|r| r.chave).collect();
+            let moved =
+                ledger::uncertain_if_stale(&self.pool, &keys, self.config.stale_after).await?;
+            outcome.uncertain += moved.len() as u64;
+        }
+        if retakable.is_empty() {
+            return Ok(());
+        }
+        let claim = Claim::new(self.config.execution_id.clone());
+        let keys: Vec<String> = retakable.into_iter().map(|r| r.chave).collect();
+        let claimed =
+            ledger::claim_stale(&self.pool, &claim, &keys, self.config.stale_after).await?;
+        outcome.retaken += claimed.len() as u64;
+        self.retake(&claim, claimed, outcome).await
+    }
+
+    /// Re-executes claimed effects from their archived events.
+    async fn retake(
+        &self,
+        claim: &Claim,
+        claimed: Vec<StaleRow>,
+        outcome: &mut SweepOutcome,
+    ) -> Result<(), SweepError> {
+        let mut unknown = Vec::new();
+        let mut by_window: Vec<StaleRow> = Vec::new();
+        for row in claimed {
+            let window = self
+                .effects
+                .get(&row.tipo_efeito)
+                .and_then(|e| e.config.dedup_window);
+            match window {
+                Some(w) => {
+                    let mut conn = self.pool.acquire().await?;
+                    if ledger::past_dedup_window(&mut conn, std::slice::from_ref(&row.chave), w)
+                        .await?
+                        .is_empty()
+                    {
+                        by_window.push(row);
+                    } else {
+                        unknown.push(row.chave);
+                    }
+                }
+                None => by_window.push(row),
+            }
+        }
+        let ids: Vec<String> = by_window.iter().map(|r| r.evento_id.clone()).collect();
+        let events: HashMap<String, domain::Event> = archive::by_ids(&self.pool, &ids)
+            .await?
+            .into_iter()
+            .map(|e| (e.id.clone(), e))
+            .collect();
+        let mut calls: JoinSet<(String, Result<Option<serde_json::Value>, Attempt>, Attempt)> =
+            JoinSet::new();
+        for row in by_window {
+            let body = events.get(&row.evento_id).and_then(|event| {
+                domain::handle(event).ok().flatten().and_then(|d| {
+                    d.effects
+                        .into_iter()
+                        .find(|r| r.tipo == row.tipo_efeito)
+                        .map(|r| r.body)
+                })
+            });
+            let (Some(body), Some(effect)) = (body, self.effects.get(&row.tipo_efeito)) else {
+                tracing::warn!(key = %row.chave, "cannot rebuild the effect from the archive: incerto");
+                unknown.push(row.chave);
+                continue;
+            };
+            let effect: Arc<Effect> = Arc::clone(effect);
+            calls.spawn(async move {
+                let _slot = effect.slot().await;
+                let started = Instant::now();
+                match effect.call(&row.chave, &body).await {
+                    Ok(result) => {
+                        let a = Attempt::new(&row.chave, started, None);
+                        (row.chave, Ok(result), a)
+                    }
+                    Err(err) => {
+                        let a = Attempt::new(&row.chave, started, Some(err.class().to_string()));
+                        (row.chave, Err(a.clone()), a)
+                    }
+                }
+            });
+        }
+        let (mut done_keys, mut results, mut tries, mut failed) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        while let Some(joined) = calls.join_next().await {
+            let (key, result, attempt) = joined.expect("sweeper calls do not panic");
+            match result {
+                Ok(r) => {
+                    done_keys.push(key);
+                    results.push(r);
+                    tries.push(attempt);
+                }
+                Err(a) => failed.push(a),
+            }
+        }
+        let backoff = Backoff::default();
+        if !done_keys.is_empty() {
+            let changed = db::retry("complete", backoff, || {
+                ledger::complete(&self.pool, claim, &done_keys, &results, &tries)
+            })
+            .await?;
+            outcome.completed += changed.len() as u64;
+        }
+        if !failed.is_empty() {
+            // Kept reserved under this claim: stale again after `stale_after`, then retried.
+            let mut tx = self.pool.begin().await?;
+            ledger::record_attempts(&mut tx, claim, &failed).await?;
+            tx.commit().await?;
+            outcome.released += failed.len() as u64;
+        }
+        if !unknown.is_empty() {
+            let moved = ledger::mark_uncertain(&self.pool, claim, &unknown, &[]).await?;
+            outcome.uncertain += moved.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Passes every `every` until shutdown (the `serve` daemon schedules passes by cron instead).
+    pub async fn run(&self, every: Duration, mut shutdown: crate::shutdown::Shutdown) {
+        loop {
+            if let Err(err) = self.run_once().await {
+                tracing::warn!(error = %err, "sweep pass failed; retrying at the next one");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = shutdown.triggered() => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! The ledger's statements against a real PostgreSQL: one row per key, reservation before any
+//! call, stale retakes only where the provider deduplicates, and every settlement conditioned on
+//! the claim (invariants 1, 2, 8).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use replay_ledger::ledger::{self, Claim, Reservation};
+
+use crate::helpers::*;
+
+fn items(keys: &[String]) -> Vec<Reservation<'_>> {
+    keys.iter()
+        .map(|k| Reservation {
+            key: k,
+            evento_id: k.split(':').next().unwrap(),
+            tipo_efeito: "notificar-vendedor",
+        })
+        .collect()
+}
+
+fn keys(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("evt-{i}:notificar-vendedor"))
+        .collect()
+}
+
+async fn backdate(db: &TestDb, minutes: i32) {
+    sqlx::query("update efeito_aplicado set atualizado_em = now() - make_interval(mins => $1)")
+        .bind(minutes)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+}
+
+const STALE: Option<Duration> = Some(Duration::from_secs(300));
+
+#[tokio::test]
+async fn two_claims_reserving_the_same_keys_at_once_each_get_a_disjoint_share() {
+    let db = TestDb::new().await;
+    let all = keys(2_000);
+    let (a, b) = (Claim::new("ao-vivo"), Claim::new("replay"));
+    let (pool_a, pool_b) = (
+        replay_ledger::db::connect(&db.url, "a").await.unwrap(),
+        replay_ledger::db::connect(&db.url, "b").await.unwrap(),
+    );
+    let mut reversed = all.clone();
+    reversed.reverse();
+
+    let (got_a, got_b) = tokio::join!(
+        async {
+            ledger::reserve(&pool_a, &a, &items(&all), STALE)
+                .await
+                .unwrap()
+        },
+        async {
+            ledger::reserve(&pool_b, &b, &items(&reversed), STALE)
+                .await
+                .unwrap()
+        },
+    );
+
+    let (got_a, got_b): (HashSet<_>, HashSet<_>) =
+        (got_a.into_iter().collect(), got_b.into_iter().collect());
+    assert!(got_a.is_disjoint(&got_b), "a key reserved by both claims");
+    assert_eq!(got_a.len() + got_b.len(), all.len());
+    let rows: i64 = sqlx::query_scalar("select count(*) from efeito_aplicado")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 2_000);
+}
+
+#[tokio::test]
+async fn a_fresh_reservation_is_not_retaken_even_for_an_idempotent_type() {
+    let db = TestDb::new().await;
+    let k = keys(1);
+    ledger::reserve(&db.pool, &Claim::new("a"), &items(&k), STALE)
+        .await
+        .unwrap();
+
+    let retaken = ledger::reserve(&db.pool, &Claim::new("b"), &items(&k), STALE)
+        .await
+        .unwrap();
+
+    assert!(retaken.is_empty());
+}
+
+#[tokio::test]
+async fn a_stale_reservation_is_retaken_only_when_the_provider_deduplicates() {
+    let db = TestDb::new().await;
+    let k = keys(1);
+    ledger::reserve(&db.pool, &Claim::new("a"), &items(&k), STALE)
+        .await
+        .unwrap();
+    backdate(&db, 10).await;
+
+    let non_idempotent = ledger::reserve(&db.pool, &Claim::new("b"), &items(&k), None)
+        .await
+        .unwrap();
+    let idempotent = ledger::reserve(&db.pool, &Claim::new("c"), &items(&k), STALE)
+        .await
+        .unwrap();
+
+    assert!(
+        non_idempotent.is_empty(),
+        "a non-idempotent key is never retaken"
+    );
+    assert_eq!(idempotent, k);
+    let holder: String = sqlx::query_scalar("select execucao_id from efeito_aplicado")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(holder, "c");
+}
+
+#[tokio::test]
+async fn a_slow_stale_worker_cannot_settle_a_reservation_retaken_by_another() {
+    let db = TestDb::new().await;
+    let k = keys(3);
+    let slow = Claim::new("replay");
+    ledger::reserve(&db.pool, &slow, &items(&k), STALE)
+        .await
+        .unwrap();
+    backdate(&db, 10).await;
+    let fresh = Claim::new("sweeper");
+    assert_eq!(
+        ledger::reserve(&db.pool, &fresh, &items(&k), STALE)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+
+    let completed = ledger::complete(&db.pool, &slow, &k[..1], &[None], &[])
+        .await
+        .unwrap();
+    let released = ledger::release(&db.pool, &slow, &k[1..2], &[])
+        .await
+        .unwrap();
+    let uncertain = ledger::mark_uncertain(&db.pool, &slow, &k[2..], &[])
+        .await
+        .unwrap();
+
+    assert!(completed.is_empty() && released.is_empty() && uncertain.is_empty());
+    let states = ledger(&db.pool).await;
+    assert!(states.iter().all(|(_, e)| e == "reservado"), "{states:?}");
+    let done = ledger::complete(&db.pool, &fresh, &k, &[None, None, None], &[])
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 3, "the holder of the claim settles them");
+}
+
+#[tokio::test]
+async fn a_concluded_or_uncertain_key_is_never_reserved_again() {
+    let db = TestDb::new().await;
+    let k = keys(2);
+    let claim = Claim::new("a");
+    ledger::reserve(&db.pool, &claim, &items(&k), STALE)
+        .await
+        .unwrap();
+    ledger::complete(
+        &db.pool,
+        &claim,
+        &k[..1],
+        &[Some(serde_json::json!({"id": 1}))],
+        &[],
+    )
+    .await
+    .unwrap();
+    ledger::mark_uncertain(&db.pool, &claim, &k[1..], &[])
+        .await
+        .unwrap();
+    backdate(&db, 60).await;
+
+    let again = ledger::reserve(&db.pool, &Claim::new("b"), &items(&k), STALE)
+        .await
+        .unwrap();
+
+    assert!(again.is_empty());
+    assert_eq!(
+        ledger(&db.pool).await,
+        vec![
+            (k[0].clone(), "concluido".into()),
+            (k[1].clone(), "incerto".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_retried_reservation_statement_recovers_the_keys_its_own_claim_already_holds() {
+    let db = TestDb::new().await;
+    let k = keys(2);
+    let claim = Claim::new("a");
+    ledger::reserve(&db.pool, &claim, &items(&k), None)
+        .await
+        .unwrap();
+
+    let again = ledger::reserve(&db.pool, &claim, &items(&k), None)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        again.len(),
+        2,
+        "a statement retried after a lost connection must not lose its keys"
+    );
+}
