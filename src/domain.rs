@@ -8,6 +8,9 @@ use serde_json::{json, Value};
 pub const ORDER_PAID: &str = "pedido.pago";
 /// The one effect type the domain requests: tell the seller about the commission.
 pub const NOTIFY_SELLER: &str = "notificar-vendedor";
+/// `Number.MAX_SAFE_INTEGER`: the largest integer a JavaScript number holds exactly.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
 /// The seed's error message for a bad `pedido.pago` payload.
 pub const INVALID_PAYLOAD: &str = "payload de pedido.pago invalido";
 
@@ -92,9 +95,10 @@ pub fn calcular_comissao(payload: &Value) -> Result<i64, InvalidPayload> {
         .ok_or(invalid("percentual is not a number"))?;
     let exact = (valor * percentual) / 100.0;
     let rounded = js_math_round(exact);
-    // 2^63 is exactly representable; anything at or beyond it does not fit.
-    if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&rounded) {
-        return Err(invalid("commission out of range"));
+    // Beyond 2^53 - 1 JavaScript no longer holds the exact integer (and `String(n)` would store a
+    // rounded one), so there is no exact value to agree with: reject rather than store a guess.
+    if !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&rounded) {
+        return Err(invalid("commission beyond JavaScript's safe integers"));
     }
     Ok(rounded as i64)
 }

@@ -1,0 +1,12 @@
+//! The one integration-test binary: every test talks to a real PostgreSQL (a fresh database per
+//! test, see `helpers`), a real loopback HTTP provider and, where the behaviour is about processes,
+//! the real `replay-ledger` binary.
+
+mod config;
+mod domain;
+mod engine;
+mod helpers;
+mod ledger;
+mod operations;
+mod pgtemp_sink;
+mod process;
