@@ -45,7 +45,12 @@ async fn main() -> std::io::Result<()> {
         ..Behavior::default()
     };
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
-    let sink = Sink::start(SinkConfig { addr, behavior }).await?;
+    let sink = Sink::start(SinkConfig {
+        addr,
+        behavior,
+        record: true,
+    })
+    .await?;
     println!("sink listening on {} (Ctrl-C to stop)", sink.url());
     tokio::signal::ctrl_c().await?;
     let keys = sink

@@ -15,7 +15,41 @@ pub struct Window {
     pub to: DateTime<Utc>,
     pub first: i64,
     pub last: i64,
+    /// Events in the window (in the partition, when there is one).
     pub count: i64,
+    /// Only the events of one partition of the window.
+    pub partition: Option<Partition>,
+}
+
+/// One of `count` partitions of a window, by a stable hash of `pedido_id`: every event of an
+/// order falls in the same partition, so an order's events keep their order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partition {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Partition {
+    /// The SQL parameters of the partition filter: (index, count), or (null, 1) for none.
+    fn params(p: Option<Partition>) -> (Option<i32>, i32) {
+        p.map_or((None, 1), |p| (Some(p.index as i32), p.count as i32))
+    }
+}
+
+impl Window {
+    /// The same window restricted to one partition, with its event count.
+    pub async fn partition(
+        &self,
+        pool: &PgPool,
+        partition: Partition,
+    ) -> Result<Window, sqlx::Error> {
+        let mut part = Window {
+            partition: Some(partition),
+            ..*self
+        };
+        part.count = remaining(pool, &part, self.first.saturating_sub(1)).await?;
+        Ok(part)
+    }
 }
 
 /// The bounds of a window: `None` when it holds no event. Served by the
@@ -43,6 +77,7 @@ pub async fn bounds(
             first,
             last,
             count,
+            partition: None,
         }),
         _ => None,
     })
@@ -55,12 +90,15 @@ pub async fn remaining(pool: &PgPool, window: &Window, after: i64) -> Result<i64
         select count(*)
         from evento_arquivado
         where ocorrido_em >= $1 and ocorrido_em < $2 and posicao > $3 and posicao <= $4
+          and ($5::int4 is null or mod(hashtext(pedido_id) & 2147483647, $6::int4) = $5)
         "#,
     )
     .bind(window.from)
     .bind(window.to)
     .bind(after)
     .bind(window.last)
+    .bind(Partition::params(window.partition).0)
+    .bind(Partition::params(window.partition).1)
     .fetch_one(pool)
     .await
 }
@@ -77,6 +115,7 @@ pub async fn read_batch(
             select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
             from evento_arquivado
             where posicao > $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
+              and ($6::int4 is null or mod(hashtext(pedido_id) & 2147483647, $7::int4) = $6)
             order by posicao
             limit $5
             "#,
@@ -86,6 +125,8 @@ pub async fn read_batch(
     .bind(window.from)
     .bind(window.to)
     .bind(i64::from(limit))
+    .bind(Partition::params(window.partition).0)
+    .bind(Partition::params(window.partition).1)
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(into_event).collect())
@@ -125,4 +166,109 @@ pub async fn by_ids(pool: &PgPool, ids: &[String]) -> Result<Vec<Event>, sqlx::E
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(into_event).collect())
+}
+
+/// What a window of the archive holds, summed up so that a change shows: the number of events,
+/// the highest `posicao`, and an order-independent hash over each event's id, version, position
+/// and payload. The approval gate compares it between approval and the real run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub count: i64,
+    pub max_posicao: Option<i64>,
+    pub hash: String,
+}
+
+/// The fingerprint of `ocorrido_em` in `[from, to)`, in one pass over the window (no sort).
+pub async fn fingerprint(
+    pool: &PgPool,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Fingerprint, sqlx::Error> {
+    let (count, max_posicao, hash): (i64, Option<i64>, String) = sqlx::query_as(
+        r#"
+        select count(*), max(posicao),
+               coalesce(bit_xor(hashtextextended(
+                 id || '|' || versao || '|' || posicao || '|' || md5(payload::text), 0)), 0)::text
+        from evento_arquivado
+        where ocorrido_em >= $1 and ocorrido_em < $2
+        "#,
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_one(pool)
+    .await?;
+    Ok(Fingerprint {
+        count,
+        max_posicao,
+        hash,
+    })
+}
+
+/// Where the live consumer stands: the inserting transaction and the position of the last event
+/// it settled. Events are read in this order, which every later commit sorts after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LivePosition {
+    pub xid: u64,
+    pub posicao: i64,
+}
+
+/// The position before every event a transaction still running (or yet to start) can commit: the
+/// live consumer's starting point when it has no checkpoint and is told to start from now.
+pub async fn live_horizon(pool: &PgPool) -> Result<LivePosition, sqlx::Error> {
+    let xmin: String = sqlx::query_scalar("select pg_snapshot_xmin(pg_current_snapshot())::text")
+        .fetch_one(pool)
+        .await?;
+    Ok(LivePosition {
+        xid: parse_xid(&xmin)?,
+        posicao: i64::MIN,
+    })
+}
+
+/// The next events after `after` in (transaction, position) order, only from transactions older
+/// than every transaction still running: a transaction that commits later, whatever `posicao` it
+/// took, sorts after everything returned here, so no event is ever skipped.
+pub async fn read_live(
+    pool: &PgPool,
+    after: LivePosition,
+    limit: u32,
+) -> Result<Vec<(Event, u64)>, sqlx::Error> {
+    type LiveRow = (
+        i64,
+        String,
+        String,
+        String,
+        i64,
+        serde_json::Value,
+        DateTime<Utc>,
+        String,
+    );
+    let rows: Vec<LiveRow> = sqlx::query_as(
+        r#"
+        select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, xid_insercao::text
+        from evento_arquivado
+        where (xid_insercao, posicao) > ($1::text::xid8, $2)
+          and xid_insercao < pg_snapshot_xmin(pg_current_snapshot())
+        order by xid_insercao, posicao
+        limit $3
+        "#,
+    )
+    .bind(after.xid.to_string())
+    .bind(after.posicao)
+    .bind(i64::from(limit))
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter()
+        .map(
+            |(posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, xid)| {
+                let event =
+                    into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em));
+                Ok((event, parse_xid(&xid)?))
+            },
+        )
+        .collect()
+}
+
+fn parse_xid(text: &str) -> Result<u64, sqlx::Error> {
+    text.parse()
+        .map_err(|_| sqlx::Error::Protocol(format!("unexpected xid8 value {text:?}")))
 }

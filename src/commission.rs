@@ -1,5 +1,6 @@
-//! Every statement on `comissao` (the derived state) and `reprocessamento_diff` (a simulation's
-//! before/after). Batches are set-based: one statement per step over arrays.
+//! Every statement on `comissao` (the derived state), `reprocessamento_diff` (a simulation's
+//! before/after) and `reprocessamento_correcao` (what a real run changed). Batches are set-based:
+//! one statement per step over arrays.
 
 use std::collections::HashMap;
 
@@ -76,7 +77,9 @@ pub async fn current(
 }
 
 /// The version-guarded upsert of the seed, for a whole batch: a row is overwritten only by an
-/// event of the same or a newer version (invariant 4). Returns the orders written.
+/// event of the same or a newer version (invariant 4). A row that already holds exactly this
+/// value and version is left untouched (a replay of a correct day changes nothing, not even
+/// `atualizado_em`). Returns the orders written.
 pub async fn upsert_guarded(
     conn: &mut PgConnection,
     rows: &[CommissionRow],
@@ -91,6 +94,8 @@ pub async fn upsert_guarded(
             versao_evento = excluded.versao_evento,
             atualizado_em = now()
         where comissao.versao_evento <= excluded.versao_evento
+          and (comissao.valor_centavos, comissao.versao_evento)
+              is distinct from (excluded.valor_centavos, excluded.versao_evento)
         returning pedido_id
         "#,
     )
@@ -138,6 +143,149 @@ pub async fn clear_diff(pool: &PgPool, execucao_id: &str) -> Result<u64, sqlx::E
         .execute(pool)
         .await?;
     Ok(done.rows_affected())
+}
+
+/// The corrections a real run's batch wrote: every order the guarded upsert wrote whose value
+/// changed, with the value it replaced (`current`, read under lock in the same transaction).
+pub fn corrections(
+    rows: &[CommissionRow],
+    current: &HashMap<String, Current>,
+    written: &[String],
+) -> Vec<Change> {
+    let written: std::collections::HashSet<&str> = written.iter().map(String::as_str).collect();
+    rows.iter()
+        .filter(|r| written.contains(r.pedido_id.as_str()))
+        .map(|r| Change {
+            pedido_id: r.pedido_id.clone(),
+            antes: current.get(&r.pedido_id).map(|c| c.valor_centavos),
+            depois: r.valor_centavos,
+            versao: r.versao,
+        })
+        .filter(|c| c.antes != Some(c.depois))
+        .collect()
+}
+
+/// Records a real run's corrections (`reprocessamento_correcao`), in the transaction of the state
+/// write. An order corrected again by a later batch keeps the value from before the execution
+/// first changed it, so the row says what the whole execution did to it.
+pub async fn record_corrections(
+    conn: &mut PgConnection,
+    execucao_id: &str,
+    changes: &[Change],
+) -> Result<u64, sqlx::Error> {
+    if changes.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<&str> = changes.iter().map(|c| c.pedido_id.as_str()).collect();
+    let antes: Vec<Option<i64>> = changes.iter().map(|c| c.antes).collect();
+    let depois: Vec<i64> = changes.iter().map(|c| c.depois).collect();
+    let versoes: Vec<i64> = changes.iter().map(|c| c.versao).collect();
+    let done = sqlx::query(
+        r#"
+        insert into reprocessamento_correcao (execucao_id, pedido_id, antes, depois, versao_evento)
+        select $1, * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+        on conflict (execucao_id, pedido_id) do update
+        set depois = excluded.depois, versao_evento = excluded.versao_evento, atualizado_em = now()
+        "#,
+    )
+    .bind(execucao_id)
+    .bind(ids)
+    .bind(antes)
+    .bind(depois)
+    .bind(versoes)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// One order of a report: its commission before and after, in cents.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DiffRow {
+    pub pedido_id: String,
+    /// `None`: the order had no commission row.
+    pub antes: Option<i64>,
+    pub depois: i64,
+}
+
+impl DiffRow {
+    /// `depois - antes`, a missing row counting as 0.
+    pub fn diferenca(&self) -> i64 {
+        self.depois - self.antes.unwrap_or(0)
+    }
+}
+
+/// A simulation's diff, by `pedido_id`.
+pub async fn diff_rows(pool: &PgPool, execucao_id: &str) -> Result<Vec<DiffRow>, sqlx::Error> {
+    let rows: Vec<(String, Option<i64>, i64)> = sqlx::query_as(
+        r#"
+        select pedido_id, antes, depois from reprocessamento_diff
+        where execucao_id = $1 order by pedido_id
+        "#,
+    )
+    .bind(execucao_id)
+    .fetch_all(pool)
+    .await?;
+    Ok(into_diff_rows(rows))
+}
+
+/// The corrections a real run wrote, by `pedido_id`.
+pub async fn correction_rows(
+    pool: &PgPool,
+    execucao_id: &str,
+) -> Result<Vec<DiffRow>, sqlx::Error> {
+    let rows: Vec<(String, Option<i64>, i64)> = sqlx::query_as(
+        r#"
+        select pedido_id, antes, depois from reprocessamento_correcao
+        where execucao_id = $1 order by pedido_id
+        "#,
+    )
+    .bind(execucao_id)
+    .fetch_all(pool)
+    .await?;
+    Ok(into_diff_rows(rows))
+}
+
+fn into_diff_rows(rows: Vec<(String, Option<i64>, i64)>) -> Vec<DiffRow> {
+    rows.into_iter()
+        .map(|(pedido_id, antes, depois)| DiffRow {
+            pedido_id,
+            antes,
+            depois,
+        })
+        .collect()
+}
+
+/// How many orders of a simulation's diff no longer have, in `comissao`, the value the diff has
+/// as `antes` (written since by someone else: the live consumer, another run, a human).
+pub async fn diff_drift(pool: &PgPool, execucao_id: &str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        r#"
+        select count(*) from reprocessamento_diff d
+        left join comissao c on c.pedido_id = d.pedido_id
+        where d.execucao_id = $1 and c.valor_centavos is distinct from d.antes
+        "#,
+    )
+    .bind(execucao_id)
+    .fetch_one(pool)
+    .await
+}
+
+/// A fingerprint of the `comissao` rows (value and version; absent rows too) of the orders in a
+/// simulation's diff: any write to one of them changes it.
+pub async fn diff_fingerprint(pool: &PgPool, execucao_id: &str) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar(
+        r#"
+        select count(*)::text || ':' || coalesce(bit_xor(hashtextextended(
+                 d.pedido_id || '|' || coalesce(c.valor_centavos::text, '-') || '|'
+                 || coalesce(c.versao_evento::text, '-'), 0)), 0)::text
+        from reprocessamento_diff d
+        left join comissao c on c.pedido_id = d.pedido_id
+        where d.execucao_id = $1
+        "#,
+    )
+    .bind(execucao_id)
+    .fetch_one(pool)
+    .await
 }
 
 fn columns(rows: &[CommissionRow]) -> (Vec<&str>, Vec<i64>, Vec<i64>) {

@@ -169,11 +169,35 @@ const SELECT_EXECUTION: &str = r#"
     left join reprocessamento_checkpoint c using (execucao_id)
 "#;
 
+impl Execution {
+    /// The window fixed when its pass started; `None` when it held no event.
+    pub fn window(&self) -> Option<Window> {
+        let (from, to) = (self.window_from?, self.window_to?);
+        Some(Window {
+            from,
+            to,
+            first: self.first?,
+            last: self.last?,
+            count: self.total_events,
+            partition: None,
+        })
+    }
+}
+
 /// One execution by checkpoint key.
 pub async fn load(pool: &PgPool, key: &str) -> Result<Option<Execution>, sqlx::Error> {
     let sql = format!("{SELECT_EXECUTION} where e.execucao_id = $1");
     let row: Option<ExecutionTuple> = sqlx::query_as(&sql).bind(key).fetch_optional(pool).await?;
     Ok(row.map(from_tuple))
+}
+
+/// Executions by key, in the order of `keys` (missing ones left out).
+pub async fn load_many(pool: &PgPool, keys: &[String]) -> Result<Vec<Execution>, sqlx::Error> {
+    let sql = format!("{SELECT_EXECUTION} where e.execucao_id = any($1)");
+    let rows: Vec<ExecutionTuple> = sqlx::query_as(&sql).bind(keys).fetch_all(pool).await?;
+    let mut found: Vec<Execution> = rows.into_iter().map(from_tuple).collect();
+    found.sort_by_key(|e| keys.iter().position(|k| *k == e.key));
+    Ok(found)
 }
 
 /// Every execution, newest first.
@@ -194,6 +218,8 @@ pub struct NewPass<'a> {
     /// `None`: the window holds no event.
     pub window: Option<Window>,
     pub started_by: &'a str,
+    /// The pass number to record (a partition takes its parent's); `None` = the next one.
+    pub pass: Option<i32>,
 }
 
 /// Starts a pass (the first, or a new one after `--restart`): fixes the `posicao` range, resets
@@ -208,13 +234,14 @@ pub async fn start_pass(pool: &PgPool, pass: &NewPass<'_>) -> Result<(), sqlx::E
         r#"
         insert into reprocessamento_execucao
           (execucao_id, job, modo, janela_inicio, janela_fim, posicao_inicial, posicao_final,
-           total_eventos, estado, iniciada_por)
-        values ($1, $2, $3, $4, $5, $6, $7, $8, 'em-andamento', $9)
+           total_eventos, estado, iniciada_por, passagem)
+        values ($1, $2, $3, $4, $5, $6, $7, $8, 'em-andamento', $9, coalesce($10, 1))
         on conflict (execucao_id) do update
         set job = excluded.job, modo = excluded.modo, janela_inicio = excluded.janela_inicio,
             janela_fim = excluded.janela_fim, posicao_inicial = excluded.posicao_inicial,
             posicao_final = excluded.posicao_final, total_eventos = excluded.total_eventos,
-            estado = 'em-andamento', passagem = reprocessamento_execucao.passagem + 1,
+            estado = 'em-andamento',
+            passagem = coalesce($10, reprocessamento_execucao.passagem + 1),
             iniciada_por = excluded.iniciada_por, iniciada_em = now(), concluida_em = null,
             erro = null, resumo = '{}'::jsonb, atualizado_em = now()
         "#,
@@ -228,6 +255,7 @@ pub async fn start_pass(pool: &PgPool, pass: &NewPass<'_>) -> Result<(), sqlx::E
     .bind(last)
     .bind(count)
     .bind(pass.started_by)
+    .bind(pass.pass)
     .execute(&mut *tx)
     .await?;
     let before_window = first.map_or(0, |f| f.saturating_sub(1));
@@ -294,6 +322,81 @@ pub async fn advance(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// The live consumer's checkpoint: (transaction, position) of the last settled event.
+pub async fn live_checkpoint(
+    pool: &PgPool,
+    key: &str,
+) -> Result<Option<crate::archive::LivePosition>, sqlx::Error> {
+    let row: Option<(Option<String>, i64)> = sqlx::query_as(
+        "select ultimo_xid::text, ultima_posicao from reprocessamento_checkpoint where execucao_id = $1",
+    )
+    .bind(key)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.and_then(|(xid, posicao)| {
+        Some(crate::archive::LivePosition {
+            xid: xid?.parse().ok()?,
+            posicao,
+        })
+    }))
+}
+
+/// Moves the live consumer's checkpoint and stores its summary, together.
+pub async fn advance_live(
+    conn: &mut PgConnection,
+    key: &str,
+    to: crate::archive::LivePosition,
+    summary: &Summary,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        r#"
+        insert into reprocessamento_checkpoint (execucao_id, ultima_posicao, ultimo_xid)
+        values ($1, $2, $3::text::xid8)
+        on conflict (execucao_id) do update
+        set ultima_posicao = excluded.ultima_posicao, ultimo_xid = excluded.ultimo_xid,
+            atualizado_em = now()
+        "#,
+    )
+    .bind(key)
+    .bind(to.posicao)
+    .bind(to.xid.to_string())
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "update reprocessamento_execucao set resumo = $2, atualizado_em = now() where execucao_id = $1",
+    )
+    .bind(key)
+    .bind(sqlx::types::Json(summary))
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Makes sure the live consumer's execution row exists and says it is running.
+pub async fn ensure_live(
+    pool: &PgPool,
+    key: &str,
+    job: &str,
+    started_by: &str,
+) -> Result<Option<Summary>, sqlx::Error> {
+    let summary: sqlx::types::Json<Summary> = sqlx::query_scalar(
+        r#"
+        insert into reprocessamento_execucao (execucao_id, job, modo, estado, iniciada_por)
+        values ($1, $2, 'ao-vivo', 'em-andamento', $3)
+        on conflict (execucao_id) do update
+        set job = excluded.job, estado = 'em-andamento', erro = null,
+            iniciada_por = excluded.iniciada_por, atualizado_em = now()
+        returning resumo
+        "#,
+    )
+    .bind(key)
+    .bind(job)
+    .bind(started_by)
+    .fetch_one(pool)
+    .await?;
+    Ok(Some(summary.0))
 }
 
 /// Ends an execution's process: `concluida`, `falhou` (with the error) or `interrompida`.
@@ -440,6 +543,50 @@ impl ExecutionLock {
             key: key.to_string(),
             holder,
         })
+    }
+
+    /// Takes the lock, waiting up to `patience` for a holder to let go (a brief critical section of
+    /// another process, such as setting up a partitioned execution).
+    pub async fn acquire_waiting(
+        url: &str,
+        key: &str,
+        role: &str,
+        patience: std::time::Duration,
+    ) -> Result<Self, LockError> {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            match Self::acquire(url, key, role).await {
+                Err(LockError::Held { .. }) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Takes the lock again after its connection was lost (a database restart), waiting up to
+    /// `patience` while the server is unreachable or another process holds it for a moment.
+    pub async fn reacquire(
+        url: &str,
+        key: &str,
+        role: &str,
+        patience: std::time::Duration,
+    ) -> Result<Self, LockError> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut pause = std::time::Duration::from_millis(200);
+        loop {
+            match Self::acquire(url, key, role).await {
+                Ok(lock) => return Ok(lock),
+                Err(LockError::Database(e)) if !crate::db::is_transient(&e) => {
+                    return Err(LockError::Database(e))
+                }
+                Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
+                Err(_) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(5));
+                }
+            }
+        }
     }
 
     /// Whether the lock is still held: its connection is alive. A lost connection means the lock

@@ -28,6 +28,10 @@ pub struct SinkConfig {
     /// Default `127.0.0.1:0`: a free loopback port.
     pub addr: SocketAddr,
     pub behavior: Behavior,
+    /// Keep every request (`received()`) and every key (`deliveries()`); default true. Off, the
+    /// sink keeps only counts, so a benchmark of millions of keys measures the worker's memory,
+    /// not the sink's. Deduplication still remembers keys.
+    pub record: bool,
 }
 
 impl Default for SinkConfig {
@@ -35,6 +39,7 @@ impl Default for SinkConfig {
         SinkConfig {
             addr: (Ipv4Addr::LOCALHOST, 0).into(),
             behavior: Behavior::default(),
+            record: true,
         }
     }
 }
@@ -120,6 +125,8 @@ struct Shared {
 #[derive(Debug)]
 struct Recorder {
     behavior: Arc<Behavior>,
+    record: bool,
+    requests: usize,
     fail_first_left: usize,
     received: Vec<Received>,
     deliveries: HashMap<String, Delivery>,
@@ -152,7 +159,7 @@ impl Sink {
         let addr = listener.local_addr()?;
         let (stop, stopping) = watch::channel(false);
         let shared = Arc::new(Shared {
-            state: Mutex::new(Recorder::new(config.behavior)),
+            state: Mutex::new(Recorder::new(config.behavior, config.record)),
             stopping: stopping.clone(),
         });
         let app = Router::new()
@@ -212,7 +219,7 @@ impl Sink {
     }
 
     pub fn request_count(&self) -> usize {
-        self.lock().received.len()
+        self.lock().requests
     }
 
     pub fn behavior(&self) -> Behavior {
@@ -259,8 +266,10 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Recorder> {
 }
 
 impl Recorder {
-    fn new(behavior: Behavior) -> Self {
+    fn new(behavior: Behavior, record: bool) -> Self {
         Recorder {
+            record,
+            requests: 0,
             fail_first_left: behavior.fail_first,
             behavior: Arc::new(behavior),
             received: Vec::with_capacity(1024),
@@ -279,6 +288,10 @@ impl Recorder {
         authorization: Option<String>,
     ) -> Answer {
         let answer = self.decide(&key, body.is_some());
+        self.requests += 1;
+        if !self.record {
+            return answer;
+        }
         self.received.push(Received {
             key,
             body: body.unwrap_or(Value::Null),
@@ -332,6 +345,9 @@ impl Recorder {
         self.next_id += 1;
         self.delivery_total += 1;
         let response = Bytes::from(format!(r#"{{"id":"{}","recebido":true}}"#, self.next_id));
+        if !self.record && !self.behavior.dedup {
+            return response;
+        }
         match self.deliveries.get_mut(key) {
             Some(first) => first.count += 1,
             None => {

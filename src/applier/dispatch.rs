@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use sqlx::PgPool;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinSet;
 
 use super::{
@@ -62,6 +62,8 @@ enum Ended {
     /// The key was already in the ledger (non-idempotent reservation refused).
     AlreadyRegistered,
     Failed(EffectError, Vec<Attempt>),
+    /// The call failed with an unknown outcome and the key is already `incerto`.
+    Uncertain,
     /// Shutdown came before the call started; for an idempotent type the key is still reserved.
     NotStarted {
         reserved: bool,
@@ -120,8 +122,12 @@ pub(super) async fn perform(
             }
             for task in tasks {
                 if held.contains(&task.key) {
+                    // The slot is taken before the task exists, so at most `concurrency` call
+                    // futures are alive at once, whatever the batch size.
+                    let slot = task.effect.slot().await;
                     running.spawn(call_reserved(
                         task,
+                        slot,
                         shutdown.clone(),
                         done_tx.clone(),
                         config.call_backoff,
@@ -132,13 +138,14 @@ pub(super) async fn perform(
             }
         } else {
             for task in tasks {
+                let slot = task.effect.slot().await;
                 running.spawn(reserve_then_call(
                     task,
+                    slot,
                     applier.pool.clone(),
                     config.claim.clone(),
                     config.db_backoff,
                     shutdown.clone(),
-                    done_tx.clone(),
                 ));
             }
         }
@@ -159,6 +166,7 @@ pub(super) async fn perform(
         match ended {
             Ended::Completed => summary.count_effect(EFFECT_APPLIED, 1),
             Ended::AlreadyRegistered => summary.count_effect(EFFECT_ALREADY, 1),
+            Ended::Uncertain => summary.count_effect(EFFECT_UNCERTAIN, 1),
             Ended::NotStarted { reserved } => {
                 if reserved {
                     to_release.push(task.key.clone());
@@ -296,11 +304,11 @@ async fn beyond_dedup_window(
 /// deduplicates, so a retry cannot duplicate the effect).
 async fn call_reserved(
     task: Task,
+    _slot: OwnedSemaphorePermit,
     shutdown: Shutdown,
     done: mpsc::UnboundedSender<Done>,
     backoff: Backoff,
 ) -> (Task, Ended) {
-    let _slot = task.effect.slot().await;
     if shutdown.is_triggered() {
         return (task, Ended::NotStarted { reserved: true });
     }
@@ -340,13 +348,12 @@ async fn call_reserved(
 /// from the reservation to the call's answer.
 async fn reserve_then_call(
     task: Task,
+    _slot: OwnedSemaphorePermit,
     pool: PgPool,
     claim: Claim,
     db_backoff: Backoff,
     shutdown: Shutdown,
-    done: mpsc::UnboundedSender<Done>,
 ) -> (Task, Ended) {
-    let _slot = task.effect.slot().await;
     if shutdown.is_triggered() {
         return (task, Ended::NotStarted { reserved: false });
     }
@@ -362,20 +369,42 @@ async fn reserve_then_call(
     match held {
         Ok(held) if held.is_empty() => (task, Ended::AlreadyRegistered),
         Ok(_) => {
+            // Settled while the slot is still held: at no moment are more than `concurrency`
+            // keys of this type `reservado`, so a crash leaves at most that many `incerto`.
             let started = std::time::Instant::now();
-            match task.effect.call(&task.key, &task.body).await {
+            let answer = task.effect.call(&task.key, &task.body).await;
+            let keys = std::slice::from_ref(&task.key);
+            let settled = match &answer {
                 Ok(result) => {
-                    let tries = vec![Attempt::new(&task.key, started, None)];
-                    let _ = done.send((task.key.clone(), result, tries));
-                    (task, Ended::Completed)
+                    let tries = [Attempt::new(&task.key, started, None)];
+                    let results = std::slice::from_ref(result);
+                    db::retry("complete", PERSISTENT, || {
+                        ledger::complete(&pool, &claim, keys, results, &tries)
+                    })
+                    .await
                 }
                 Err(err) => {
-                    let tries = vec![Attempt::new(
+                    let tries = [Attempt::new(
                         &task.key,
                         started,
                         Some(err.class().to_string()),
                     )];
-                    (task, Ended::Failed(err, tries))
+                    tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
+                    db::retry("mark uncertain", PERSISTENT, || {
+                        ledger::mark_uncertain(&pool, &claim, keys, &tries)
+                    })
+                    .await
+                }
+            };
+            match (settled, answer) {
+                (Ok(_), Ok(_)) => (task, Ended::Completed),
+                (Ok(_), Err(_)) => (task, Ended::Uncertain),
+                (Err(err), _) => {
+                    let class = format!("database: {err}");
+                    (
+                        task,
+                        Ended::Failed(EffectError::Retryable { class }, Vec::new()),
+                    )
                 }
             }
         }
@@ -390,6 +419,14 @@ async fn reserve_then_call(
     }
 }
 
+/// Completions are retried until written (for minutes, not seconds): the provider has
+/// acknowledged the effect, and losing that would turn a done effect into an `incerto` one.
+const PERSISTENT: Backoff = Backoff {
+    attempts: 30,
+    base: std::time::Duration::from_millis(200),
+    max: std::time::Duration::from_secs(10),
+};
+
 /// Group commit of completions: whatever has arrived is written in one statement, then the next
 /// group. A completion is retried until written (for minutes, not seconds): the provider has
 /// acknowledged it, and losing it would turn a done effect into an `incerto` one.
@@ -399,11 +436,6 @@ async fn complete_as_they_arrive(
     mut done: mpsc::UnboundedReceiver<Done>,
 ) -> Result<u64, sqlx::Error> {
     const GROUP: usize = 1000;
-    let persistent = Backoff {
-        attempts: 30,
-        base: std::time::Duration::from_millis(200),
-        max: std::time::Duration::from_secs(10),
-    };
     let mut lost = 0u64;
     while let Some(first) = done.recv().await {
         let mut keys = vec![first.0];
@@ -419,7 +451,7 @@ async fn complete_as_they_arrive(
                 Err(_) => break,
             }
         }
-        let changed = db::retry("complete", persistent, || {
+        let changed = db::retry("complete", PERSISTENT, || {
             ledger::complete(&pool, &claim, &keys, &results, &tries)
         })
         .await?;

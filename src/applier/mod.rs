@@ -101,6 +101,12 @@ impl Applier {
         &self.config
     }
 
+    /// A new claim token for this execution, after the process settled its own reservations
+    /// (a long-lived consumer recovering from an error does what a restart would).
+    pub fn renew_claim(&mut self) {
+        self.config.claim = Claim::new(self.config.claim.execution_id.clone());
+    }
+
     /// Applies one batch of events, given in `posicao` order.
     pub async fn apply_batch(
         &self,
@@ -200,7 +206,13 @@ impl Applier {
                 commission::upsert_diff(&mut tx, self.diff_execution_id(), &changes).await?;
                 changes.into_iter().map(|c| c.pedido_id).collect()
             } else {
-                commission::upsert_guarded(&mut tx, &rows).await?
+                let written = commission::upsert_guarded(&mut tx, &rows).await?;
+                if self.config.mode == Mode::Real {
+                    let corrections = commission::corrections(&rows, &current, &written);
+                    commission::record_corrections(&mut tx, self.diff_execution_id(), &corrections)
+                        .await?;
+                }
+                written
             };
             execution::record_rejected(&mut tx, &self.config.checkpoint_key, rejected).await?;
             tx.commit().await?;
@@ -282,12 +294,24 @@ fn count_state(
     summary: &mut Summary,
 ) {
     let written: std::collections::HashSet<&str> = written.iter().map(String::as_str).collect();
+    // An order counts as written when the upsert wrote it or its row already held exactly the
+    // value and version of the batch (the upsert leaves such a row untouched).
+    let in_place: std::collections::HashSet<&str> = rows
+        .iter()
+        .filter(|r| {
+            written.contains(r.pedido_id.as_str())
+                || current.get(&r.pedido_id).is_some_and(|c| {
+                    c.valor_centavos == r.valor_centavos && c.versao_evento == r.versao
+                })
+        })
+        .map(|r| r.pedido_id.as_str())
+        .collect();
     for d in decided {
         let row = &d.decision.commission;
         let newer_in_db = current
             .get(&row.pedido_id)
             .is_some_and(|c| c.versao_evento > row.versao);
-        if written.contains(row.pedido_id.as_str()) && !newer_in_db {
+        if in_place.contains(row.pedido_id.as_str()) && !newer_in_db {
             summary.count_state(STATE_WRITTEN, 1);
         } else {
             summary.count_state(STATE_NEWER_KEPT, 1);

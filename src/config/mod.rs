@@ -150,6 +150,15 @@ pub struct ReplayJob {
     pub effects: BTreeMap<String, EffectPolicy>,
     /// Default `record`.
     pub on_invalid_event: OnInvalidEvent,
+    /// The real run refuses to start until a finished simulation of this job was approved
+    /// (`replay-ledger approve`) and the window has not changed since. Default false.
+    pub require_approved_simulation: bool,
+    /// Recipients of the execution's report, e-mailed when a run finishes. Default none.
+    pub report_to: Vec<String>,
+    /// The window split by a stable hash of `pedido_id` (all events of an order in one
+    /// partition, so their order is kept); each partition has its own checkpoint and is claimed by
+    /// one worker at a time, in any process on any machine. 1..=1024; default 1.
+    pub partitions: u32,
 }
 
 /// `kind: live`: the policy of the live consumer (`execucao_id = 'ao-vivo'`).

@@ -15,7 +15,9 @@ use serde::{Deserialize, Deserializer};
 
 use super::de::{checked_map, checked_seq};
 use super::policy::Policies;
-use super::scalar::{BatchSize, Email, EventType, JobName, Schedule, StaleAfter, Timestamp, Zone};
+use super::scalar::{
+    BatchSize, Email, EventType, JobName, Partitions, Schedule, StaleAfter, Timestamp, Zone,
+};
 use super::{Job, JobKind, LiveJob, OnInvalidEvent, ReplayJob, ReportJob, SweepJob, WindowSpec};
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -56,6 +58,11 @@ pub(super) struct RawReplay {
     effects: Policies,
     #[serde(default)]
     on_invalid_event: OnInvalidEvent,
+    #[serde(default)]
+    require_approved_simulation: bool,
+    #[serde(default)]
+    report_to: Vec<Email>,
+    partitions: Option<Partitions>,
 }
 
 #[derive(Deserialize)]
@@ -139,6 +146,9 @@ impl RawReplay {
             event_types: event_types(self.event_types),
             effects: self.effects.0,
             on_invalid_event: self.on_invalid_event,
+            require_approved_simulation: self.require_approved_simulation,
+            report_to: self.report_to.into_iter().map(|e| e.0).collect(),
+            partitions: self.partitions.map_or(1, |p| p.0),
         });
         job(file, self.name, self.schedule, self.timezone, kind)
     }

@@ -117,6 +117,18 @@ impl<'de> Deserialize<'de> for BatchSize {
     }
 }
 
+/// `partitions`: 1 to 1024.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Partitions(pub u32);
+impl<'de> Deserialize<'de> for Partitions {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_u64(d, "an integer from 1 to 1024", |n| match n {
+            1..=1024 => Ok(Partitions(n as u32)),
+            _ => Err(format!("partitions must be from 1 to 1024, got {n}")),
+        })
+    }
+}
+
 /// `concurrency`: at least 1.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Concurrency(pub usize);

@@ -7,16 +7,20 @@
 //! stale worker cannot settle a reservation that someone else has since retaken (invariant 8).
 
 mod attempts;
+mod lookup;
 mod review;
 mod sweep;
 
 pub use attempts::{
     history as attempt_history, past_dedup_window, record as record_attempts, Attempt,
 };
+pub use lookup::{entry, Entry};
 pub use review::{resolve, review_list, Resolution, ReviewError, ReviewItem};
 pub use sweep::{claim_stale, stale_page, uncertain_if_stale, StaleRow};
 
 use std::collections::HashSet;
+
+use crate::archive::Partition;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -63,18 +67,29 @@ pub async fn reserve(
     let keys: Vec<&str> = items.iter().map(|r| r.key).collect();
     let eventos: Vec<&str> = items.iter().map(|r| r.evento_id).collect();
     let tipos: Vec<&str> = items.iter().map(|r| r.tipo_efeito).collect();
+    // Two steps in one statement, both on the statement's snapshot: new keys are inserted
+    // (`do nothing` on a conflict takes no row lock, so re-reserving a window whose effects are all
+    // done writes nothing); only rows that may be retaken are updated. The update cannot see the
+    // rows the insert adds, so no key is touched twice.
     sqlx::query_scalar(
         r#"
-        insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id)
-        select k, e, t, 'reservado', $4, $5
-        from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
-        order by k
-        on conflict (chave) do update
-        set execucao_id = excluded.execucao_id, reserva_id = excluded.reserva_id, atualizado_em = now()
-        where efeito_aplicado.estado = 'reservado'
-          and (efeito_aplicado.reserva_id = excluded.reserva_id
-               or ($6::boolean and efeito_aplicado.atualizado_em < now() - make_interval(secs => $7)))
-        returning chave
+        with novas as (
+            insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id)
+            select k, e, t, 'reservado', $4, $5
+            from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
+            order by k
+            on conflict (chave) do nothing
+            returning chave
+        ),
+        retomadas as (
+            update efeito_aplicado
+            set execucao_id = $4, reserva_id = $5, atualizado_em = now()
+            where chave = any($1) and estado = 'reservado'
+              and (reserva_id = $5
+                   or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))
+            returning chave
+        )
+        select chave from novas union all select chave from retomadas
         "#,
     )
     .bind(keys)
@@ -198,27 +213,41 @@ pub async fn settle_abandoned(
     pool: &PgPool,
     execucao_id: &str,
     idempotent_types: &[String],
+    partition: Option<Partition>,
 ) -> Result<Settled, sqlx::Error> {
+    // With partitions, only the keys of this partition's events: other partitions of the same
+    // execution may be running right now in other processes.
+    let (index, count) = partition.map_or((None, 1), |p| (Some(p.index as i32), p.count as i32));
     let mut tx = pool.begin().await?;
     let released: Vec<String> = sqlx::query_scalar(
         r#"
-        delete from efeito_aplicado
-        where execucao_id = $1 and estado = 'reservado' and tipo_efeito = any($2)
-        returning chave
+        delete from efeito_aplicado e
+        where e.execucao_id = $1 and e.estado = 'reservado' and e.tipo_efeito = any($2)
+          and ($3::int4 is null or exists (
+                select 1 from evento_arquivado a
+                where a.id = e.evento_id and mod(hashtext(a.pedido_id) & 2147483647, $4::int4) = $3))
+        returning e.chave
         "#,
     )
     .bind(execucao_id)
     .bind(idempotent_types)
+    .bind(index)
+    .bind(count)
     .fetch_all(&mut *tx)
     .await?;
     let uncertain: Vec<String> = sqlx::query_scalar(
         r#"
-        update efeito_aplicado set estado = 'incerto', atualizado_em = now()
-        where execucao_id = $1 and estado = 'reservado'
-        returning chave
+        update efeito_aplicado e set estado = 'incerto', atualizado_em = now()
+        where e.execucao_id = $1 and e.estado = 'reservado'
+          and ($2::int4 is null or exists (
+                select 1 from evento_arquivado a
+                where a.id = e.evento_id and mod(hashtext(a.pedido_id) & 2147483647, $3::int4) = $2))
+        returning e.chave
         "#,
     )
     .bind(execucao_id)
+    .bind(index)
+    .bind(count)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -306,8 +306,8 @@ async fn a_failing_provider_under_release_stops_the_run_before_the_failing_event
     assert_eq!(failure.key, failing);
     assert_eq!(
         checkpoint(&db.pool, "replay-2026-10-14-v2").await,
-        Some(11),
-        "the checkpoint stays before event 12"
+        Some(10),
+        "the checkpoint stays before the batch of event 12"
     );
     let attempts = provider
         .received()
@@ -456,7 +456,11 @@ async fn an_invalid_payload_halts_the_run_under_on_invalid_event_stop() {
         panic!("expected a halt, got {err}")
     };
     assert_eq!(rejected.evento_id, "evt-3");
-    assert_eq!(checkpoint(&db.pool, "replay-2026-10-14-v2").await, Some(2));
+    assert_eq!(
+        checkpoint(&db.pool, "replay-2026-10-14-v2").await,
+        Some(0),
+        "not past the invalid event"
+    );
     assert_eq!(
         commissions(&db.pool).await.len(),
         2,

@@ -1,0 +1,213 @@
+//! A job with `partitions: N`: the window is split by a stable hash of `pedido_id` and each
+//! partition is an execution of its own (`<key>:p<i>`), with its own checkpoint and lock. Any
+//! number of workers — `--workers K` in one process, and any number of processes on any number of
+//! machines — claim partitions through PostgreSQL advisory locks; a worker that dies releases its
+//! lock with its connection, and another claims the partition and resumes it. The execution
+//! (`<key>`, the parent) fixes the window and the pass for all partitions, and is finished when
+//! every partition of its pass is.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+
+use super::{run_scope, Context, Ended, Parent, RunError, RunReport, Scope};
+use crate::archive::Partition;
+use crate::execution::{self, Execution, ExecutionLock, NewPass, Summary};
+
+/// How long a process waits for another to finish setting up the parent execution.
+const SETUP_PATIENCE: Duration = Duration::from_secs(60);
+/// Pause between rounds when every unfinished partition is held by someone else.
+const ROUND_PAUSE: Duration = Duration::from_millis(500);
+
+fn partition_key(parent: &str, index: u32) -> String {
+    format!("{parent}:p{index}")
+}
+
+pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, RunError> {
+    let started = std::time::Instant::now();
+    let count = ctx.replay.partitions;
+    let parent = setup(ctx, &key).await?;
+    let mut report = RunReport {
+        execution_id: ctx.resolved.execution_id.clone(),
+        checkpoint_key: key.clone(),
+        mode: ctx.mode,
+        ended: Ended::Finished,
+        summary: parent.summary.clone(),
+        checkpoint: parent.checkpoint,
+        rejected: Vec::new(),
+        elapsed: Duration::ZERO,
+        events_this_run: 0,
+    };
+    if parent.state == "concluida" {
+        report.ended = Ended::AlreadyFinished {
+            at: parent.finished_at,
+        };
+        return Ok(report);
+    }
+    let fixed = Parent {
+        window: parent.window(),
+        pass: parent.pass,
+    };
+    let workers = ctx.config.workers.clamp(1, count as usize);
+    let results = join_all((0..workers).map(|w| worker(ctx, &key, fixed, count, w))).await;
+    let mut outcome: Result<Ended, RunError> = Ok(Ended::Finished);
+    for result in results {
+        match result {
+            Ok((events, ended)) => {
+                report.events_this_run += events;
+                if ended == Ended::Interrupted && outcome.is_ok() {
+                    outcome = Ok(Ended::Interrupted);
+                }
+            }
+            Err(err) => {
+                if outcome.is_ok() {
+                    outcome = Err(err);
+                }
+            }
+        }
+    }
+    let keys: Vec<String> = (0..count).map(|i| partition_key(&key, i)).collect();
+    let parts = execution::load_many(ctx.pool, &keys).await?;
+    report.summary = Summary::default();
+    for part in parts.iter().filter(|p| p.pass == fixed.pass) {
+        report.summary.add(&part.summary);
+        report
+            .rejected
+            .extend(execution::rejected(ctx.pool, &part.key).await?);
+    }
+    report.elapsed = started.elapsed();
+    let state = match &outcome {
+        Ok(Ended::Finished) => "concluida",
+        Ok(_) => "interrompida",
+        Err(_) => "falhou",
+    };
+    finish_parent(ctx, &key, state, &outcome, &report.summary).await?;
+    report.ended = outcome?;
+    Ok(report)
+}
+
+/// Fixes the parent execution under its lock: resumes its pass, or starts one (`--restart`, or
+/// the first run), checking the approval gate and clearing an old simulation diff.
+async fn setup(ctx: &Context<'_>, key: &str) -> Result<Execution, RunError> {
+    let lock = ExecutionLock::acquire_waiting(ctx.database_url, key, "run", SETUP_PATIENCE).await?;
+    let existing = execution::load(ctx.pool, key).await?;
+    let result = match existing {
+        Some(e) if !ctx.config.restart => {
+            if e.state != "concluida" {
+                execution::resume(ctx.pool, key).await?;
+            }
+            Ok(e)
+        }
+        _ => start_parent_pass(ctx, key).await,
+    };
+    lock.release().await;
+    result
+}
+
+async fn start_parent_pass(ctx: &Context<'_>, key: &str) -> Result<Execution, RunError> {
+    crate::approval::gate(ctx.pool, ctx.job, ctx.replay, ctx.mode, ctx.resolved).await?;
+    if ctx.mode == execution::Mode::Simulation {
+        crate::commission::clear_diff(ctx.pool, &ctx.resolved.execution_id).await?;
+    }
+    let window = crate::archive::bounds(ctx.pool, ctx.resolved.from, ctx.resolved.to).await?;
+    execution::start_pass(
+        ctx.pool,
+        &NewPass {
+            key,
+            job: &ctx.job.name,
+            mode: ctx.mode,
+            window_from: ctx.resolved.from,
+            window_to: ctx.resolved.to,
+            window,
+            started_by: &ctx.config.started_by,
+            pass: None,
+        },
+    )
+    .await?;
+    Ok(execution::load(ctx.pool, key)
+        .await?
+        .expect("the pass was just started"))
+}
+
+/// One worker: claims unfinished partitions of the pass, one at a time, until all are finished
+/// (by anyone), shutdown, or an error. Returns the events it handled.
+async fn worker(
+    ctx: &Context<'_>,
+    key: &str,
+    parent: Parent,
+    count: u32,
+    offset: usize,
+) -> Result<(u64, Ended), RunError> {
+    let keys: Vec<String> = (0..count).map(|i| partition_key(key, i)).collect();
+    let mut events = 0u64;
+    loop {
+        if ctx.shutdown.is_triggered() {
+            return Ok((events, Ended::Interrupted));
+        }
+        let parts = execution::load_many(ctx.pool, &keys).await?;
+        let finished = |i: u32| {
+            parts.iter().any(|p| {
+                p.key == keys[i as usize] && p.pass == parent.pass && p.state == "concluida"
+            })
+        };
+        let mut open: Vec<u32> = (0..count).filter(|i| !finished(*i)).collect();
+        if open.is_empty() {
+            return Ok((events, Ended::Finished));
+        }
+        let shift = offset % open.len();
+        open.rotate_left(shift);
+        let mut progressed = false;
+        for index in open {
+            let scope = Scope {
+                key: keys[index as usize].clone(),
+                partition: Some(Partition { index, count }),
+                parent: Some(parent),
+            };
+            match run_scope(ctx, scope).await {
+                Err(RunError::Locked(_)) => continue,
+                Err(err) => return Err(err),
+                Ok(report) => {
+                    events += report.events_this_run;
+                    if report.ended == Ended::Interrupted {
+                        return Ok((events, Ended::Interrupted));
+                    }
+                    progressed = true;
+                }
+            }
+        }
+        if !progressed {
+            let mut shutdown = ctx.shutdown.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(ROUND_PAUSE) => {}
+                _ = shutdown.triggered() => {}
+            }
+        }
+    }
+}
+
+/// Records the parent's outcome and the sum of its partitions' summaries.
+async fn finish_parent(
+    ctx: &Context<'_>,
+    key: &str,
+    state: &str,
+    outcome: &Result<Ended, RunError>,
+    summary: &Summary,
+) -> Result<(), RunError> {
+    let lock = ExecutionLock::acquire_waiting(ctx.database_url, key, "run", SETUP_PATIENCE).await?;
+    let mut tx = ctx.pool.begin().await?;
+    let last = execution::load(ctx.pool, key).await?.and_then(|e| {
+        if state == "concluida" {
+            e.last
+        } else {
+            e.checkpoint
+        }
+    });
+    if let Some(last) = last {
+        execution::advance(&mut tx, key, last, summary).await?;
+    }
+    tx.commit().await?;
+    let error = outcome.as_ref().err().map(|e| e.to_string());
+    execution::finish(ctx.pool, key, state, error.as_deref()).await?;
+    lock.release().await;
+    Ok(())
+}
