@@ -1,0 +1,484 @@
+//! What `serve` tells the outside: Prometheus `/metrics` (text exposition format 0.0.4, written by
+//! hand — a handful of families does not justify a metrics crate and its global registry) and
+//! `/healthz` (the database answers and the scheduler's heartbeat is recent).
+//!
+//! Counters live in this process ([`Metrics`]): they start at zero when `serve` starts, as
+//! Prometheus expects of counters. Gauges about executions and the review queue are read from the
+//! database at scrape time, so every `serve` instance reports the same values for them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+use crate::execution::{self, Execution, Summary};
+use crate::ledger;
+use crate::shutdown::Shutdown;
+use crate::sweeper::SweepOutcome;
+
+/// The content type of the text exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// How a scheduled run of a job ended: the `outcome` label of `replay_ledger_runs_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RunOutcome {
+    /// The window was completed (a sweep pass ended).
+    Finished,
+    /// The execution was already finished; nothing to do.
+    AlreadyFinished,
+    /// Stopped between batches by shutdown; the next fire (or `run`) resumes it.
+    Interrupted,
+    /// Failed; retried at the next fire.
+    Failed,
+    /// Another process holds the job or the execution; this fire was skipped.
+    LockedElsewhere,
+}
+
+impl RunOutcome {
+    pub const ALL: [RunOutcome; 5] = [
+        RunOutcome::Finished,
+        RunOutcome::AlreadyFinished,
+        RunOutcome::Interrupted,
+        RunOutcome::Failed,
+        RunOutcome::LockedElsewhere,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Finished => "finished",
+            RunOutcome::AlreadyFinished => "already_finished",
+            RunOutcome::Interrupted => "interrupted",
+            RunOutcome::Failed => "failed",
+            RunOutcome::LockedElsewhere => "locked_elsewhere",
+        }
+    }
+}
+
+/// The counters of this process, plus the scheduler's heartbeat.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    counters: Mutex<Counters>,
+    /// Unix seconds of the last heartbeat; 0 = none yet.
+    heartbeat: AtomicI64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    events: BTreeMap<String, u64>,
+    effects: BTreeMap<(String, String), u64>,
+    runs: BTreeMap<(String, &'static str), u64>,
+    last_success: BTreeMap<String, DateTime<Utc>>,
+    sweeper: BTreeMap<&'static str, u64>,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let metrics = Metrics::default();
+        let mut c = metrics.lock();
+        for action in ["retaken", "completed", "released", "uncertain"] {
+            c.sweeper.insert(action, 0);
+        }
+        drop(c);
+        metrics
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Counters> {
+        // A panic while holding it cannot leave the maps inconsistent: every update is one insert.
+        self.counters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes a job's series exist at zero from the start, so `rate()` and `increase()` see the
+    /// first run. `replay` jobs also get `replay_ledger_events_total`.
+    pub fn register_job(&self, job: &str, replay: bool) {
+        let mut c = self.lock();
+        for outcome in RunOutcome::ALL {
+            c.runs
+                .entry((job.to_string(), outcome.as_str()))
+                .or_default();
+        }
+        if replay {
+            c.events.entry(job.to_string()).or_default();
+        }
+    }
+
+    pub fn record_run(&self, job: &str, outcome: RunOutcome) {
+        *self
+            .lock()
+            .runs
+            .entry((job.to_string(), outcome.as_str()))
+            .or_default() += 1;
+    }
+
+    pub fn record_success(&self, job: &str, at: DateTime<Utc>) {
+        self.lock().last_success.insert(job.to_string(), at);
+    }
+
+    /// Adds what one run did: the difference between the execution's summary after and before it.
+    pub fn add_work(&self, job: &str, delta: &Summary) {
+        let mut c = self.lock();
+        *c.events.entry(job.to_string()).or_default() += delta.events_read;
+        for (outcome, n) in &delta.effects {
+            *c.effects
+                .entry((job.to_string(), outcome.clone()))
+                .or_default() += n;
+        }
+    }
+
+    pub fn add_sweep(&self, outcome: &SweepOutcome) {
+        let mut c = self.lock();
+        for (action, n) in [
+            ("retaken", outcome.retaken),
+            ("completed", outcome.completed),
+            ("released", outcome.released),
+            ("uncertain", outcome.uncertain),
+        ] {
+            *c.sweeper.entry(action).or_default() += n;
+        }
+    }
+
+    /// Records that the scheduler is alive.
+    pub fn beat(&self, now: DateTime<Utc>) {
+        self.heartbeat.store(now.timestamp(), Ordering::Relaxed);
+    }
+
+    /// How long ago the scheduler last beat; `None` before the first beat.
+    pub fn heartbeat_age(&self, now: DateTime<Utc>) -> Option<Duration> {
+        match self.heartbeat.load(Ordering::Relaxed) {
+            0 => None,
+            t => Some(Duration::from_secs((now.timestamp() - t).max(0) as u64)),
+        }
+    }
+
+    /// The whole exposition: this process's counters, then the gauges read from the database
+    /// (`replay_ledger_database_up 0` and no such gauge when it could not be read).
+    pub fn render(&self, db: Option<&DbGauges>) -> String {
+        let mut out = Exposition::default();
+        self.render_counters(&mut out);
+        out.family(
+            "replay_ledger_database_up",
+            "gauge",
+            "1 when this scrape could read the database gauges below, else 0 (and they are absent).",
+        );
+        out.sample("replay_ledger_database_up", &[], i32::from(db.is_some()));
+        if let Some(db) = db {
+            db.render(&mut out);
+        }
+        out.0
+    }
+
+    fn render_counters(&self, out: &mut Exposition) {
+        let c = self.lock();
+        out.family(
+            "replay_ledger_events_total",
+            "counter",
+            "Archived events read by replay runs of this process, per job.",
+        );
+        for (job, n) in &c.events {
+            out.sample("replay_ledger_events_total", &[("job", job)], n);
+        }
+        out.family(
+            "replay_ledger_effects_total",
+            "counter",
+            "Effect outcomes of replay runs of this process (aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",
+        );
+        for ((job, outcome), n) in &c.effects {
+            out.sample(
+                "replay_ledger_effects_total",
+                &[("job", job), ("outcome", outcome)],
+                n,
+            );
+        }
+        out.family(
+            "replay_ledger_runs_total",
+            "counter",
+            "Scheduled runs of this process by how they ended (finished, already_finished, interrupted, failed, locked_elsewhere), per job.",
+        );
+        for ((job, outcome), n) in &c.runs {
+            out.sample(
+                "replay_ledger_runs_total",
+                &[("job", job), ("outcome", outcome)],
+                n,
+            );
+        }
+        out.family(
+            "replay_ledger_last_success_timestamp_seconds",
+            "gauge",
+            "Unix time at which a run of the job last finished (a window completed, a sweep pass ended) in this process.",
+        );
+        for (job, at) in &c.last_success {
+            out.sample(
+                "replay_ledger_last_success_timestamp_seconds",
+                &[("job", job)],
+                at.timestamp(),
+            );
+        }
+        out.family(
+            "replay_ledger_sweeper_rows_total",
+            "counter",
+            "Ledger rows handled by sweeper passes of this process: retaken, completed, released (retake failed, retried at a later pass), uncertain (moved to incerto).",
+        );
+        for (action, n) in &c.sweeper {
+            out.sample("replay_ledger_sweeper_rows_total", &[("action", action)], n);
+        }
+        out.family(
+            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
+            "gauge",
+            "Unix time of the scheduler's last heartbeat.",
+        );
+        out.sample(
+            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
+            &[],
+            self.heartbeat.load(Ordering::Relaxed),
+        );
+    }
+}
+
+/// The gauges read from the database at scrape time.
+#[derive(Debug, Clone, Default)]
+pub struct DbGauges {
+    /// The executions reported: every one not finished, plus the newest of each job (so a
+    /// nightly job does not add a series per day forever).
+    pub executions: Vec<Execution>,
+    pub review_queue: i64,
+}
+
+impl DbGauges {
+    /// Reads them, giving up after `limit`.
+    pub async fn read(pool: &PgPool, limit: Duration) -> Result<DbGauges, String> {
+        let read = async {
+            let all = execution::list(pool).await?;
+            let review_queue = ledger::review_queue_size(pool).await?;
+            Ok::<_, sqlx::Error>(DbGauges {
+                executions: reported(all),
+                review_queue,
+            })
+        };
+        match tokio::time::timeout(limit, read).await {
+            Ok(Ok(gauges)) => Ok(gauges),
+            Ok(Err(e)) => Err(format!("database: {e}")),
+            Err(_) => Err(format!("database: no answer within {limit:?}")),
+        }
+    }
+
+    fn render(&self, out: &mut Exposition) {
+        out.family(
+            "replay_ledger_checkpoint_position",
+            "gauge",
+            "Last posicao fully settled by the execution (reprocessamento_checkpoint).",
+        );
+        for e in &self.executions {
+            if let Some(cp) = e.checkpoint {
+                out.sample(
+                    "replay_ledger_checkpoint_position",
+                    &[("execution", &e.key)],
+                    cp,
+                );
+            }
+        }
+        out.family(
+            "replay_ledger_remaining_events",
+            "gauge",
+            "Events of the execution's window not yet read: total_eventos minus the events read so far.",
+        );
+        for e in &self.executions {
+            let remaining = (e.total_events - e.summary.events_read as i64).max(0);
+            out.sample(
+                "replay_ledger_remaining_events",
+                &[("execution", &e.key)],
+                remaining,
+            );
+        }
+        out.family(
+            "replay_ledger_review_queue",
+            "gauge",
+            "Effects in incerto, waiting for a human (review list / review resolve).",
+        );
+        out.sample("replay_ledger_review_queue", &[], self.review_queue);
+    }
+}
+
+/// Every execution not finished, plus the newest of each job (`list` is newest first).
+fn reported(all: Vec<Execution>) -> Vec<Execution> {
+    let mut seen = std::collections::HashSet::new();
+    all.into_iter()
+        .filter(|e| {
+            let newest = seen.insert((e.job.clone(), e.mode.clone()));
+            newest || e.state != "concluida"
+        })
+        .collect()
+}
+
+/// A text exposition being written.
+#[derive(Default)]
+struct Exposition(String);
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (label, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{label}=\"{}\"", escape_label(v));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+}
+
+/// A label value: backslash, double quote and line feed escaped.
+pub fn escape_label(v: &str) -> String {
+    v.replace('\\', r"\\")
+        .replace('"', "\\\"")
+        .replace('\n', r"\n")
+}
+
+/// A HELP text: backslash and line feed escaped.
+fn escape_help(v: &str) -> String {
+    v.replace('\\', r"\\").replace('\n', r"\n")
+}
+
+/// What the HTTP handlers need.
+#[derive(Clone)]
+pub struct HttpState {
+    pub metrics: Arc<Metrics>,
+    pub pool: PgPool,
+    /// `/healthz` fails when the database does not answer within this (and scrapes give up on
+    /// the database gauges).
+    pub db_timeout: Duration,
+    /// `/healthz` fails when the heartbeat is older than this.
+    pub heartbeat_max_age: Duration,
+}
+
+/// `/metrics` and `/healthz`.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .with_state(state)
+}
+
+async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    let db = DbGauges::read(&state.pool, state.db_timeout).await;
+    if let Err(e) = &db {
+        tracing::debug!(error = %e, "scrape: database gauges unavailable");
+    }
+    let body = state.metrics.render(db.as_ref().ok());
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], body)
+}
+
+async fn healthz(State(state): State<HttpState>) -> impl IntoResponse {
+    match health(&state).await {
+        Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unhealthy: {reason}\n"),
+        ),
+    }
+}
+
+/// Healthy when the database answers `select 1` in time and the heartbeat is recent.
+async fn health(state: &HttpState) -> Result<(), String> {
+    let ping = sqlx::query_scalar::<_, i32>("select 1").fetch_one(&state.pool);
+    match tokio::time::timeout(state.db_timeout, ping).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(format!("database: {e}")),
+        Err(_) => return Err(format!("database: no answer within {:?}", state.db_timeout)),
+    }
+    match state.metrics.heartbeat_age(Utc::now()) {
+        Some(age) if age <= state.heartbeat_max_age => Ok(()),
+        Some(age) => Err(format!("scheduler: last heartbeat {}s ago", age.as_secs())),
+        None => Err("scheduler: no heartbeat yet".into()),
+    }
+}
+
+/// Binds `addr` (port 0 = any free port); returns the listener and the address it got.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+/// Serves the router on `listener` until `shutdown`.
+pub async fn serve(listener: tokio::net::TcpListener, state: HttpState, mut shutdown: Shutdown) {
+    let result = axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move { shutdown.triggered().await })
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "metrics server stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape_label("a\nb"), r"a\nb");
+    }
+
+    #[test]
+    fn a_run_adds_its_events_and_effects_to_the_job_series() {
+        let metrics = Metrics::new();
+        metrics.register_job("nightly", true);
+        let mut delta = Summary {
+            events_read: 7,
+            ..Summary::default()
+        };
+        delta.count_effect("aplicado", 5);
+        metrics.add_work("nightly", &delta);
+        metrics.record_run("nightly", RunOutcome::Finished);
+
+        let text = metrics.render(None);
+
+        assert!(
+            text.contains("replay_ledger_events_total{job=\"nightly\"} 7\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("replay_ledger_effects_total{job=\"nightly\",outcome=\"aplicado\"} 5\n")
+        );
+        assert!(text.contains("replay_ledger_runs_total{job=\"nightly\",outcome=\"finished\"} 1\n"));
+        assert!(text.contains("replay_ledger_runs_total{job=\"nightly\",outcome=\"failed\"} 0\n"));
+        assert!(text.contains("replay_ledger_sweeper_rows_total{action=\"retaken\"} 0\n"));
+        assert!(text.contains("replay_ledger_database_up 0\n"));
+    }
+
+    #[test]
+    fn every_family_has_help_and_type_lines() {
+        let text = Metrics::new().render(Some(&DbGauges::default()));
+        for family in [
+            "replay_ledger_events_total",
+            "replay_ledger_effects_total",
+            "replay_ledger_runs_total",
+            "replay_ledger_last_success_timestamp_seconds",
+            "replay_ledger_sweeper_rows_total",
+            "replay_ledger_checkpoint_position",
+            "replay_ledger_remaining_events",
+            "replay_ledger_review_queue",
+        ] {
+            assert!(text.contains(&format!("# HELP {family} ")), "{family}");
+            assert!(text.contains(&format!("# TYPE {family} ")), "{family}");
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! `replay-ledger serve`: the scheduler daemon. Registers every job of the jobs directory that has
+//! a `schedule` on tokio-cron-scheduler, in the job's timezone, and fires it:
+//!
+//! - a replay job runs its execution through the runner (`previous: day` jobs get one execution
+//!   per day, the id carrying the date; a fixed window already finished is a no-op);
+//! - a sweep job makes one sweeper pass; a report job sends the finance report ([`crate::report`]).
+//!
+//! A job never runs twice at the same time: in this process a fire is skipped while the previous
+//! one runs, and across processes (on any machine) a fire runs only while holding the job's
+//! PostgreSQL advisory lock ([`JobLock`]); a replay additionally holds its execution's lock. On
+//! start, each `previous: day` job catches up the last fire it should have made, if its execution
+//! is not finished. A failed fire is logged with why and tried again at the next tick; every fire
+//! reconnects through the pool, so a lost database costs fires, not the daemon.
+//!
+//! SIGTERM/SIGINT: no new fire starts, running jobs finish their batch (the runner watches the
+//! same shutdown signal) and release their locks; after `shutdown_grace` the daemon exits anyway.
+//! `/metrics` and `/healthz` are served alongside ([`crate::metrics`]).
+
+mod fire;
+mod lock;
+pub mod status;
+pub mod timing;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use sqlx::PgPool;
+use tokio_cron_scheduler::{JobScheduler, JobSchedulerError};
+use uuid::Uuid;
+
+use crate::config::{Job, JobKind, WindowSpec};
+use crate::effects::Effects;
+use crate::metrics::{self, HttpState, Metrics};
+use crate::shutdown::Shutdown;
+use fire::{Scheduled, Shared};
+
+pub use lock::{JobLock, JobLockError};
+pub use status::{job_statuses, JobStatus, LastRun};
+
+/// The heartbeat's schedule: `/healthz` fails when it stops beating.
+const HEARTBEAT_SCHEDULE: &str = "*/5 * * * * *";
+/// How often the timezones' UTC offsets are checked for a daylight-saving switch.
+const OFFSET_CHECK_EVERY: Duration = Duration::from_secs(60);
+/// How long the HTTP server may take to stop after the jobs did.
+const HTTP_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How the daemon behaves. Defaults in brackets.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Where `/metrics` and `/healthz` listen [`127.0.0.1:9187`]; port 0 picks a free one.
+    pub metrics_addr: SocketAddr,
+    /// `iniciada_por` of the executions it starts [`serve@<host>`].
+    pub started_by: String,
+    /// The runner's `stale_after` [5 min]: the sweep job's, when there is one.
+    pub stale_after: Duration,
+    /// After SIGTERM, how long running jobs get to finish their batch before the daemon exits
+    /// anyway [30 s]. Keep the service manager's stop timeout above it.
+    pub shutdown_grace: Duration,
+    /// Taking a job's lock gives up after this, and the fire is tried at the next tick [10 s].
+    pub lock_timeout: Duration,
+    /// `/healthz` requires `select 1` to answer within this [2 s].
+    pub health_db_timeout: Duration,
+    /// `/healthz` requires a heartbeat (every 5 s) younger than this [30 s].
+    pub heartbeat_max_age: Duration,
+    /// A `previous: day` fire also resumes this job's unfinished executions of days that ended
+    /// within this [7 days], so a failed night is retried at the next fire.
+    pub retry_window: Duration,
+    /// Catch up the last missed fire of `previous: day` jobs on start [true].
+    pub catch_up: bool,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9187)),
+            started_by: format!("serve@{}", crate::db::hostname()),
+            stale_after: Duration::from_secs(300),
+            shutdown_grace: Duration::from_secs(30),
+            lock_timeout: Duration::from_secs(10),
+            health_db_timeout: Duration::from_secs(2),
+            heartbeat_max_age: Duration::from_secs(30),
+            retry_window: Duration::from_secs(7 * 24 * 3600),
+            catch_up: true,
+        }
+    }
+}
+
+impl SchedulerConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("shutdown_grace", self.shutdown_grace),
+            ("lock_timeout", self.lock_timeout),
+            ("health_db_timeout", self.health_db_timeout),
+            ("stale_after", self.stale_after),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
+            return Err(format!("{name} must be positive"));
+        }
+        if self.heartbeat_max_age < Duration::from_secs(10) {
+            return Err(
+                "heartbeat_max_age must be at least 10s (the heartbeat beats every 5s)".into(),
+            );
+        }
+        if self.started_by.trim().is_empty() {
+            return Err("started_by must not be empty".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    #[error("invalid scheduler configuration: {0}")]
+    Config(String),
+    #[error("{file}: job {job}: {message}")]
+    Schedule {
+        job: String,
+        file: String,
+        message: String,
+    },
+    #[error("cannot listen on {addr} for /metrics and /healthz: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cron scheduler: {0}")]
+    Cron(#[from] JobSchedulerError),
+}
+
+/// The daemon, ready to run.
+pub struct Scheduler {
+    pool: PgPool,
+    database_url: String,
+    effects: Effects,
+    config: SchedulerConfig,
+    jobs: Vec<Scheduled>,
+    metrics: Arc<Metrics>,
+}
+
+/// A job registered on tokio-cron-scheduler, with the UTC offset its ticks were computed with.
+struct Registration {
+    idx: usize,
+    uuid: Uuid,
+    offset: i32,
+}
+
+impl Scheduler {
+    /// Keeps the jobs that have a `schedule` (a `live` job never does) and parses their schedules.
+    pub fn new(
+        pool: PgPool,
+        database_url: String,
+        jobs: Vec<Job>,
+        effects: Effects,
+        config: SchedulerConfig,
+    ) -> Result<Self, SchedulerError> {
+        config.validate().map_err(SchedulerError::Config)?;
+        let metrics = Arc::new(Metrics::new());
+        let mut scheduled = Vec::new();
+        for job in jobs {
+            let Some(schedule) = job.schedule.as_deref() else {
+                continue;
+            };
+            let cron = timing::parse(schedule).map_err(|message| SchedulerError::Schedule {
+                job: job.name.clone(),
+                file: job.file.display().to_string(),
+                message,
+            })?;
+            metrics.register_job(&job.name, matches!(job.kind, JobKind::Replay(_)));
+            scheduled.push(Scheduled { job, cron });
+        }
+        Ok(Scheduler {
+            pool,
+            database_url,
+            effects,
+            config,
+            jobs: scheduled,
+            metrics,
+        })
+    }
+
+    /// The counters `/metrics` shows.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// Serves until `shutdown`, then stops as the module says.
+    pub async fn run(self, mut shutdown: Shutdown) -> Result<(), SchedulerError> {
+        let addr = self.config.metrics_addr;
+        let (listener, local) = metrics::bind(addr)
+            .await
+            .map_err(|source| SchedulerError::Bind { addr, source })?;
+        let shared = Arc::new(Shared::new(self, shutdown.clone()));
+        let http = HttpState {
+            metrics: Arc::clone(&shared.metrics),
+            pool: shared.pool.clone(),
+            db_timeout: shared.config.health_db_timeout,
+            heartbeat_max_age: shared.config.heartbeat_max_age,
+        };
+        let http = tokio::spawn(metrics::serve(listener, http, shutdown.clone()));
+        tracing::info!(addr = %local, "serving /metrics and /healthz");
+
+        let (sched, mut registrations) = start_cron(&shared).await?;
+        if shared.config.catch_up {
+            spawn_catch_up(&shared);
+        }
+
+        loop {
+            tokio::select! {
+                _ = shutdown.triggered() => break,
+                _ = tokio::time::sleep(OFFSET_CHECK_EVERY) => {
+                    follow_offsets(&sched, &shared, &mut registrations).await;
+                }
+            }
+        }
+        stop(sched, &shared, http).await;
+        Ok(())
+    }
+}
+
+/// Registers every scheduled job and the heartbeat, and starts ticking.
+async fn start_cron(
+    shared: &Arc<Shared>,
+) -> Result<(JobScheduler, Vec<Registration>), SchedulerError> {
+    let sched = JobScheduler::new().await?;
+    let mut registrations = Vec::new();
+    for idx in 0..shared.jobs.len() {
+        registrations.push(register(&sched, shared, idx).await?);
+    }
+    add_heartbeat(&sched, &shared.metrics).await?;
+    sched.start().await?;
+    shared.metrics.beat(Utc::now());
+    if shared.jobs.is_empty() {
+        tracing::warn!("no job has a schedule: serving metrics only");
+    }
+    Ok((sched, registrations))
+}
+
+/// Registers job `idx` on tokio-cron-scheduler, in its timezone.
+async fn register(
+    sched: &JobScheduler,
+    shared: &Arc<Shared>,
+    idx: usize,
+) -> Result<Registration, SchedulerError> {
+    let job = &shared.jobs[idx].job;
+    let schedule = job.schedule.clone().unwrap_or_default();
+    let on_tick = Arc::clone(shared);
+    let cron_job =
+        tokio_cron_scheduler::Job::new_async_tz(schedule.as_str(), job.timezone, move |_, _| {
+            Box::pin(Arc::clone(&on_tick).on_tick(idx))
+        })?;
+    let uuid = sched.add(cron_job).await?;
+    let now = Utc::now();
+    let next = timing::next_fire(&shared.jobs[idx].cron, job.timezone, now);
+    tracing::info!(
+        job = %job.name,
+        kind = job.kind.label(),
+        %schedule,
+        timezone = job.timezone.name(),
+        next = ?next.map(|t| t.to_rfc3339()),
+        "job scheduled"
+    );
+    Ok(Registration {
+        idx,
+        uuid,
+        offset: timing::offset_seconds(job.timezone, now),
+    })
+}
+
+/// A job beating every 5 s: proof for `/healthz` that the cron ticker still dispatches.
+async fn add_heartbeat(sched: &JobScheduler, metrics: &Arc<Metrics>) -> Result<(), SchedulerError> {
+    let metrics = Arc::clone(metrics);
+    let beat = tokio_cron_scheduler::Job::new_async(HEARTBEAT_SCHEDULE, move |_, _| {
+        metrics.beat(Utc::now());
+        Box::pin(async {})
+    })?;
+    sched.add(beat).await?;
+    Ok(())
+}
+
+/// tokio-cron-scheduler computes a job's ticks with the UTC offset of registration time; after
+/// a daylight-saving switch the job is registered again with the new offset.
+async fn follow_offsets(
+    sched: &JobScheduler,
+    shared: &Arc<Shared>,
+    registrations: &mut [Registration],
+) {
+    let now = Utc::now();
+    for r in registrations.iter_mut() {
+        let job = &shared.jobs[r.idx].job;
+        if timing::offset_seconds(job.timezone, now) == r.offset {
+            continue;
+        }
+        if let Err(e) = sched.remove(&r.uuid).await {
+            tracing::warn!(job = %job.name, error = %e, "could not unregister the job after an offset change");
+            continue;
+        }
+        match register(sched, shared, r.idx).await {
+            Ok(new) => *r = new,
+            Err(e) => {
+                tracing::error!(job = %job.name, error = %e, "could not register the job again after an offset change")
+            }
+        }
+    }
+}
+
+/// On start: for each `previous: day` replay job, the last fire before now, if its execution is
+/// not finished (the fire path takes the locks and skips what is done).
+fn spawn_catch_up(shared: &Arc<Shared>) {
+    let now = Utc::now();
+    for (idx, s) in shared.jobs.iter().enumerate() {
+        let JobKind::Replay(replay) = &s.job.kind else {
+            continue;
+        };
+        if replay.window != WindowSpec::PreviousDay {
+            continue;
+        }
+        let Some(at) = timing::last_fire(&s.cron, s.job.timezone, now) else {
+            continue;
+        };
+        let shared = Arc::clone(shared);
+        tokio::spawn(async move { shared.catch_up(idx, at).await });
+    }
+}
+
+/// Stops firing, waits (bounded) for running fires, stops the HTTP server.
+async fn stop(mut sched: JobScheduler, shared: &Shared, http: tokio::task::JoinHandle<()>) {
+    tracing::info!("stopping: no new fires; running jobs finish their batch");
+    if let Err(e) = sched.shutdown().await {
+        tracing::warn!(error = %e, "cron scheduler shutdown");
+    }
+    let grace = shared.config.shutdown_grace;
+    if tokio::time::timeout(grace, shared.in_flight.drain())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace_s = grace.as_secs(),
+            "jobs still running after the grace period; exiting anyway (their executions resume at the next run)"
+        );
+    }
+    let _ = tokio::time::timeout(HTTP_STOP_TIMEOUT, http).await;
+    tracing::info!("stopped");
+}

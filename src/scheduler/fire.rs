@@ -1,0 +1,402 @@
+//! What one fire of a job does, by kind, with its locks, its log lines and its metrics: a replay
+//! job runs its execution through the runner, a sweep job makes one sweeper pass, a report job
+//! sends the finance report, a live job is not scheduled. Each runs under the job's lock.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use croner::Cron;
+use sqlx::PgPool;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::lock::JobLock;
+use super::SchedulerConfig;
+use crate::config::{Job, JobKind, ReplayJob, SweepJob, WindowSpec};
+use crate::effects::Effects;
+use crate::execution::{self, LockError, Mode, Summary};
+use crate::metrics::{Metrics, RunOutcome};
+use crate::runner::{self, Ended, RunError, RunReport, RunnerConfig};
+use crate::shutdown::Shutdown;
+use crate::sweeper::{Sweeper, SweeperConfig};
+
+/// A job the scheduler fires, with its parsed schedule.
+pub(super) struct Scheduled {
+    pub job: Job,
+    pub cron: Cron,
+}
+
+/// Everything a fire needs, shared by every fire of the process.
+pub(super) struct Shared {
+    pub pool: PgPool,
+    pub database_url: String,
+    pub effects: Effects,
+    pub config: SchedulerConfig,
+    pub metrics: Arc<Metrics>,
+    pub jobs: Vec<Scheduled>,
+    /// Passed to the runner: it finishes the batch in hand and stops.
+    pub shutdown: Shutdown,
+    pub in_flight: InFlight,
+    /// The jobs firing in this process right now.
+    busy: Mutex<HashSet<String>>,
+}
+
+impl Shared {
+    pub fn new(scheduler: super::Scheduler, shutdown: Shutdown) -> Self {
+        Shared {
+            pool: scheduler.pool,
+            database_url: scheduler.database_url,
+            effects: scheduler.effects,
+            config: scheduler.config,
+            metrics: scheduler.metrics,
+            jobs: scheduler.jobs,
+            shutdown,
+            in_flight: InFlight::new(),
+            busy: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The catch-up of a `previous: day` job on start: fires it for `at`, its last occurrence,
+    /// unless that execution is already finished.
+    pub async fn catch_up(&self, idx: usize, at: DateTime<Utc>) {
+        let job = &self.jobs[idx].job;
+        let JobKind::Replay(replay) = &job.kind else {
+            return;
+        };
+        let key = execution::checkpoint_key(
+            &job.resolve_window(&replay.window, at).execution_id,
+            mode_of(replay),
+        );
+        if let Ok(Some(e)) = execution::load(&self.pool, &key).await {
+            if e.state == "concluida" {
+                tracing::debug!(job = %job.name, execution = %key, "last fire already done; nothing to catch up");
+                return;
+            }
+        }
+        tracing::info!(job = %job.name, execution = %key, fire = %at, "catching up the last fire, missed or unfinished");
+        self.fire(idx, at).await;
+    }
+
+    /// A tick of tokio-cron-scheduler for job `idx`: fires it for the occurrence the tick stands for.
+    pub async fn on_tick(self: Arc<Self>, idx: usize) {
+        let scheduled = &self.jobs[idx];
+        let now = Utc::now();
+        match super::timing::fire_of_tick(&scheduled.cron, scheduled.job.timezone, now) {
+            Some(at) => self.fire(idx, at).await,
+            None => tracing::warn!(
+                job = %scheduled.job.name,
+                tick = %now,
+                "tick does not match the schedule in the job's timezone (a daylight-saving switch?); skipped"
+            ),
+        }
+    }
+
+    /// Fires job `idx` for the occurrence `at`, unless shutdown began, the job is already firing
+    /// in this process, or another process holds its lock.
+    pub async fn fire(&self, idx: usize, at: DateTime<Utc>) {
+        let Some(_running) = self.in_flight.enter(&self.shutdown) else {
+            return;
+        };
+        let job = &self.jobs[idx].job;
+        let Some(_busy) = self.claim(&job.name) else {
+            tracing::debug!(job = %job.name, "the previous fire is still running; skipping this tick");
+            return;
+        };
+        if matches!(job.kind, JobKind::Live(_)) {
+            return;
+        }
+        let lock = match JobLock::try_acquire(
+            &self.database_url,
+            &job.name,
+            self.config.lock_timeout,
+        )
+        .await
+        {
+            Ok(Some(lock)) => lock,
+            Ok(None) => {
+                tracing::debug!(job = %job.name, "another process is running this job; skipping this tick");
+                self.metrics
+                    .record_run(&job.name, RunOutcome::LockedElsewhere);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(job = %job.name, error = %e, "could not take the job's lock; retrying at the next tick");
+                self.metrics.record_run(&job.name, RunOutcome::Failed);
+                return;
+            }
+        };
+        match &job.kind {
+            JobKind::Replay(replay) => self.fire_replay(job, replay, at).await,
+            JobKind::Sweep(sweep) => self.fire_sweep(job, sweep).await,
+            JobKind::Report(report_job) => {
+                let ran = crate::report::fire(&self.pool, job, report_job, at).await;
+                self.record_plain(&job.name, ran);
+            }
+            JobKind::Live(_) => {}
+        }
+        lock.release().await;
+    }
+
+    fn claim(&self, name: &str) -> Option<Busy<'_>> {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        busy.insert(name.to_string()).then(|| Busy {
+            set: &self.busy,
+            name: name.to_string(),
+        })
+    }
+
+    /// A replay fire: first the unfinished executions of earlier days (a `previous: day` job's
+    /// failed night is retried at the next fire, not forgotten), then this fire's execution.
+    async fn fire_replay(&self, job: &Job, replay: &ReplayJob, at: DateTime<Utc>) {
+        if replay.window == WindowSpec::PreviousDay {
+            for earlier in self.unfinished_earlier_days(job, replay, at).await {
+                if self.shutdown.is_triggered() {
+                    return;
+                }
+                self.run_replay(job, replay, earlier).await;
+            }
+        }
+        if !self.shutdown.is_triggered() {
+            self.run_replay(job, replay, at).await;
+        }
+    }
+
+    /// For each unfinished execution of `job` whose day ended within `retry_window` before `at`
+    /// (oldest first), an instant whose previous day is that execution's day.
+    async fn unfinished_earlier_days(
+        &self,
+        job: &Job,
+        replay: &ReplayJob,
+        at: DateTime<Utc>,
+    ) -> Vec<DateTime<Utc>> {
+        let mode = mode_of(replay);
+        let current =
+            execution::checkpoint_key(&job.resolve_window(&replay.window, at).execution_id, mode);
+        let since = at - chrono::Duration::from_std(self.config.retry_window).unwrap_or_default();
+        let executions = match execution::list(&self.pool).await {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::debug!(job = %job.name, error = %e, "could not list earlier executions");
+                return Vec::new();
+            }
+        };
+        let mut days: Vec<DateTime<Utc>> = executions
+            .into_iter()
+            .filter(|e| {
+                e.job == job.name
+                    && e.mode == mode.as_db()
+                    && e.state != "concluida"
+                    && e.key != current
+            })
+            .filter_map(|e| {
+                let end = e.window_to.filter(|to| *to >= since && *to <= at)?;
+                let key = execution::checkpoint_key(
+                    &job.resolve_window(&replay.window, end).execution_id,
+                    mode,
+                );
+                (key == e.key).then_some(end)
+            })
+            .collect();
+        days.sort();
+        days
+    }
+
+    /// Runs the execution of the fire at `at` and records how it went.
+    async fn run_replay(&self, job: &Job, replay: &ReplayJob, at: DateTime<Utc>) {
+        let resolved = job.resolve_window(&replay.window, at);
+        let key = execution::checkpoint_key(&resolved.execution_id, mode_of(replay));
+        let before = match execution::load(&self.pool, &key).await {
+            Ok(existing) => existing.map(|e| e.summary).unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(job = %job.name, execution = %key, error = %e, "replay not started: database unavailable; retrying at the next tick");
+                self.metrics.record_run(&job.name, RunOutcome::Failed);
+                return;
+            }
+        };
+        let config = RunnerConfig {
+            now: at,
+            started_by: self.config.started_by.clone(),
+            stale_after: self.config.stale_after,
+            progress: false,
+            ..RunnerConfig::default()
+        };
+        let result = runner::run(
+            &self.pool,
+            &self.database_url,
+            job,
+            replay,
+            self.effects.clone(),
+            config,
+            self.shutdown.clone(),
+        )
+        .await;
+        let locked = matches!(result, Err(RunError::Locked(_)));
+        let after = match &result {
+            Ok(report) => Some(report.summary.clone()),
+            // Another process runs it: what it does is not this run's work.
+            Err(_) if locked => None,
+            Err(_) => execution::load(&self.pool, &key)
+                .await
+                .ok()
+                .flatten()
+                .map(|e| e.summary),
+        };
+        if let Some(after) = after {
+            self.metrics
+                .add_work(&job.name, &difference(&after, &before));
+        }
+        let outcome = log_outcome(&job.name, &key, result);
+        if outcome == RunOutcome::Finished {
+            self.metrics.record_success(&job.name, Utc::now());
+        }
+        self.metrics.record_run(&job.name, outcome);
+    }
+
+    /// Records a fire that either ran (`finished`) or failed.
+    fn record_plain(&self, job: &str, ran: bool) {
+        if ran {
+            self.metrics.record_run(job, RunOutcome::Finished);
+            self.metrics.record_success(job, Utc::now());
+        } else {
+            self.metrics.record_run(job, RunOutcome::Failed);
+        }
+    }
+
+    /// A sweep fire: one sweeper pass.
+    async fn fire_sweep(&self, job: &Job, sweep: &SweepJob) {
+        let config = SweeperConfig {
+            stale_after: sweep.stale_after,
+            ..SweeperConfig::default()
+        };
+        let result = match Sweeper::new(self.pool.clone(), self.effects.clone(), config) {
+            Ok(sweeper) => sweeper.run_once().await,
+            Err(e) => Err(e),
+        };
+        match &result {
+            Ok(outcome) => {
+                self.metrics.add_sweep(outcome);
+                tracing::debug!(job = %job.name, ?outcome, "sweep pass done");
+            }
+            Err(e) => {
+                tracing::warn!(job = %job.name, error = %e, "sweep failed; retrying at the next tick")
+            }
+        }
+        self.record_plain(&job.name, result.is_ok());
+    }
+}
+
+/// Logs how a replay run ended, with why when it failed, and names the outcome.
+fn log_outcome(job: &str, key: &str, result: Result<RunReport, RunError>) -> RunOutcome {
+    match result {
+        Ok(report) => match report.ended {
+            Ended::Finished => {
+                tracing::info!(job, execution = key, events = report.events_this_run, effects = ?report.summary.effects, "replay finished");
+                RunOutcome::Finished
+            }
+            Ended::AlreadyFinished { .. } => {
+                tracing::debug!(job, execution = key, "already finished; nothing to do");
+                RunOutcome::AlreadyFinished
+            }
+            Ended::Interrupted => {
+                tracing::info!(job, execution = key, checkpoint = ?report.checkpoint, "replay stopped by shutdown; the next fire or `run` resumes it");
+                RunOutcome::Interrupted
+            }
+        },
+        Err(RunError::Locked(LockError::Held { holder, .. })) => {
+            tracing::info!(job, execution = key, %holder, "the execution is being run by another process; skipping this tick");
+            RunOutcome::LockedElsewhere
+        }
+        Err(e) => {
+            tracing::warn!(job, execution = key, error = %e, "replay failed; retrying at the next tick");
+            RunOutcome::Failed
+        }
+    }
+}
+
+fn mode_of(replay: &ReplayJob) -> Mode {
+    if replay.simulate {
+        Mode::Simulation
+    } else {
+        Mode::Real
+    }
+}
+
+/// What a run added to an execution's counts: `after - before`, per count (summaries are
+/// cumulative per execution, across processes and runs).
+pub(super) fn difference(after: &Summary, before: &Summary) -> Summary {
+    let mut delta = Summary {
+        events_read: after.events_read.saturating_sub(before.events_read),
+        ..Summary::default()
+    };
+    for (outcome, n) in &after.effects {
+        let was = before.effects.get(outcome).copied().unwrap_or(0);
+        delta.count_effect(outcome, n.saturating_sub(was));
+    }
+    delta
+}
+
+/// Marks a job as firing in this process until dropped.
+struct Busy<'a> {
+    set: &'a Mutex<HashSet<String>>,
+    name: String,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.name);
+    }
+}
+
+/// The fires running now, so shutdown can wait for them; closed to new ones once shutdown began.
+pub(super) struct InFlight(Arc<Semaphore>);
+
+/// More fires than can ever run at once.
+const MAX_IN_FLIGHT: u32 = 1 << 20;
+
+impl InFlight {
+    fn new() -> Self {
+        InFlight(Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)))
+    }
+
+    /// A token for one fire; `None` once shutdown began.
+    pub fn enter(&self, shutdown: &Shutdown) -> Option<OwnedSemaphorePermit> {
+        let permit = Arc::clone(&self.0).try_acquire_owned().ok()?;
+        // Checked after taking the token: a shutdown that began before this check finds the
+        // token taken and waits for it in `drain`.
+        (!shutdown.is_triggered()).then_some(permit)
+    }
+
+    /// Resolves once every fire that entered has ended.
+    pub async fn drain(&self) {
+        let _ = self.0.acquire_many(MAX_IN_FLIGHT).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_difference_of_two_summaries_is_what_the_run_added() {
+        let mut before = Summary {
+            events_read: 100,
+            ..Summary::default()
+        };
+        before.count_effect("aplicado", 40);
+        let mut after = Summary {
+            events_read: 250,
+            ..Summary::default()
+        };
+        after.count_effect("aplicado", 90);
+        after.count_effect("ja-registrado", 10);
+
+        let delta = difference(&after, &before);
+
+        assert_eq!(delta.events_read, 150);
+        assert_eq!(delta.effects.get("aplicado"), Some(&50));
+        assert_eq!(delta.effects.get("ja-registrado"), Some(&10));
+    }
+}
