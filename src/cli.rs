@@ -15,7 +15,9 @@ use crate::execution::Mode;
 use crate::ledger::{Resolution, ReviewError};
 use crate::runner::{self, Ended, RunError, RunReport, RunnerConfig};
 use crate::sweeper::{Sweeper, SweeperConfig};
-use crate::{db, demo, ledger, money, shutdown};
+use crate::{db, demo, ledger, money, scheduler, shutdown};
+
+mod reports;
 
 /// Replays archived domain events on PostgreSQL to correct derived state (`comissao`) and to
 /// perform the external side effects still missing, through an effects ledger
@@ -60,6 +62,10 @@ pub enum Command {
         /// Start a new pass from the window's start (the ledger keeps effects from repeating).
         #[arg(long)]
         restart: bool,
+        /// For a job with `partitions`: how many partitions this process runs at once. Other
+        /// processes, on this machine or others, may run the same job at the same time.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        workers: u16,
     },
     /// One sweeper pass over stale reservations: retake those of idempotent types, move the
     /// others to `incerto`.
@@ -67,6 +73,29 @@ pub enum Command {
         /// Age past which a reservation is abandoned (default: the sweep job's `stale_after`, else 5m).
         #[arg(long, value_parser = humantime::parse_duration)]
         stale_after: Option<std::time::Duration>,
+    },
+    /// Render an execution's report for finance (text, HTML, CSV of the diff) and e-mail it by
+    /// SMTP (`SMTP_URL`, `REPORT_FROM`) exactly once, or write it as an `.eml` into `outbox/`.
+    Report {
+        /// An execution as `status` lists it: `<id>` (real run) or `<id>:simulacao`; a bare id
+        /// with no real run means its simulation.
+        execution: String,
+        /// Write the `.eml` to this file instead of sending it.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The job whose recipients get it: a report job, or a replay job with `report_to`
+        /// (default: the execution's job when it has `report_to`, else the only report job).
+        #[arg(long)]
+        job: Option<String>,
+    },
+    /// Approve the finished simulation of a replay job, so that its real run may start
+    /// (`require_approved_simulation: true`); records who, when, and the diff totals approved.
+    Approve {
+        /// A replay job's `name`, or a path to its YAML file.
+        job: String,
+        /// Who approves (default: $USER@host).
+        #[arg(long)]
+        by: Option<String>,
     },
     /// The manual-review queue of `incerto` effects (outcome unknown; never resent automatically).
     Review {
@@ -79,8 +108,27 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The scheduler daemon: fires every job of the jobs directory that has a `schedule` (one
+    /// process at a time per job, across machines), catches up a missed nightly run on start, and
+    /// serves Prometheus `/metrics` and `/healthz`. Stops cleanly on SIGTERM/SIGINT (running jobs
+    /// finish their batch) and exits 0.
+    Serve {
+        /// Where `/metrics` and `/healthz` listen.
+        #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:9187")]
+        metrics_addr: std::net::SocketAddr,
+    },
     /// The whole story end to end on a throwaway database: an archive of 2026-10-14 with the
     /// commission bug, a simulation, the real run, and a second run that sends nothing.
+    /// The live consumer: follow `evento_arquivado` as it grows, through the same applier as a
+    /// replay, with execution id `ao-vivo` and the policy of a `kind: live` job. Runs until
+    /// SIGINT/SIGTERM. Out-of-order commits never make it skip an event.
+    Consume {
+        /// The `kind: live` job (default: the only one in the jobs dir).
+        job: Option<String>,
+        /// Without a checkpoint, start at the beginning of the archive instead of at "now".
+        #[arg(long)]
+        from_start: bool,
+    },
     Demo {
         /// Events to generate.
         #[arg(long, default_value_t = 10_000)]
@@ -143,8 +191,9 @@ pub async fn main() -> ExitCode {
 
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("RUST_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn"));
+    let filter = EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| {
+        EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn,tokio_cron_scheduler=warn")
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -169,33 +218,27 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             job,
             simulate,
             restart,
-        } => run(&cli, job, *simulate, *restart).await,
+            workers,
+        } => run(&cli, job, *simulate, *restart, usize::from(*workers)).await,
         Command::Status { json } => status(&cli, *json).await,
         Command::Sweep { stale_after } => sweep(&cli, *stale_after).await,
         Command::Review { action } => review(&cli, action).await,
+        Command::Report {
+            execution,
+            out,
+            job,
+        } => reports::report(&cli, execution, out.as_deref(), job.as_deref()).await,
+        Command::Approve { job, by } => reports::approve(&cli, job, by.as_deref()).await,
+        Command::Consume { job, from_start } => consume(&cli, job.as_deref(), *from_start).await,
         Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events).await,
+        Command::Serve { metrics_addr } => serve(&cli, *metrics_addr).await,
     }
 }
 
 fn check(jobs_dir: &Path) -> anyhow::Result<ExitCode> {
     let loaded = config::load_dir(jobs_dir)?;
-    for job in &loaded.jobs {
-        if let Some(note) = not_runnable_yet(&job.kind) {
-            println!("note: {} ({}): {note}", job.name, job.kind.label());
-        }
-    }
     println!("ok: {} jobs", loaded.jobs.len());
     Ok(ExitCode::SUCCESS)
-}
-
-/// Job kinds that `check` accepts but this build cannot run yet.
-fn not_runnable_yet(kind: &JobKind) -> Option<&'static str> {
-    match kind {
-        JobKind::Replay(_) => None,
-        JobKind::Sweep(_) => None,
-        JobKind::Report(_) => Some("valid; reports are not built yet"),
-        JobKind::Live(_) => Some("valid; the live consumer is not built yet"),
-    }
 }
 
 /// Connects, retrying while the server is unreachable, and applies migrations unless told not to.
@@ -215,7 +258,13 @@ async fn connect(cli: &Cli, migrate: bool) -> anyhow::Result<PgPool> {
     Ok(pool)
 }
 
-async fn run(cli: &Cli, job_ref: &str, simulate: bool, restart: bool) -> anyhow::Result<ExitCode> {
+async fn run(
+    cli: &Cli,
+    job_ref: &str,
+    simulate: bool,
+    restart: bool,
+    workers: usize,
+) -> anyhow::Result<ExitCode> {
     let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
     let JobKind::Replay(replay) = &job.kind else {
         return Err(RunError::NotReplay(job.name.clone()).into());
@@ -228,6 +277,8 @@ async fn run(cli: &Cli, job_ref: &str, simulate: bool, restart: bool) -> anyhow:
     let config = RunnerConfig {
         simulate: simulate.then_some(true),
         restart,
+        workers,
+        progress: workers == 1,
         stale_after: sweep_stale_after(&cli.jobs_dir),
         ..RunnerConfig::default()
     };
@@ -235,10 +286,70 @@ async fn run(cli: &Cli, job_ref: &str, simulate: bool, restart: bool) -> anyhow:
     match result {
         Ok(report) => {
             print_report(&report);
+            let mailed = reports::after_run(&pool, &job, replay, &report).await;
             Ok(match report.ended {
                 Ended::Interrupted => ExitCode::from(130),
-                _ => ExitCode::SUCCESS,
+                _ => mailed.unwrap_or(ExitCode::SUCCESS),
             })
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+async fn consume(cli: &Cli, job_ref: Option<&str>, from_start: bool) -> anyhow::Result<ExitCode> {
+    let (catalog, job) = match job_ref {
+        Some(name) => config::find_job(&cli.jobs_dir, name)?,
+        None => {
+            let loaded = config::load_dir(&cli.jobs_dir)?;
+            let mut live = loaded
+                .jobs
+                .iter()
+                .filter(|j| matches!(j.kind, JobKind::Live(_)));
+            match (live.next(), live.next()) {
+                (Some(job), None) => (loaded.effects.clone(), job.clone()),
+                (None, _) => {
+                    eprintln!("error: no `kind: live` job in {}", cli.jobs_dir.display());
+                    return Ok(ExitCode::from(2));
+                }
+                (Some(_), Some(_)) => {
+                    eprintln!(
+                        "error: several `kind: live` jobs in {}: name one",
+                        cli.jobs_dir.display()
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+            }
+        }
+    };
+    let JobKind::Live(live) = &job.kind else {
+        eprintln!(
+            "error: job {} is a {} job, not a live one",
+            job.name,
+            job.kind.label()
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
+    let pool = connect(cli, true).await?;
+    let url = cli.database_url.clone().unwrap_or_default();
+    let (trigger, stop) = shutdown::channel();
+    shutdown::on_signals(trigger);
+    let config = crate::consumer::ConsumerConfig {
+        from_start,
+        stale_after: sweep_stale_after(&cli.jobs_dir),
+        ..Default::default()
+    };
+    match crate::consumer::consume(&pool, &url, &job, live, effects, config, stop).await {
+        Ok(report) => {
+            println!(
+                "live consumer stopped: {} events in this run; effects: {}",
+                report.events_this_run,
+                counts(&report.summary.effects)
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
             eprintln!("error: {err}");
@@ -425,8 +536,12 @@ async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
     let pool = connect(cli, true).await?;
     let executions = crate::execution::list(&pool).await?;
     let review = ledger::review_queue_size(&pool).await?;
+    let jobs = config::load_dir(&cli.jobs_dir)
+        .map(|l| scheduler::job_statuses(&l.jobs, &executions, chrono::Utc::now()))
+        .map_err(|e| e.to_string());
     if json {
-        let value = serde_json::json!({ "executions": executions, "review_queue": review });
+        let value = serde_json::json!({ "executions": executions, "review_queue": review,
+            "jobs": jobs.as_ref().ok(), "jobs_error": jobs.as_ref().err() });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -456,5 +571,33 @@ async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     println!("review queue: {review} effect(s) incerto");
+    match jobs {
+        Ok(jobs) => print!("jobs:\n{}", scheduler::status::render(&jobs)),
+        Err(e) => println!("jobs: cannot load {}: {e}", cli.jobs_dir.display()),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `serve`: the scheduler daemon until SIGTERM/SIGINT.
+async fn serve(cli: &Cli, metrics_addr: std::net::SocketAddr) -> anyhow::Result<ExitCode> {
+    let loaded = config::load_dir(&cli.jobs_dir)?;
+    let effects = Effects::from_catalog(&loaded.effects).context("setting up effect providers")?;
+    let pool = connect(cli, true).await?;
+    let config = scheduler::SchedulerConfig {
+        metrics_addr,
+        stale_after: sweep_stale_after(&cli.jobs_dir),
+        ..scheduler::SchedulerConfig::default()
+    };
+    let url = cli.database_url.clone().unwrap_or_default();
+    let daemon = match scheduler::Scheduler::new(pool, url, loaded.jobs, effects, config) {
+        Ok(daemon) => daemon,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let (trigger, stop) = shutdown::channel();
+    shutdown::on_signals(trigger);
+    daemon.run(stop).await?;
     Ok(ExitCode::SUCCESS)
 }

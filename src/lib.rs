@@ -13,24 +13,33 @@
 //! - [`effects`]  — providers behind one trait (the HTTP webhook), concurrency and rate limits.
 //! - [`applier`]  — the one code path for live processing and replay.
 //! - [`runner`]   — the batch loop: checkpoint, batch, apply, advance; shutdown; retries.
+//! - [`scheduler`] — `serve`: fires the jobs that have a `schedule`, one process at a time per job.
+//! - [`metrics`]  — `/metrics` (Prometheus) and `/healthz` for `serve`.
+//! - [`report`]   — reports to finance (text, HTML, CSV; SMTP or `.eml`), exactly once or flagged.
+//! - [`approval`] — the approval gate between a simulation and its real run.
 //! - [`cli`]      — the `replay-ledger` command line.
 //! - [`demo`], [`pgtemp`], [`sink`] — the end-to-end story, a throwaway PostgreSQL cluster and a
 //!   loopback webhook that records what it receives (used by `demo`, tests and benchmarks).
 
 pub mod applier;
+pub mod approval;
 pub mod archive;
 pub mod cli;
 pub mod commission;
 pub mod config;
+pub mod consumer;
 pub mod db;
 pub mod demo;
 pub mod domain;
 pub mod effects;
 pub mod execution;
 pub mod ledger;
+pub mod metrics;
 pub mod money;
 pub mod pgtemp;
+pub mod report;
 pub mod runner;
+pub mod scheduler;
 pub mod shutdown;
 pub mod sink;
 pub mod sweeper;

@@ -1,0 +1,386 @@
+//! Reports to finance: what an execution changed, by how much, and what needs a human.
+//!
+//! - this file: the report model, loaded from the database (the diff of a simulation from
+//!   `reprocessamento_diff`, the corrections of a real run from `reprocessamento_correcao`, the
+//!   execution's summary and rejected events, the open review queue);
+//! - [`render`]: subject, plain text and HTML; `csv`: the attachment with the full diff;
+//! - [`mail`]: the message (lettre) and its transport: SMTP from `SMTP_URL`, or `.eml` files;
+//! - [`deliver`]: an e-mail is an effect of the ledger, sent exactly once or flagged `incerto`;
+//! - [`jobs`]: who sends what — `kind: report` jobs ([`run_report_job`]) and a replay job's
+//!   `report_to` at the end of a run ([`after_run`]).
+//!
+//! Money is integer cents throughout, formatted by [`crate::money`]; never floating point.
+
+mod csv;
+pub mod deliver;
+pub mod jobs;
+pub mod mail;
+pub mod render;
+mod store;
+mod table;
+
+pub use deliver::Delivery;
+pub use jobs::{
+    after_run, fire, run_report_job, run_report_job_with, send_execution_report, ReportOutcome,
+    Sender,
+};
+pub use mail::{MailError, Mailer, Recipients};
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use sqlx::PgPool;
+
+use crate::commission::{self, DiffRow};
+use crate::execution::{self, Execution, Mode, Rejected, Summary};
+use crate::ledger::{self, ReviewItem};
+
+/// How many of the largest changes a report lists.
+pub const LARGEST: usize = 20;
+/// How many new orders, orders whose commission went down, and rejected events a report lists
+/// (with their total count).
+pub const LIST_LIMIT: usize = 20;
+/// How many effects of the review queue a report lists (with the total count).
+pub const REVIEW_LIMIT: usize = 50;
+
+/// Sums over a diff, in cents. A missing `antes` counts as 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Rows of the diff.
+    pub orders: u64,
+    /// Rows whose value changes.
+    pub changed: u64,
+    pub before_centavos: i64,
+    pub after_centavos: i64,
+}
+
+impl Totals {
+    pub fn of(rows: &[DiffRow]) -> Totals {
+        let mut totals = Totals::default();
+        for row in rows {
+            totals.orders += 1;
+            if row.antes != Some(row.depois) {
+                totals.changed += 1;
+            }
+            totals.before_centavos = totals
+                .before_centavos
+                .saturating_add(row.antes.unwrap_or(0));
+            totals.after_centavos = totals.after_centavos.saturating_add(row.depois);
+        }
+        totals
+    }
+
+    pub fn difference(&self) -> i64 {
+        self.after_centavos.saturating_sub(self.before_centavos)
+    }
+}
+
+/// The part of a report about one execution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionReport {
+    /// The checkpoint key (`<id>` or `<id>:simulacao`).
+    pub key: String,
+    /// The execution id, under which diff and corrections are filed.
+    pub execution_id: String,
+    pub job: String,
+    pub mode: Mode,
+    /// `em-andamento`, `concluida`, `falhou`, `interrompida`.
+    pub state: String,
+    pub pass: i32,
+    pub window_from: Option<DateTime<Utc>>,
+    pub window_to: Option<DateTime<Utc>>,
+    pub started_by: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub summary: Summary,
+    pub totals: Totals,
+    /// The largest changes by absolute difference, at most [`LARGEST`].
+    pub largest: Vec<DiffRow>,
+    /// Orders with no commission row before (at most [`LIST_LIMIT`]) and how many in all.
+    pub new_orders: Vec<DiffRow>,
+    pub new_count: usize,
+    /// Orders whose commission goes down (at most [`LIST_LIMIT`]) and how many in all.
+    pub decreased: Vec<DiffRow>,
+    pub decreased_count: usize,
+    /// Rejected events (all of them; renderers show at most [`LIST_LIMIT`]).
+    pub rejected: Vec<Rejected>,
+    /// The full diff, by `pedido_id`: the CSV attachment.
+    pub rows: Vec<DiffRow>,
+}
+
+impl ExecutionReport {
+    /// Loads the report of the execution with checkpoint key `key`.
+    pub async fn load(pool: &PgPool, key: &str) -> Result<ExecutionReport, ReportError> {
+        let execution = execution::load(pool, key)
+            .await?
+            .ok_or_else(|| ReportError::NoExecution(key.to_string()))?;
+        let mode = mode_of(&execution)?;
+        let id = execution_id(&execution.key);
+        let rows = match mode {
+            Mode::Simulation => commission::diff_rows(pool, id).await?,
+            _ => commission::correction_rows(pool, id).await?,
+        };
+        let mut rejected = execution::rejected(pool, key).await?;
+        for part in partitions_of(pool, key).await? {
+            rejected.extend(execution::rejected(pool, &part).await?);
+        }
+        rejected.sort_by_key(|r| r.posicao);
+        Ok(ExecutionReport::from_parts(execution, mode, rows, rejected))
+    }
+
+    /// The report of an execution from its parts (pure: the example and the tests use it).
+    pub fn from_parts(
+        execution: Execution,
+        mode: Mode,
+        rows: Vec<DiffRow>,
+        rejected: Vec<Rejected>,
+    ) -> ExecutionReport {
+        let mut largest: Vec<DiffRow> = rows
+            .iter()
+            .filter(|r| r.diferenca() != 0)
+            .cloned()
+            .collect();
+        largest.sort_by(|a, b| {
+            b.diferenca()
+                .unsigned_abs()
+                .cmp(&a.diferenca().unsigned_abs())
+                .then_with(|| a.pedido_id.cmp(&b.pedido_id))
+        });
+        largest.truncate(LARGEST);
+        let new: Vec<&DiffRow> = rows.iter().filter(|r| r.antes.is_none()).collect();
+        let down: Vec<&DiffRow> = rows
+            .iter()
+            .filter(|r| r.antes.is_some_and(|a| r.depois < a))
+            .collect();
+        ExecutionReport {
+            execution_id: execution_id(&execution.key).to_string(),
+            key: execution.key,
+            job: execution.job,
+            mode,
+            state: execution.state,
+            pass: execution.pass,
+            window_from: execution.window_from,
+            window_to: execution.window_to,
+            started_by: execution.started_by,
+            started_at: execution.started_at,
+            finished_at: execution.finished_at,
+            summary: execution.summary,
+            totals: Totals::of(&rows),
+            largest,
+            new_count: new.len(),
+            new_orders: new.into_iter().take(LIST_LIMIT).cloned().collect(),
+            decreased_count: down.len(),
+            decreased: down.into_iter().take(LIST_LIMIT).cloned().collect(),
+            rejected,
+            rows,
+        }
+    }
+
+    /// What identifies this report among all reports of a sender: the execution and its pass
+    /// (a `--restart` makes a new pass, with a new diff, hence a new report).
+    pub fn report_id(&self) -> String {
+        report_id(&self.key, self.pass)
+    }
+}
+
+/// `<checkpoint key>#<pass>`.
+pub fn report_id(key: &str, pass: i32) -> String {
+    format!("{key}#{pass}")
+}
+
+/// One report: about an execution (with the review queue), or only the review queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The job that sends it (a report job, or a replay job with `report_to`).
+    pub sender: String,
+    /// Times are shown in this timezone.
+    pub timezone: Tz,
+    pub generated_at: DateTime<Utc>,
+    pub execution: Option<ExecutionReport>,
+    /// The open review queue, oldest first, at most [`REVIEW_LIMIT`].
+    pub review: Vec<ReviewItem>,
+    pub review_total: usize,
+}
+
+impl Report {
+    /// The report of one execution.
+    pub async fn for_execution(
+        pool: &PgPool,
+        key: &str,
+        sender: &str,
+        timezone: Tz,
+        now: DateTime<Utc>,
+    ) -> Result<Report, ReportError> {
+        let execution = ExecutionReport::load(pool, key).await?;
+        let review = ledger::review_list(pool).await?;
+        Ok(Report::new(sender, timezone, now, Some(execution), review))
+    }
+
+    /// A report of the review queue alone (a report job's day with no execution to report).
+    pub async fn review_only(
+        pool: &PgPool,
+        sender: &str,
+        timezone: Tz,
+        now: DateTime<Utc>,
+    ) -> Result<Report, ReportError> {
+        let review = ledger::review_list(pool).await?;
+        Ok(Report::new(sender, timezone, now, None, review))
+    }
+
+    pub fn new(
+        sender: &str,
+        timezone: Tz,
+        generated_at: DateTime<Utc>,
+        execution: Option<ExecutionReport>,
+        mut review: Vec<ReviewItem>,
+    ) -> Report {
+        let review_total = review.len();
+        review.truncate(REVIEW_LIMIT);
+        Report {
+            sender: sender.to_string(),
+            timezone,
+            generated_at,
+            execution,
+            review,
+            review_total,
+        }
+    }
+
+    /// What identifies this report among the sender's: `<execution key>#<pass>`, or, for a
+    /// review-only report, the day it is for in the sender's timezone.
+    pub fn report_id(&self) -> String {
+        match &self.execution {
+            Some(e) => e.report_id(),
+            None => self
+                .generated_at
+                .with_timezone(&self.timezone)
+                .format("%Y-%m-%d")
+                .to_string(),
+        }
+    }
+}
+
+/// Why a report could not be made or delivered.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("no execution {0} (`replay-ledger status` lists them)")]
+    NoExecution(String),
+    #[error("execution {key} is {mode}: reports cover simulations and real runs")]
+    NotReportable { key: String, mode: String },
+    #[error("no recipients for the report of {0}: add a `kind: report` job (`to: [...]`) or `report_to` to its replay job, or name one with --job")]
+    NoRecipients(String),
+    #[error(transparent)]
+    Mail(#[from] MailError),
+    #[error("writing {path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl From<deliver::DeliverError> for ReportError {
+    fn from(e: deliver::DeliverError) -> Self {
+        match e {
+            deliver::DeliverError::Io { path, source } => ReportError::Io { path, source },
+            deliver::DeliverError::Database(e) => ReportError::Database(e),
+        }
+    }
+}
+
+fn mode_of(execution: &Execution) -> Result<Mode, ReportError> {
+    match execution.mode.as_str() {
+        "simulacao" => Ok(Mode::Simulation),
+        "real" => Ok(Mode::Real),
+        other => Err(ReportError::NotReportable {
+            key: execution.key.clone(),
+            mode: other.to_string(),
+        }),
+    }
+}
+
+/// The execution id of a checkpoint key (`<id>:simulacao` → `<id>`).
+fn execution_id(key: &str) -> &str {
+    key.strip_suffix(":simulacao").unwrap_or(key)
+}
+
+/// Whether a checkpoint key is a partition of a partitioned execution (`<key>:p<i>`): reported as
+/// part of its parent, never on its own.
+pub fn is_partition(key: &str) -> bool {
+    key.rsplit_once(":p")
+        .is_some_and(|(_, i)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The checkpoint keys of the partitions of `key` (none for an execution that is not partitioned).
+async fn partitions_of(pool: &PgPool, key: &str) -> Result<Vec<String>, sqlx::Error> {
+    Ok(execution::list(pool)
+        .await?
+        .into_iter()
+        .map(|e| e.key)
+        .filter(|k| {
+            k.strip_prefix(key)
+                .and_then(|rest| rest.strip_prefix(":p"))
+                .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect())
+}
+
+/// The checkpoint key an argument of `report` names: the key itself (`<id>` for the real run,
+/// `<id>:simulacao` for the simulation), or, for a bare id with no real run, its simulation; a
+/// partition's key names its parent.
+pub async fn resolve_key(pool: &PgPool, reference: &str) -> Result<String, ReportError> {
+    if let Some((parent, _)) = reference
+        .rsplit_once(":p")
+        .filter(|_| is_partition(reference))
+    {
+        return Box::pin(resolve_key(pool, parent)).await;
+    }
+    if execution::load(pool, reference).await?.is_some() {
+        return Ok(reference.to_string());
+    }
+    let simulation = execution::checkpoint_key(reference, Mode::Simulation);
+    if !reference.ends_with(":simulacao") && execution::load(pool, &simulation).await?.is_some() {
+        return Ok(simulation);
+    }
+    Err(ReportError::NoExecution(reference.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, antes: Option<i64>, depois: i64) -> DiffRow {
+        DiffRow {
+            pedido_id: id.into(),
+            antes,
+            depois,
+        }
+    }
+
+    #[test]
+    fn totals_count_a_missing_before_as_zero_and_unchanged_rows_as_not_changed() {
+        let totals = Totals::of(&[
+            row("a", Some(10), 100),
+            row("b", None, 5),
+            row("c", Some(7), 7),
+        ]);
+        assert_eq!(
+            totals,
+            Totals {
+                orders: 3,
+                changed: 2,
+                before_centavos: 17,
+                after_centavos: 112
+            }
+        );
+        assert_eq!(totals.difference(), 95);
+    }
+
+    #[test]
+    fn partition_keys_are_told_from_execution_keys() {
+        assert!(is_partition("replay-x:p3") && is_partition("replay-x:simulacao:p12"));
+        assert!(!is_partition("replay-x") && !is_partition("replay-x:simulacao"));
+        assert!(!is_partition("replay-x:p") && !is_partition("replay-x:pa"));
+    }
+}
