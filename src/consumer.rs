@@ -1,0 +1,261 @@
+//! The live consumer (`replay-ledger consume`): follows `evento_arquivado` as it grows, through
+//! the same applier as a replay, with execution id `ao-vivo` and the policy of a `kind: live` job.
+//!
+//! It reads in (inserting transaction, `posicao`) order and only below the oldest transaction still
+//! running, so an event whose transaction commits after a later `posicao` was committed is never
+//! skipped (see the migration that adds `xid_insercao`). The price is latency: an event is seen
+//! once every transaction that started before it has ended — a long transaction anywhere in the
+//! database holds the consumer back for as long as it stays open.
+//!
+//! It wakes on `LISTEN evento_arquivado` (a trigger notifies per insert statement) and polls as a
+//! fallback. A failure never stops it: a lost database is waited for, a provider that keeps
+//! failing is retried after a pause, and after any error it settles its own reservations as a
+//! restart would before trying again. Only an invalid event under `on_invalid_event: stop` halts it.
+
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use sqlx::PgPool;
+
+use crate::applier::{Applier, ApplierConfig};
+use crate::archive::{self, LivePosition};
+use crate::config::{Job, LiveJob, OnInvalidEvent};
+use crate::db::{self, Backoff};
+use crate::effects::Effects;
+use crate::execution::{self, ExecutionLock, Mode, Summary};
+use crate::ledger::{self, Claim};
+use crate::runner::RunError;
+use crate::shutdown::Shutdown;
+
+/// The live consumer's execution id, as in the seed.
+pub const LIVE_EXECUTION: &str = "ao-vivo";
+
+/// How the consumer works. Defaults: poll every second, pause 5 s after a failure.
+#[derive(Debug, Clone)]
+pub struct ConsumerConfig {
+    /// Without a checkpoint: start at the beginning of the archive instead of at "now".
+    pub from_start: bool,
+    /// The longest wait for new events when no notification arrives.
+    pub poll: Duration,
+    /// Pause before retrying a batch that failed.
+    pub failure_pause: Duration,
+    pub stale_after: Duration,
+    pub db_backoff: Backoff,
+    pub call_backoff: Backoff,
+    pub started_by: String,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        let runner = crate::runner::RunnerConfig::default();
+        ConsumerConfig {
+            from_start: false,
+            poll: Duration::from_secs(1),
+            failure_pause: Duration::from_secs(5),
+            stale_after: runner.stale_after,
+            db_backoff: runner.db_backoff,
+            call_backoff: runner.call_backoff,
+            started_by: runner.started_by,
+        }
+    }
+}
+
+/// What a consumer did until it stopped.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumeReport {
+    pub summary: Summary,
+    pub events_this_run: u64,
+    pub checkpoint: Option<LivePosition>,
+}
+
+/// Follows the archive until shutdown.
+pub async fn consume(
+    pool: &PgPool,
+    database_url: &str,
+    job: &Job,
+    live: &LiveJob,
+    effects: Effects,
+    config: ConsumerConfig,
+    mut shutdown: Shutdown,
+) -> Result<ConsumeReport, RunError> {
+    let key = LIVE_EXECUTION;
+    let mut lock = ExecutionLock::acquire(database_url, key, "consume").await?;
+    let mut report = ConsumeReport {
+        summary: execution::ensure_live(pool, key, &job.name, &config.started_by)
+            .await?
+            .unwrap_or_default(),
+        ..ConsumeReport::default()
+    };
+    let mut position = match execution::live_checkpoint(pool, key).await? {
+        Some(position) => position,
+        None => {
+            let start = if config.from_start {
+                LivePosition {
+                    xid: 0,
+                    posicao: i64::MIN,
+                }
+            } else {
+                archive::live_horizon(pool).await?
+            };
+            let mut conn = pool.acquire().await?;
+            execution::advance_live(&mut conn, key, start, &report.summary).await?;
+            start
+        }
+    };
+    tracing::info!(
+        execution = key,
+        xid = position.xid,
+        posicao = position.posicao,
+        "live consumer starting"
+    );
+    let mut applier = Applier::new(
+        pool.clone(),
+        ApplierConfig {
+            claim: Claim::new(key),
+            checkpoint_key: key.to_string(),
+            mode: Mode::Live,
+            policy: live.effects.clone(),
+            event_types: live.event_types.clone(),
+            on_invalid_event: live.on_invalid_event,
+            stale_after: config.stale_after,
+            db_backoff: config.db_backoff,
+            call_backoff: config.call_backoff,
+        },
+        effects.clone(),
+    );
+    settle_own(pool, &effects).await;
+    let mut listener = listen(pool).await;
+
+    while !shutdown.is_triggered() {
+        if !lock.still_held().await {
+            tracing::warn!(
+                execution = key,
+                "lost the consumer's lock (database connection dropped); taking it again"
+            );
+            lock = ExecutionLock::reacquire(database_url, key, "consume", Duration::from_secs(600))
+                .await?;
+            position = execution::live_checkpoint(pool, key)
+                .await?
+                .unwrap_or(position);
+            settle_own(pool, &effects).await;
+            applier.renew_claim();
+        }
+        let batch = match archive::read_live(pool, position, live.batch_size).await {
+            Ok(batch) => batch,
+            Err(err) => {
+                tracing::warn!(error = %err, "reading the archive failed; retrying");
+                pause(&mut shutdown, config.failure_pause).await;
+                continue;
+            }
+        };
+        let Some(&(_, last_xid)) = batch.last() else {
+            wait_for_events(&mut listener, &mut shutdown, config.poll).await;
+            continue;
+        };
+        let events: Vec<_> = batch.into_iter().map(|(event, _)| event).collect();
+        let last = LivePosition {
+            xid: last_xid,
+            posicao: events[events.len() - 1].posicao,
+        };
+        let outcome = match applier.apply_batch(&events, &shutdown).await {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                tracing::warn!(error = %err, "applying a batch failed; settling and retrying");
+                pause(&mut shutdown, config.failure_pause).await;
+                settle_own(pool, &effects).await;
+                applier.renew_claim();
+                continue;
+            }
+        };
+        if let Some(rejected) = outcome.halted_on {
+            if live.on_invalid_event == OnInvalidEvent::Stop {
+                execution::finish(pool, key, "falhou", Some(&rejected.erro)).await?;
+                return Err(RunError::InvalidEvent(rejected));
+            }
+        }
+        if outcome.failure.is_some() || outcome.settled_through != Some(last.posicao) {
+            // A provider kept failing (its key released) or shutdown came mid-batch: the
+            // checkpoint stays, and the batch is read again.
+            if let Some(failure) = outcome.failure {
+                tracing::warn!(key = %failure.key, class = %failure.class, "effect failed after retries; the batch will be retried");
+                pause(&mut shutdown, config.failure_pause).await;
+            }
+            continue;
+        }
+        report.summary.add(&outcome.summary);
+        report.events_this_run += outcome.summary.events_read;
+        let saved = db::retry("advance checkpoint", config.db_backoff, || async {
+            let mut tx = pool.begin().await?;
+            execution::advance_live(&mut tx, key, last, &report.summary).await?;
+            tx.commit().await
+        })
+        .await;
+        match saved {
+            Ok(()) => position = last,
+            Err(err) => {
+                tracing::warn!(error = %err, "could not store the checkpoint; the batch will be read again")
+            }
+        }
+        report.checkpoint = Some(position);
+    }
+    let _ = execution::finish(pool, key, "interrompida", None).await;
+    lock.release().await;
+    Ok(report)
+}
+
+/// Settles the reservations this execution left `reservado` (only this process can have made
+/// them: it holds the lock), retrying while the database is unreachable.
+async fn settle_own(pool: &PgPool, effects: &Effects) {
+    let idempotent = effects.idempotent_types();
+    let patient = Backoff {
+        attempts: 60,
+        base: Duration::from_millis(200),
+        max: Duration::from_secs(5),
+    };
+    match db::retry("settle", patient, || {
+        ledger::settle_abandoned(pool, LIVE_EXECUTION, &idempotent, None)
+    })
+    .await
+    {
+        Ok(settled) if !settled.released.is_empty() || !settled.uncertain.is_empty() => {
+            tracing::warn!(
+                released = settled.released.len(),
+                uncertain = settled.uncertain.len(),
+                "settled the consumer's own abandoned reservations"
+            );
+        }
+        Ok(_) => {}
+        Err(err) => tracing::warn!(error = %err, "could not settle abandoned reservations yet"),
+    }
+}
+
+async fn listen(pool: &PgPool) -> Option<PgListener> {
+    let mut listener = PgListener::connect_with(pool).await.ok()?;
+    listener.listen("evento_arquivado").await.ok()?;
+    Some(listener)
+}
+
+/// Waits for a notification, the poll interval, or shutdown, whichever comes first.
+async fn wait_for_events(
+    listener: &mut Option<PgListener>,
+    shutdown: &mut Shutdown,
+    poll: Duration,
+) {
+    match listener {
+        Some(l) => {
+            tokio::select! {
+                _ = l.recv() => {}
+                _ = tokio::time::sleep(poll) => {}
+                _ = shutdown.triggered() => {}
+            }
+        }
+        None => pause(shutdown, poll).await,
+    }
+}
+
+async fn pause(shutdown: &mut Shutdown, how_long: Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(how_long) => {}
+        _ = shutdown.triggered() => {}
+    }
+}
