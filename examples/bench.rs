@@ -24,7 +24,7 @@ use replay_ledger::config::{self, JobKind};
 use replay_ledger::effects::Effects;
 use replay_ledger::runner::{self, RunnerConfig};
 use replay_ledger::shutdown::Shutdown;
-use replay_ledger::sink::{Behavior, Sink, SinkConfig};
+use replay_ledger::sink::{Sink, SinkConfig};
 use replay_ledger::{db, pgtemp::TempCluster};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
@@ -50,6 +50,14 @@ struct Args {
     /// Keep the scratch database.
     #[arg(long)]
     keep: bool,
+    /// Send (c)'s effects to this webhook instead of a sink inside the harness (e.g. one started
+    /// with `cargo run --release --example sink`), so the harness's RSS is the engine's alone.
+    #[arg(long)]
+    sink_url: Option<String>,
+    /// Internal: serve the loopback webhook (the harness starts itself this way, in a process of
+    /// its own, so the sink's memory and CPU are not counted as the engine's RSS).
+    #[arg(long, hide = true)]
+    serve_sink: bool,
 }
 
 const DAY_START: &str = "2026-10-14T00:00:00-03:00";
@@ -57,6 +65,22 @@ const DAY_START: &str = "2026-10-14T00:00:00-03:00";
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.serve_sink {
+        let sink = Sink::start(SinkConfig {
+            record: false,
+            ..SinkConfig::default()
+        })
+        .await?;
+        println!("{}", sink.url());
+        // Serve until the harness closes our stdin (or kills us).
+        let mut line = String::new();
+        let _ = tokio::io::AsyncBufReadExt::read_line(
+            &mut tokio::io::BufReader::new(tokio::io::stdin()),
+            &mut line,
+        )
+        .await;
+        return Ok(());
+    }
     let (cluster, admin_url) = match std::env::var("DATABASE_URL") {
         Ok(url) => (None, url),
         Err(_) => {
@@ -110,18 +134,30 @@ async fn bench(args: &Args, url: &str) -> anyhow::Result<()> {
     );
     println!("peak RSS after generation: {} MB", peak_rss_mb());
 
-    let sink = Sink::start(SinkConfig {
-        behavior: Behavior {
-            dedup: true,
-            ..Behavior::default()
-        },
-        ..SinkConfig::default()
-    })
-    .await?;
+    // The webhook answers at once and keeps only counts, in a process of its own, so its memory
+    // and work are not counted as the engine's.
+    let mut sink_process = None;
+    let sink_url = match &args.sink_url {
+        Some(url) => url.clone(),
+        None => {
+            let mut child = tokio::process::Command::new(std::env::current_exe()?)
+                .arg("--serve-sink")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()?;
+            let stdout = child.stdout.take().context("sink stdout")?;
+            let mut url = String::new();
+            tokio::io::AsyncBufReadExt::read_line(&mut tokio::io::BufReader::new(stdout), &mut url)
+                .await?;
+            sink_process = Some(child);
+            url.trim().to_string()
+        }
+    };
     let jobs = tempfile::tempdir()?;
     std::fs::write(
         jobs.path().join("effects.yaml"),
-        format!("notificar-vendedor:\n  webhook:\n    url: {}\n    timeout: 10s\n  idempotent: true\n  concurrency: {}\n", sink.url(), args.concurrency),
+        format!("notificar-vendedor:\n  webhook:\n    url: {sink_url}\n    timeout: 10s\n  idempotent: true\n  concurrency: {}\n", args.concurrency),
     )?;
     for job in ["bench-a", "bench-b", "bench-c"] {
         std::fs::write(
@@ -177,7 +213,14 @@ async fn bench(args: &Args, url: &str) -> anyhow::Result<()> {
         )
         .await?;
         c.label = "(c) engine, real run, every effect to a loopback webhook";
-        println!("    webhook received {} keys", sink.delivery_count());
+        println!(
+            "    aplicado per the ledger: {}",
+            sqlx::query_scalar::<_, i64>(
+                "select count(*) from efeito_aplicado where estado = 'concluido'"
+            )
+            .fetch_one(&pool)
+            .await?
+        );
         results.push(c);
     }
 
@@ -214,7 +257,7 @@ async fn bench(args: &Args, url: &str) -> anyhow::Result<()> {
         rss_engine,
         peak_rss_mb()
     );
-    sink.shutdown().await;
+    drop(sink_process);
     Ok(())
 }
 
@@ -323,8 +366,9 @@ async fn register_all(pool: &PgPool) -> anyhow::Result<()> {
 }
 
 /// (d) The floor: the database work of (b), by hand, batch for batch: keyset read, the
-/// version-guarded upsert of the batch reduced to the newest version per order, the set-based
-/// reservation, the checkpoint; one transaction per batch.
+/// before-values locked, the version-guarded upsert of the batch reduced to the newest version
+/// per order, the corrections recorded, the set-based reservation, the checkpoint; one
+/// transaction per batch.
 async fn floor(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> {
     let (from, to): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) = (
         chrono::DateTime::parse_from_rfc3339(DAY_START)?.into(),
@@ -384,17 +428,40 @@ async fn floor(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> {
             .collect();
         let evs: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
         let mut tx = pool.begin().await?;
-        sqlx::query("select pedido_id, valor_centavos, versao_evento from comissao where pedido_id = any($1) order by pedido_id for update")
+        let current = sqlx::query_as("select pedido_id, valor_centavos, versao_evento from comissao where pedido_id = any($1) order by pedido_id for update")
             .bind(&ids)
             .fetch_all(&mut *tx)
             .await?;
-        sqlx::query(
-            "insert into comissao (pedido_id, valor_centavos, versao_evento) select * from unnest($1::text[], $2::bigint[], $3::bigint[]) on conflict (pedido_id) do update set valor_centavos = excluded.valor_centavos, versao_evento = excluded.versao_evento, atualizado_em = now() where comissao.versao_evento <= excluded.versao_evento returning pedido_id",
+        let current: Vec<(String, i64, i64)> = current;
+        let before: std::collections::HashMap<&str, i64> =
+            current.iter().map(|(p, v, _)| (p.as_str(), *v)).collect();
+        let written: Vec<String> = sqlx::query_scalar(
+            "insert into comissao (pedido_id, valor_centavos, versao_evento) select * from unnest($1::text[], $2::bigint[], $3::bigint[]) on conflict (pedido_id) do update set valor_centavos = excluded.valor_centavos, versao_evento = excluded.versao_evento, atualizado_em = now() where comissao.versao_evento <= excluded.versao_evento and (comissao.valor_centavos, comissao.versao_evento) is distinct from (excluded.valor_centavos, excluded.versao_evento) returning pedido_id",
         )
         .bind(&ids)
         .bind(&vals)
         .bind(&vers)
         .fetch_all(&mut *tx)
+        .await?;
+        // The corrections a real run records for its report: the orders whose value changed.
+        let changed: Vec<&String> = written
+            .iter()
+            .filter(|p| before.get(p.as_str()) != Some(&newest[p.as_str()].0))
+            .collect();
+        let antes: Vec<Option<i64>> = changed
+            .iter()
+            .map(|p| before.get(p.as_str()).copied())
+            .collect();
+        let depois: Vec<i64> = changed.iter().map(|p| newest[p.as_str()].0).collect();
+        let versoes: Vec<i64> = changed.iter().map(|p| newest[p.as_str()].1).collect();
+        sqlx::query(
+            "insert into reprocessamento_correcao (execucao_id, pedido_id, antes, depois, versao_evento) select 'floor', * from unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) on conflict (execucao_id, pedido_id) do update set depois = excluded.depois, versao_evento = excluded.versao_evento, atualizado_em = now()",
+        )
+        .bind(&changed)
+        .bind(&antes)
+        .bind(&depois)
+        .bind(&versoes)
+        .execute(&mut *tx)
         .await?;
         sqlx::query(
             "insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id) select k, e, 'notificar-vendedor', 'reservado', 'floor' from unnest($1::text[], $2::text[]) as u(k, e) on conflict (chave) do nothing returning chave",

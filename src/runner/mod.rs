@@ -235,21 +235,8 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     };
 
     let claim = Claim::new(ctx.resolved.execution_id.clone());
-    if ctx.mode == Mode::Real {
-        let idempotent = ctx.effects.idempotent_types();
-        let settled =
-            ledger::settle_abandoned(pool, &claim.execution_id, &idempotent, scope.partition)
-                .await?;
-        if !settled.released.is_empty() || !settled.uncertain.is_empty() {
-            tracing::warn!(
-                execution = %key,
-                released = settled.released.len(),
-                uncertain = settled.uncertain.len(),
-                "settled reservations abandoned by an earlier process of this execution"
-            );
-        }
-    }
-    let applier = Applier::new(
+    settle_own(ctx, &key, scope.partition).await?;
+    let mut applier = Applier::new(
         pool.clone(),
         ApplierConfig {
             claim,
@@ -265,21 +252,43 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
         ctx.effects.clone(),
     );
 
-    let result = match window {
-        Some(window) => {
-            batch_loop(
-                pool,
-                &applier,
-                &window,
-                ctx.replay.batch_size,
-                config,
-                ctx.shutdown,
-                &mut lock,
-                &mut report,
-            )
-            .await
+    let mut recoveries = 0;
+    let result = loop {
+        let Some(window) = window else {
+            break Ok(Ended::Finished);
+        };
+        let result = batch_loop(
+            pool,
+            &applier,
+            &window,
+            ctx.replay.batch_size,
+            config,
+            ctx.shutdown,
+            &mut lock,
+            &mut report,
+        )
+        .await;
+        // A lost database (a restart, a dropped connection) is survived as a restart of this
+        // process would survive it: take the lock again, settle what this run left reserved, get
+        // a new claim, and go on from the stored checkpoint.
+        match result {
+            Err(err)
+                if recoverable(&err)
+                    && recoveries < MAX_RECOVERIES
+                    && !ctx.shutdown.is_triggered() =>
+            {
+                recoveries += 1;
+                tracing::warn!(execution = %key, error = %err, attempt = recoveries, "lost the database; recovering");
+                if !lock.still_held().await {
+                    lock =
+                        ExecutionLock::reacquire(ctx.database_url, &key, "run", RECOVERY_PATIENCE)
+                            .await?;
+                }
+                settle_own(ctx, &key, scope.partition).await?;
+                applier.renew_claim();
+            }
+            other => break other,
         }
-        None => Ok(Ended::Finished),
     };
     report.elapsed = started.elapsed();
     let (state, error) = match &result {
@@ -295,6 +304,51 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     lock.release().await;
     report.ended = result?;
     Ok(report)
+}
+
+/// Times a run recovers from a lost database before it gives up.
+const MAX_RECOVERIES: u32 = 20;
+/// How long a run waits for the database to come back.
+const RECOVERY_PATIENCE: Duration = Duration::from_secs(600);
+
+/// A failure that a restart of the process would get past: the database went away.
+fn recoverable(err: &RunError) -> bool {
+    match err {
+        RunError::LockLost(_) => true,
+        RunError::Database(e) | RunError::Apply(ApplyError::Database(e)) => db::is_transient(e),
+        _ => false,
+    }
+}
+
+/// Settles the reservations this execution (this partition) left `reservado` in an earlier
+/// process, or in this one before it lost the database: we hold the lock, so they are abandoned.
+async fn settle_own(
+    ctx: &Context<'_>,
+    key: &str,
+    partition: Option<Partition>,
+) -> Result<(), RunError> {
+    if ctx.mode != Mode::Real {
+        return Ok(());
+    }
+    let idempotent = ctx.effects.idempotent_types();
+    let patient = Backoff {
+        attempts: 60,
+        base: Duration::from_millis(200),
+        max: Duration::from_secs(10),
+    };
+    let settled = db::retry("settle", patient, || {
+        ledger::settle_abandoned(ctx.pool, &ctx.resolved.execution_id, &idempotent, partition)
+    })
+    .await?;
+    if !settled.released.is_empty() || !settled.uncertain.is_empty() {
+        tracing::warn!(
+            execution = %key,
+            released = settled.released.len(),
+            uncertain = settled.uncertain.len(),
+            "settled reservations abandoned by an earlier process of this execution"
+        );
+    }
+    Ok(())
 }
 
 /// Starts a pass of an execution: fixes its window (a partition takes its parent's), resets the
@@ -343,11 +397,23 @@ async fn batch_loop(
     report: &mut RunReport,
 ) -> Result<Ended, RunError> {
     let key = report.checkpoint_key.clone();
-    let mut checkpoint = execution::load(pool, &key)
-        .await?
-        .and_then(|e| e.checkpoint)
-        .unwrap_or(window.first.saturating_sub(1));
-    let remaining = archive::remaining(pool, window, checkpoint).await?;
+    // The last settled position; `None` before the window's first event (no position lies
+    // before one at i64::MIN, so "first - 1" cannot stand for it).
+    let stored = db::retry("load execution", config.db_backoff, || {
+        execution::load(pool, &key)
+    })
+    .await?;
+    if let Some(e) = &stored {
+        // After a recovery, what the database holds is the truth, not what this process counted.
+        report.summary = e.summary.clone();
+    }
+    let mut checkpoint = stored.and_then(|e| e.checkpoint);
+    // The first position not read yet; `None` past i64::MAX.
+    let mut read_from = checkpoint.map_or(Some(window.first), |c| c.checked_add(1));
+    let remaining = match read_from {
+        Some(from) => archive::remaining(pool, window, from).await?,
+        None => 0,
+    };
     let mut progress = Progress::new(
         &key,
         window.count.max(0) as u64,
@@ -363,8 +429,7 @@ async fn batch_loop(
         OnInvalidEvent::Record => config.pipeline_depth.max(1),
     };
     let mut in_flight = FuturesOrdered::new();
-    let mut read_after = checkpoint;
-    let mut exhausted = false;
+    let mut exhausted = read_from.is_none();
     let mut advancing = true;
     let mut stop: Option<Result<Ended, RunError>> = None;
     loop {
@@ -373,9 +438,9 @@ async fn batch_loop(
                 stop = Some(Ok(Ended::Interrupted));
             } else if !lock.still_held().await {
                 stop = Some(Err(RunError::LockLost(key.clone())));
-            } else {
+            } else if let Some(from) = read_from {
                 let read = db::retry("read batch", config.db_backoff, || {
-                    archive::read_batch(pool, window, read_after, batch_size)
+                    archive::read_batch(pool, window, from, batch_size)
                 })
                 .await;
                 match read {
@@ -383,7 +448,8 @@ async fn batch_loop(
                     Ok(events) => match events.last().map(|e| e.posicao) {
                         None => exhausted = true,
                         Some(last) => {
-                            read_after = last;
+                            read_from = last.checked_add(1);
+                            exhausted = read_from.is_none();
                             in_flight.push_back(async move {
                                 let outcome = applier.apply_batch(&events, shutdown).await;
                                 (last, outcome)
@@ -391,6 +457,8 @@ async fn batch_loop(
                         }
                     },
                 }
+            } else {
+                exhausted = true;
             }
         }
         let Some((last, outcome)) = in_flight.next().await else {
@@ -411,14 +479,11 @@ async fn batch_loop(
         // stop) is read again as a whole by the run that resumes it, and the stored summary, which
         // counts whole batches, counts each event once.
         let whole = advancing && outcome.settled_through >= Some(last);
-        let advanced_to = if whole { last } else { checkpoint };
         if whole {
             report.summary.add(&outcome.summary);
-        }
-        if advanced_to != checkpoint || whole {
             let saved = db::retry("advance checkpoint", config.db_backoff, || async {
                 let mut tx = pool.begin().await?;
-                execution::advance(&mut tx, &key, advanced_to, &report.summary).await?;
+                execution::advance(&mut tx, &key, last, &report.summary).await?;
                 tx.commit().await
             })
             .await;
@@ -427,13 +492,12 @@ async fn batch_loop(
                 stop.get_or_insert(Err(err.into()));
                 continue;
             }
-        }
-        checkpoint = advanced_to;
-        report.checkpoint = Some(checkpoint);
-        if !whole {
+            checkpoint = Some(last);
+        } else {
             advancing = false;
         }
-        tracing::debug!(execution = %key, batch_last = last, checkpoint, "batch applied");
+        report.checkpoint = checkpoint;
+        tracing::debug!(execution = %key, batch_last = last, checkpoint = ?checkpoint, "batch applied");
         if let Some(failure) = outcome.failure {
             stop.get_or_insert(Err(RunError::EffectFailed(failure)));
         }

@@ -1,0 +1,205 @@
+//! Faults: PostgreSQL restarted under a running `run` and under `consume` (a throwaway cluster of
+//! the test's own, never the shared server), and a provider that never answers.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use replay_ledger::pgtemp::TempCluster;
+use replay_ledger::runner::{Ended, RunError};
+use replay_ledger::sink::Behavior;
+use sqlx::PgPool;
+
+use crate::helpers::*;
+
+/// A throwaway cluster with the schema, and a pool on it.
+async fn own_cluster() -> (TempCluster, PgPool) {
+    let cluster = TempCluster::start()
+        .await
+        .expect("a throwaway cluster from the local binaries");
+    let pool = replay_ledger::db::connect(&cluster.url(), "test")
+        .await
+        .unwrap();
+    replay_ledger::db::migrate(&pool).await.unwrap();
+    (cluster, pool)
+}
+
+/// Stops the cluster for a moment, then starts it again on the same data and port.
+async fn restart(cluster: &mut TempCluster) {
+    cluster.stop().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cluster
+        .start_again()
+        .await
+        .expect("the cluster starts again");
+}
+
+#[tokio::test]
+async fn a_run_carries_on_after_postgresql_restarts_and_ends_like_an_undisturbed_run() {
+    let (mut cluster, pool) = own_cluster().await;
+    let reference = TestDb::new().await;
+    let events = paid_orders(2_000);
+    insert(&pool, &events).await;
+    insert(&reference.pool, &events).await;
+    let provider = sink(Behavior {
+        dedup: true,
+        delay: Duration::from_millis(2),
+        ..Default::default()
+    })
+    .await;
+    let jobs = jobs_dir(
+        &provider.url(),
+        &JobSpec {
+            batch_size: 50,
+            ..JobSpec::default()
+        },
+    );
+    let child = command(&cluster.url(), jobs.path())
+        .args(["run", "replay-2026-10-14-v2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the run is mid-window", || async {
+        provider.delivery_count() >= 300
+    })
+    .await;
+
+    restart(&mut cluster).await;
+    let out = finish(child, "the run across a restart").await;
+
+    assert_success(&out, "the run across a restart");
+    run_job(&reference, jobs.path(), "replay-2026-10-14-v2", None, false)
+        .await
+        .unwrap();
+    let pool = replay_ledger::db::connect(&cluster.url(), "test")
+        .await
+        .unwrap();
+    assert_eq!(commissions(&pool).await, commissions(&reference.pool).await);
+    assert_eq!(ledger(&pool).await, ledger(&reference.pool).await);
+    assert!(ledger(&pool).await.iter().all(|(_, e)| e == "concluido"));
+    assert_eq!(
+        provider.deliveries().len(),
+        2_000,
+        "every key reached the provider"
+    );
+}
+
+#[tokio::test]
+async fn the_live_consumer_carries_on_after_postgresql_restarts() {
+    let (mut cluster, pool) = own_cluster().await;
+    let provider = sink(Behavior {
+        dedup: true,
+        ..Default::default()
+    })
+    .await;
+    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
+    std::fs::write(
+        jobs.path().join("live.yaml"),
+        "name: live\nkind: live\nbatch_size: 20\neffects:\n  notificar-vendedor: { mode: apply, on_failure: release }\n",
+    )
+    .unwrap();
+    insert(&pool, &paid_orders(100)).await;
+    let consumer = command(&cluster.url(), jobs.path())
+        .args(["consume", "--from-start"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the first events are applied", || async {
+        provider.delivery_count() == 100
+    })
+    .await;
+
+    restart(&mut cluster).await;
+    let pool2 = replay_ledger::db::connect(&cluster.url(), "test")
+        .await
+        .unwrap();
+    let more: Vec<_> = (101..=200)
+        .map(|i| paid(i, &format!("ped-{i}"), 1, 1000 * i, 5.0))
+        .collect();
+    insert(&pool2, &more).await;
+    wait_until(
+        "the events archived after the restart are applied",
+        || async { provider.delivery_count() == 200 },
+    )
+    .await;
+    send_signal(&consumer, Signal::SIGTERM);
+    let out = finish(consumer, "consume").await;
+
+    assert_success(&out, "consume across a restart");
+    assert_eq!(commissions(&pool2).await.len(), 200);
+    assert!(ledger(&pool2).await.iter().all(|(_, e)| e == "concluido"));
+    drop(pool);
+}
+
+#[tokio::test]
+async fn a_provider_that_never_answers_is_cut_by_its_timeout_and_its_key_ends_incerto_under_keep() {
+    let db = TestDb::new().await;
+    let events = paid_orders(3);
+    insert(&db.pool, &events).await;
+    let hanging = key(&events[1]);
+    // A provider whose answers come long after the timeout: the calls may have gone out.
+    let provider = sink(Behavior {
+        delay: Duration::from_secs(30),
+        ..Default::default()
+    })
+    .await;
+    let jobs = jobs_dir(
+        &provider.url(),
+        &JobSpec {
+            idempotent: false,
+            on_failure: "keep",
+            timeout: "300ms",
+            ..JobSpec::default()
+        },
+    );
+
+    let report = run_job(&db, jobs.path(), "replay-2026-10-14-v2", None, false)
+        .await
+        .unwrap();
+
+    assert_eq!(report.ended, Ended::Finished);
+    assert_eq!(report.summary.effects.get("incerto"), Some(&3));
+    assert!(ledger(&db.pool).await.iter().all(|(_, e)| e == "incerto"));
+    let history = replay_ledger::ledger::attempt_history(&db.pool, &hanging)
+        .await
+        .unwrap();
+    assert_eq!(history[0].3.as_deref(), Some("timeout"));
+    assert_eq!(
+        provider.request_count(),
+        3,
+        "each key was tried once, never resent"
+    );
+}
+
+#[tokio::test]
+async fn a_provider_that_never_answers_under_release_stops_the_run_after_its_retries() {
+    let db = TestDb::new().await;
+    insert(&db.pool, &paid_orders(2)).await;
+    let provider = sink(Behavior {
+        dedup: true,
+        delay: Duration::from_secs(30),
+        ..Default::default()
+    })
+    .await;
+    let jobs = jobs_dir(
+        &provider.url(),
+        &JobSpec {
+            timeout: "200ms",
+            ..JobSpec::default()
+        },
+    );
+
+    let err = run_job(&db, jobs.path(), "replay-2026-10-14-v2", None, false)
+        .await
+        .unwrap_err();
+
+    let RunError::EffectFailed(failure) = err else {
+        panic!("expected an effect failure, got {err}")
+    };
+    assert_eq!(failure.class, "timeout");
+    assert!(
+        ledger(&db.pool).await.is_empty(),
+        "the keys were released for a later run"
+    );
+}
