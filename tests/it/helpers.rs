@@ -515,3 +515,56 @@ pub async fn uninterrupted_run(
     assert_success(&output, "the uninterrupted run");
     (commissions(&db.pool).await, ledger(&db.pool).await)
 }
+
+/// Asserts two ordered row sets are equal, showing only the first differences.
+pub fn assert_same_rows<T: PartialEq + std::fmt::Debug>(actual: &[T], expected: &[T], what: &str) {
+    let differing: Vec<(Option<&T>, Option<&T>)> = (0..actual.len().max(expected.len()))
+        .map(|i| (actual.get(i), expected.get(i)))
+        .filter(|(a, e)| a != e)
+        .take(5)
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "{what}: {} rows vs {} expected; first differences (actual, expected): {differing:?}",
+        actual.len(),
+        expected.len()
+    );
+}
+
+/// A reservation left by a dead process of `execucao_id`: fresh, so no staleness rule applies.
+pub async fn abandon_fresh_reservation(pool: &PgPool, event: &Event, execucao_id: &str) {
+    sqlx::query(
+        "insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id, atualizado_em) values ($1, $2, 'notificar-vendedor', 'reservado', $3, $4, now())",
+    )
+    .bind(key(event))
+    .bind(&event.id)
+    .bind(execucao_id)
+    .bind(uuid::Uuid::new_v4())
+    .execute(pool)
+    .await
+    .expect("insert an abandoned reservation");
+}
+
+/// Waits until no session of a `replay-ledger` process (other than this test's own pool) is left
+/// on this test's database: after a kill, a statement the process had already sent has then
+/// either committed or rolled back, so what the ledger shows is final.
+pub async fn wait_sessions_gone(pool: &PgPool) {
+    wait_until(
+        "the killed process's database sessions are gone",
+        || async move {
+            let left: i64 = sqlx::query_scalar(
+                r#"
+            select count(*) from pg_stat_activity
+            where datname = current_database()
+              and application_name like 'replay-ledger %'
+              and application_name not like 'replay-ledger test %'
+            "#,
+            )
+            .fetch_one(pool)
+            .await
+            .expect("read pg_stat_activity");
+            left == 0
+        },
+    )
+    .await;
+}
