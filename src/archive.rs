@@ -6,6 +6,9 @@ use sqlx::PgPool;
 
 use crate::domain::Event;
 
+mod payload;
+use payload::Payload;
+
 /// The part of the archive an execution covers: `ocorrido_em` in `[from, to)` and `posicao` in
 /// `(.., last]`. `last` is fixed when a pass starts, so events archived later with a higher
 /// `posicao` are not chased (the next pass or the live consumer takes them).
@@ -47,7 +50,7 @@ impl Window {
             partition: Some(partition),
             ..*self
         };
-        part.count = remaining(pool, &part, self.first.saturating_sub(1)).await?;
+        part.count = remaining(pool, &part, self.first).await?;
         Ok(part)
     }
 }
@@ -83,19 +86,19 @@ pub async fn bounds(
     })
 }
 
-/// How many events of the window lie after `after` (for progress and ETA on resume).
-pub async fn remaining(pool: &PgPool, window: &Window, after: i64) -> Result<i64, sqlx::Error> {
+/// How many events of the window lie at or after `from` (for progress and ETA on resume).
+pub async fn remaining(pool: &PgPool, window: &Window, from: i64) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(
         r#"
         select count(*)
         from evento_arquivado
-        where ocorrido_em >= $1 and ocorrido_em < $2 and posicao > $3 and posicao <= $4
+        where ocorrido_em >= $1 and ocorrido_em < $2 and posicao >= $3 and posicao <= $4
           and ($5::int4 is null or mod(hashtext(pedido_id) & 2147483647, $6::int4) = $5)
         "#,
     )
     .bind(window.from)
     .bind(window.to)
-    .bind(after)
+    .bind(from)
     .bind(window.last)
     .bind(Partition::params(window.partition).0)
     .bind(Partition::params(window.partition).1)
@@ -103,46 +106,45 @@ pub async fn remaining(pool: &PgPool, window: &Window, after: i64) -> Result<i64
     .await
 }
 
-/// The next batch of the window after `after`, in `posicao` order.
+/// The next batch of the window from `from` on (inclusive: a cursor "after" a position could not
+/// start before an event at i64::MIN), in `posicao` order.
 pub async fn read_batch(
     pool: &PgPool,
     window: &Window,
-    after: i64,
+    from: i64,
     limit: u32,
 ) -> Result<Vec<Event>, sqlx::Error> {
     let rows: Vec<EventRow> = sqlx::query_as(
         r#"
             select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
             from evento_arquivado
-            where posicao > $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
+            where posicao >= $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
               and ($6::int4 is null or mod(hashtext(pedido_id) & 2147483647, $7::int4) = $6)
             order by posicao
             limit $5
             "#,
     )
-    .bind(after)
+    .bind(from)
     .bind(window.last)
     .bind(window.from)
     .bind(window.to)
     .bind(i64::from(limit))
     .bind(Partition::params(window.partition).0)
     .bind(Partition::params(window.partition).1)
+    // Planned with the actual values every time: a cached generic plan does not know how wide
+    // the `ocorrido_em` range is, picks the `(ocorrido_em, posicao)` index and sorts the whole
+    // window for every batch (quadratic; seen at 1,000,000 events). With the values, the planner
+    // walks the primary key from `from` and stops after `limit` rows.
+    .persistent(false)
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(into_event).collect())
 }
 
-type EventRow = (
-    i64,
-    String,
-    String,
-    String,
-    i64,
-    serde_json::Value,
-    DateTime<Utc>,
-);
+type EventRow = (i64, String, String, String, i64, Payload, DateTime<Utc>);
 
 fn into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em): EventRow) -> Event {
+    let payload = payload.into_value(&id, posicao);
     Event {
         posicao,
         id,
@@ -238,7 +240,7 @@ pub async fn read_live(
         String,
         String,
         i64,
-        serde_json::Value,
+        Payload,
         DateTime<Utc>,
         String,
     );

@@ -419,7 +419,10 @@ pub fn print_report(report: &RunReport) {
         s.orders_changed,
         money::brl(s.total_before_centavos),
         money::brl(s.total_after_centavos),
-        money::brl_signed(s.total_after_centavos - s.total_before_centavos)
+        money::brl_signed(
+            s.total_after_centavos
+                .saturating_sub(s.total_before_centavos)
+        )
     );
     println!("  state: {}", counts(&s.state));
     println!("  effects: {}", counts(&s.effects));
@@ -551,8 +554,12 @@ async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
     for e in &executions {
         let progress = match (e.first, e.last, e.checkpoint) {
             (Some(first), Some(last), Some(cp)) if last >= first => {
-                let pct =
-                    ((cp - first + 1).max(0) as f64 / (last - first + 1) as f64 * 100.0).min(100.0);
+                // In i128: a window may span all of i64.
+                let (done, total) = (
+                    i128::from(cp) - i128::from(first) + 1,
+                    i128::from(last) - i128::from(first) + 1,
+                );
+                let pct = (done.max(0) as f64 / total as f64 * 100.0).min(100.0);
                 format!("checkpoint {cp} of {first}..{last} ({pct:.0}%)")
             }
             _ => "empty window".into(),

@@ -11,6 +11,11 @@ pub const NOTIFY_SELLER: &str = "notificar-vendedor";
 /// `Number.MAX_SAFE_INTEGER`: the largest integer a JavaScript number holds exactly.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
+/// The longest `evento_id` and `pedido_id` handled. They become primary keys (`comissao`, the
+/// ledger key), and a PostgreSQL btree entry holds at most 2704 bytes: an event with a longer id
+/// could never be written, and would stop every run of its window. It is rejected instead.
+pub const MAX_ID_BYTES: usize = 1024;
+
 /// The seed's error message for a bad `pedido.pago` payload.
 pub const INVALID_PAYLOAD: &str = "payload de pedido.pago invalido";
 
@@ -119,6 +124,12 @@ fn js_math_round(x: f64) -> f64 {
 pub fn handle(event: &Event) -> Result<Option<Decision>, InvalidPayload> {
     if event.tipo != ORDER_PAID {
         return Ok(None);
+    }
+    if event.id.len() > MAX_ID_BYTES {
+        return Err(invalid("evento id longer than 1024 bytes"));
+    }
+    if event.pedido_id.len() > MAX_ID_BYTES {
+        return Err(invalid("pedido_id longer than 1024 bytes"));
     }
     let valor = calcular_comissao(&event.payload)?;
     let effects = vec![EffectRequest {

@@ -45,9 +45,10 @@ pub trait Provider: Send + Sync {
     async fn perform(&self, key: &str, body: &Value) -> Result<Option<Value>, EffectError>;
 }
 
-/// `POST url` with `Idempotency-Key: <key>`, `Content-Type: application/json` and the configured
-/// headers. A 2xx answer is success (its JSON body, if any, is the result); anything else, a
-/// timeout or a connection error is a failure.
+/// `POST url` with `Idempotency-Key: <key>` (see [`idempotency_header`] for keys HTTP cannot carry
+/// verbatim), `Content-Type: application/json` and the configured headers. A 2xx answer is
+/// success (its JSON body, if any, is the result); anything else, a timeout or a connection error
+/// is a failure.
 pub struct WebhookProvider {
     client: reqwest::Client,
     url: reqwest::Url,
@@ -95,7 +96,7 @@ impl Provider for WebhookProvider {
             .client
             .post(self.url.clone())
             .headers(self.headers.clone())
-            .header("Idempotency-Key", key)
+            .header("Idempotency-Key", idempotency_header(key).as_ref())
             .json(body)
             .send()
             .await
@@ -111,10 +112,51 @@ impl Provider for WebhookProvider {
                 },
             );
         }
-        let bytes = response.bytes().await.map_err(|e| classify_transport(&e))?;
-        // A body that is not JSON is not an error: the call succeeded; there is just no result.
-        Ok(serde_json::from_slice::<Value>(&bytes).ok())
+        result_of(response).await
     }
+}
+
+/// The largest answer body kept as `resultado`.
+const MAX_RESULT_BYTES: usize = 1 << 20;
+
+/// The result of a successful call: its JSON body, when there is one that the ledger can store. A
+/// body that is not JSON, is larger than [`MAX_RESULT_BYTES`] (read no further), nests deeper than
+/// serde_json reads, or holds a NUL (`\u0000`, which jsonb refuses) is not an error — the call
+/// succeeded and must be recorded; there is just no result.
+async fn result_of(mut response: reqwest::Response) -> Result<Option<Value>, EffectError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| classify_transport(&e))? {
+        if body.len() + chunk.len() > MAX_RESULT_BYTES {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    if body.windows(6).any(|w| w == b"\\u0000") {
+        return Ok(None);
+    }
+    Ok(serde_json::from_slice::<Value>(&body).ok())
+}
+
+/// The `Idempotency-Key` header value of a ledger key. A key of visible ASCII other than `%` (every
+/// key of ordinary ids) is sent as it is. Any other key — an event id with spaces, control
+/// characters or non-ASCII text — is sent with each of its UTF-8 bytes outside visible ASCII, and
+/// each `%`, percent-encoded: HTTP cannot carry it verbatim (a newline cannot be sent at all,
+/// leading and trailing blanks are stripped, bytes above 0x7F are refused by many servers), and
+/// since only encoded keys contain `%`, two different keys never share a header.
+pub fn idempotency_header(key: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |b: u8| b.is_ascii_graphic() && b != b'%';
+    if key.bytes().all(plain) {
+        return std::borrow::Cow::Borrowed(key);
+    }
+    let mut out = String::with_capacity(key.len() * 3);
+    for b in key.bytes() {
+        if plain(b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A transport failure, named by kind only (reqwest's message may carry the URL and its query).
@@ -165,8 +207,10 @@ impl Effect {
         let pacer = config
             .rate_per_second
             .filter(|r| *r > 0.0)
-            .map(|rate| Pacer {
-                interval: Duration::from_secs_f64(1.0 / rate),
+            // A rate too small for a `Duration` interval (config refuses it) paces nothing.
+            .and_then(|rate| Duration::try_from_secs_f64(1.0 / rate).ok())
+            .map(|interval| Pacer {
+                interval,
                 next: Mutex::new(Instant::now()),
             });
         Effect {

@@ -80,8 +80,13 @@ impl Summary {
             *self.state.entry(k.clone()).or_default() += v;
         }
         self.orders_changed += other.orders_changed;
-        self.total_before_centavos += other.total_before_centavos;
-        self.total_after_centavos += other.total_after_centavos;
+        // Saturating: commissions of up to 2^53 each can sum past i64 (hostile payloads).
+        self.total_before_centavos = self
+            .total_before_centavos
+            .saturating_add(other.total_before_centavos);
+        self.total_after_centavos = self
+            .total_after_centavos
+            .saturating_add(other.total_after_centavos);
         for (k, v) in &other.effects {
             *self.effects.entry(k.clone()).or_default() += v;
         }
@@ -258,8 +263,13 @@ pub async fn start_pass(pool: &PgPool, pass: &NewPass<'_>) -> Result<(), sqlx::E
     .bind(pass.pass)
     .execute(&mut *tx)
     .await?;
-    let before_window = first.map_or(0, |f| f.saturating_sub(1));
-    set_checkpoint(&mut tx, pass.key, before_window).await?;
+    // Before the window: the position before its first event, or no checkpoint row at all when
+    // that event is at i64::MIN (no position lies before it; the runner reads from the start).
+    match first.map(|f| f.checked_sub(1)) {
+        Some(Some(before_window)) => set_checkpoint(&mut tx, pass.key, before_window).await?,
+        Some(None) => clear_checkpoint(&mut tx, pass.key).await?,
+        None => set_checkpoint(&mut tx, pass.key, 0).await?,
+    }
     sqlx::query("delete from evento_rejeitado where execucao_id = $1")
         .bind(pass.key)
         .execute(&mut *tx)
@@ -299,6 +309,15 @@ async fn set_checkpoint(
     .bind(posicao)
     .execute(conn)
     .await?;
+    Ok(())
+}
+
+/// Removes the checkpoint: nothing of the execution is settled.
+async fn clear_checkpoint(conn: &mut PgConnection, key: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("delete from reprocessamento_checkpoint where execucao_id = $1")
+        .bind(key)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 

@@ -324,8 +324,13 @@ fn count_state(
         let before = current.get(&row.pedido_id).map(|c| c.valor_centavos);
         if before != Some(row.valor_centavos) {
             summary.orders_changed += 1;
-            summary.total_before_centavos += before.unwrap_or(0);
-            summary.total_after_centavos += row.valor_centavos;
+            // Saturating: commissions of up to 2^53 each can sum past i64 (hostile payloads).
+            summary.total_before_centavos = summary
+                .total_before_centavos
+                .saturating_add(before.unwrap_or(0));
+            summary.total_after_centavos = summary
+                .total_after_centavos
+                .saturating_add(row.valor_centavos);
         }
     }
 }

@@ -127,7 +127,10 @@ impl<'de> Deserialize<'de> for Headers {
 
 fn check_header_name(name: String, seen: &[(String, SecretString)]) -> Result<String, String> {
     if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-        return Err(format!("invalid header name `{name}`"));
+        // Not quoted: a missing `:` makes a whole `Name value` line (a token) the name.
+        return Err(
+            "invalid header name (letters, digits and `-`, e.g. `Authorization`; the text is not shown: it may hold a secret)".into(),
+        );
     }
     if name.eq_ignore_ascii_case("idempotency-key") {
         return Err(

@@ -17,18 +17,32 @@ impl ConfigError {
         ConfigError {
             file: file.to_path_buf(),
             position,
-            message: message.into(),
+            message: one_line(&message.into()),
         }
     }
 }
 
+/// `text` with its control characters (and Unicode line separators) escaped: a message may quote
+/// a value from the file or the environment, and must stay on its one line of `check`'s output
+/// without driving the terminal.
+fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = one_line(&self.file.display().to_string());
         match self.position {
-            Some((line, col)) => {
-                write!(f, "{}:{line}:{col}: {}", self.file.display(), self.message)
-            }
-            None => write!(f, "{}: {}", self.file.display(), self.message),
+            Some((line, col)) => write!(f, "{file}:{line}:{col}: {}", self.message),
+            None => write!(f, "{file}: {}", self.message),
         }
     }
 }

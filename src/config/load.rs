@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::context::{self, Context};
 use super::effects::Catalog;
+use super::limits;
 use super::raw::{Kind, KindProbe, RawLive, RawReplay, RawReport, RawSweep};
 use super::{ConfigError, ConfigErrors, EffectCatalog, Job, EFFECTS_FILE};
 
@@ -132,15 +133,17 @@ fn job_files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
     Ok(files)
 }
 
+/// Reads a file within the bounds of [`limits`] (size, flow nesting) before any YAML parsing.
 fn read(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|e| {
+    let read = limits::read_bounded(path).map_err(|e| {
         let message = if e.kind() == std::io::ErrorKind::NotFound {
             "file not found".to_owned()
         } else {
             format!("cannot read: {e}")
         };
         ConfigError::new(path, None, message)
-    })
+    })?;
+    read.map_err(|(position, message)| ConfigError::new(path, position, message))
 }
 
 /// A serde_yaml error as a [`ConfigError`]: the position moves into the error's own fields, and
@@ -151,7 +154,36 @@ pub(super) fn yaml_error(file: &Path, e: serde_yaml::Error) -> ConfigError {
     if let Some((line, column)) = position {
         message = message.replacen(&format!(" at line {line} column {column}"), "", 1);
     }
-    ConfigError::new(file, position, strip_key_path(&message))
+    ConfigError::new(file, position, strip_key_path(&unquote_strings(&message)))
+}
+
+/// Replaces serde's quotation of a scalar (`invalid type: string "…", expected …`) by `a string`:
+/// a value written where a mapping belongs may be a secret (a webhook URL with its token, a
+/// header). The position still points at it.
+fn unquote_strings(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("string \"") {
+        out.push_str(&rest[..at]);
+        out.push_str("a string");
+        let quoted = &rest[at + "string \"".len()..];
+        // The quotation is Rust's `{:?}`: a `"` inside it is escaped as `\"`.
+        let mut escaped = false;
+        let end = quoted.char_indices().find_map(|(i, c)| match c {
+            '\\' if !escaped => {
+                escaped = true;
+                None
+            }
+            '"' if !escaped => Some(i + 1),
+            _ => {
+                escaped = false;
+                None
+            }
+        });
+        rest = end.map_or("", |end| &quoted[end..]);
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Drops serde_yaml's `effects.notificar-vendedor: ` prefix (a key path has no space or backtick;

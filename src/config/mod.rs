@@ -9,13 +9,15 @@
 //! - `scalar`: checked scalars (names, cron, timezone, durations, URLs, addresses, header values);
 //! - `de`: the visitor helpers; `interp`: `${VAR}` interpolation of one value at a time;
 //! - `context`: what a check needs beyond its value (the catalog, the names taken), per load;
-//! - `load`: files and directories; `error`: [`ConfigError`] / [`ConfigErrors`].
+//! - `load`: files and directories; `limits`: size and nesting bounds checked before parsing;
+//! - `error`: [`ConfigError`] / [`ConfigErrors`].
 
 mod context;
 mod de;
 mod effects;
 mod error;
 mod interp;
+mod limits;
 mod load;
 mod policy;
 mod raw;

@@ -143,16 +143,20 @@ impl<'de> Deserialize<'de> for Concurrency {
     }
 }
 
-/// `rate_per_second`: a finite number above zero.
+/// `rate_per_second`: a finite number of at least [`MIN_RATE`] (one call every ~11.6 days; a
+/// smaller one would make the interval between calls overflow a `Duration`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Rate(pub f64);
+const MIN_RATE: f64 = 1e-6;
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         checked_f64(d, "a number above 0", |r| {
-            if r.is_finite() && r > 0.0 {
+            if r.is_finite() && r >= MIN_RATE {
                 Ok(Rate(r))
             } else {
-                Err(format!("rate_per_second must be above 0, got {r}"))
+                Err(format!(
+                    "rate_per_second must be above 0, at least {MIN_RATE} (one call every 11.6 days), got {r}"
+                ))
             }
         })
     }

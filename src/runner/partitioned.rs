@@ -124,9 +124,10 @@ async fn start_parent_pass(ctx: &Context<'_>, key: &str) -> Result<Execution, Ru
         },
     )
     .await?;
-    Ok(execution::load(ctx.pool, key)
+    // Just started, but a row is outside data: someone may have deleted it since.
+    execution::load(ctx.pool, key)
         .await?
-        .expect("the pass was just started"))
+        .ok_or(RunError::Database(sqlx::Error::RowNotFound))
 }
 
 /// One worker: claims unfinished partitions of the pass, one at a time, until all are finished

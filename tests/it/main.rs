@@ -3,10 +3,17 @@
 //! the real `replay-ledger` binary.
 
 mod config;
+mod consumer;
 mod domain;
 mod engine;
+mod faults;
 mod helpers;
+mod hostile;
 mod ledger;
 mod operations;
+mod partitions;
 mod pgtemp_sink;
 mod process;
+mod report;
+mod security;
+mod serve;
