@@ -133,6 +133,7 @@ async fn bench(args: &Args, url: &str) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64()
     );
     println!("peak RSS after generation: {} MB", peak_rss_mb());
+    print_batch_plan(&pool, args.batch).await?;
 
     // The webhook answers at once and keeps only counts, in a process of its own, so its memory
     // and work are not counted as the engine's.
@@ -158,6 +159,10 @@ async fn bench(args: &Args, url: &str) -> anyhow::Result<()> {
     std::fs::write(
         jobs.path().join("effects.yaml"),
         format!("notificar-vendedor:\n  webhook:\n    url: {sink_url}\n    timeout: 10s\n  idempotent: true\n  concurrency: {}\n", args.concurrency),
+    )?;
+    std::fs::write(
+        jobs.path().join("bench-p.yaml"),
+        format!("name: bench-p\nwindow:\n  from: {DAY_START}\n  to: 2026-10-15T00:00:00-03:00\nbatch_size: {}\npartitions: 4\neffects:\n  notificar-vendedor: {{ mode: apply, on_failure: release }}\n", args.batch),
     )?;
     for job in ["bench-a", "bench-b", "bench-c"] {
         std::fs::write(
@@ -197,6 +202,39 @@ async fn bench(args: &Args, url: &str) -> anyhow::Result<()> {
         .await?,
     );
     results.push(seed_approach(&pool, args.seed_sample).await?);
+    // (f) a simulation of the window split in 4 partitions, run by 1, 2 and 4 workers.
+    let mut scaling = Vec::new();
+    for workers in [1usize, 2, 4] {
+        let job = loaded.job("bench-p").context("bench-p")?;
+        let JobKind::Replay(replay) = &job.kind else {
+            anyhow::bail!("not a replay job")
+        };
+        let config = RunnerConfig {
+            simulate: Some(true),
+            restart: true,
+            workers,
+            progress: false,
+            started_by: "bench".into(),
+            ..RunnerConfig::default()
+        };
+        let t = Instant::now();
+        let report = runner::run(
+            &pool,
+            url,
+            job,
+            replay,
+            effects.clone(),
+            config,
+            Shutdown::never(),
+        )
+        .await?;
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "(f) simulation in 4 partitions, {workers} worker(s): {} events in {secs:.2} s",
+            report.events_this_run
+        );
+        scaling.push((workers, report.events_this_run as f64 / secs.max(1e-9)));
+    }
     let rss_engine = peak_rss_mb();
     if !args.no_effects {
         sqlx::query("truncate efeito_aplicado, efeito_tentativa")
@@ -252,8 +290,15 @@ async fn bench(args: &Args, url: &str) -> anyhow::Result<()> {
         get("(b)") / get("(d)"),
         get("(b)") / get("(e)")
     );
+    let base = scaling.first().map_or(f64::NAN, |s| s.1);
+    for (workers, rate) in &scaling {
+        println!(
+            "(f) 4 partitions, {workers} worker(s): {rate:.0} events/s, speed-up {:.2}",
+            rate / base
+        );
+    }
     println!(
-        "peak RSS: {} MB after (a),(b),(d),(e); {} MB at the end",
+        "peak RSS: {} MB after (a),(b),(d),(e),(f); {} MB at the end",
         rss_engine,
         peak_rss_mb()
     );
@@ -400,6 +445,7 @@ async fn floor(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> {
         .bind(from)
         .bind(to)
         .bind(batch)
+        .persistent(false)
         .fetch_all(pool)
         .await?;
         let Some(end) = rows.last().map(|r| r.0) else {
@@ -522,6 +568,47 @@ async fn seed_approach(pool: &PgPool, sample: i64) -> anyhow::Result<Measured> {
         events: rows.len() as i64,
         secs,
     })
+}
+
+/// The plan of the engine's batch read, with real values: the window is a slice of the archive,
+/// found through an index, never a scan of the whole archive.
+async fn print_batch_plan(pool: &PgPool, batch: i64) -> anyhow::Result<()> {
+    let from: chrono::DateTime<chrono::Utc> =
+        chrono::DateTime::parse_from_rfc3339(DAY_START)?.into();
+    let to = from + chrono::Duration::days(1);
+    let (first, last): (i64, i64) = sqlx::query_as(
+        "select min(posicao), max(posicao) from evento_arquivado where ocorrido_em >= $1 and ocorrido_em < $2",
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_one(pool)
+    .await?;
+    let plan: Vec<String> = sqlx::query_scalar(
+        r#"
+        explain (costs off)
+        select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
+        from evento_arquivado
+        where posicao >= $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
+          and ($6::int4 is null or mod(hashtext(pedido_id) & 2147483647, $7::int4) = $6)
+        order by posicao
+        limit $5
+        "#,
+    )
+    .bind(first)
+    .bind(last)
+    .bind(from)
+    .bind(to)
+    .bind(batch)
+    .bind(None::<i32>)
+    .bind(1i32)
+    .persistent(false)
+    .fetch_all(pool)
+    .await?;
+    println!("plan of a batch read (the engine's query, with its values):");
+    for line in plan {
+        println!("  {line}");
+    }
+    Ok(())
 }
 
 async fn print_settings(pool: &PgPool) -> anyhow::Result<()> {

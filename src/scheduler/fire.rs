@@ -248,8 +248,29 @@ impl Shared {
         let outcome = log_outcome(&job.name, &key, result);
         if outcome == RunOutcome::Finished {
             self.metrics.record_success(&job.name, Utc::now());
+            self.mail_report(job, replay, &key).await;
         }
         self.metrics.record_run(&job.name, outcome);
+    }
+
+    /// `report_to`: the finished execution's report, sent once (the ledger keeps it from being
+    /// sent twice; a failed send is retried by the next fire that finds it finished).
+    async fn mail_report(&self, job: &Job, replay: &ReplayJob, key: &str) {
+        if replay.report_to.is_empty() {
+            return;
+        }
+        let sent = match crate::report::Mailer::from_env() {
+            Ok(mailer) => {
+                crate::report::after_run(&self.pool, job, replay, key, Utc::now(), &mailer)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = sent {
+            tracing::warn!(job = %job.name, execution = %key, error = %e, "the execution's report was not sent; retrying at the next tick");
+        }
     }
 
     /// Records a fire that either ran (`finished`) or failed.
