@@ -12,11 +12,10 @@ use sqlx::PgPool;
 use crate::config::{self, ConfigErrors, JobKind};
 use crate::effects::Effects;
 use crate::execution::Mode;
-use crate::ledger::{Resolution, ReviewError};
 use crate::runner::{self, Ended, RunError, RunReport, RunnerConfig};
-use crate::sweeper::{Sweeper, SweeperConfig};
-use crate::{db, demo, ledger, money, scheduler, shutdown};
+use crate::{db, demo, money, scheduler, shutdown};
 
+mod ops;
 mod reports;
 
 /// Replays archived domain events on PostgreSQL to correct derived state (`comissao`) and to
@@ -220,9 +219,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             restart,
             workers,
         } => run(&cli, job, *simulate, *restart, usize::from(*workers)).await,
-        Command::Status { json } => status(&cli, *json).await,
-        Command::Sweep { stale_after } => sweep(&cli, *stale_after).await,
-        Command::Review { action } => review(&cli, action).await,
+        Command::Status { json } => ops::status(&cli, *json).await,
+        Command::Sweep { stale_after } => ops::sweep(&cli, *stale_after).await,
+        Command::Review { action } => ops::review(&cli, action).await,
         Command::Report {
             execution,
             out,
@@ -451,138 +450,6 @@ fn counts(map: &std::collections::BTreeMap<String, u64>) -> String {
         .map(|(k, v)| format!("{k} {v}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-async fn sweep(cli: &Cli, stale_after: Option<std::time::Duration>) -> anyhow::Result<ExitCode> {
-    let catalog = config::load_effects(&cli.jobs_dir.join(config::EFFECTS_FILE))
-        .map_err(|e| ConfigErrors(vec![e]))?;
-    let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
-    let pool = connect(cli, true).await?;
-    let config = SweeperConfig {
-        stale_after: stale_after.unwrap_or_else(|| sweep_stale_after(&cli.jobs_dir)),
-        ..SweeperConfig::default()
-    };
-    let sweeper = match Sweeper::new(pool, effects, config) {
-        Ok(s) => s,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return Ok(ExitCode::from(2));
-        }
-    };
-    let outcome = sweeper.run_once().await?;
-    println!(
-        "sweep: retaken {}, completed {}, left for the next pass {}, moved to incerto {}",
-        outcome.retaken, outcome.completed, outcome.released, outcome.uncertain
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn review(cli: &Cli, action: &ReviewAction) -> anyhow::Result<ExitCode> {
-    let pool = connect(cli, true).await?;
-    match action {
-        ReviewAction::List { json } => {
-            let items = ledger::review_list(&pool).await?;
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&items)?);
-                return Ok(ExitCode::SUCCESS);
-            }
-            if items.is_empty() {
-                println!("review queue is empty");
-            }
-            for i in &items {
-                println!(
-                    "{}  type {}  execution {}  age {}  attempts {}  last error {}",
-                    i.key,
-                    i.tipo_efeito,
-                    i.execucao_id,
-                    humantime::format_duration(std::time::Duration::from_secs(
-                        i.idade_segundos.max(0) as u64
-                    )),
-                    i.tentativas,
-                    i.ultimo_erro.as_deref().unwrap_or("-")
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        ReviewAction::Resolve { key, sent, by, .. } => {
-            let resolution = if *sent {
-                Resolution::Sent
-            } else {
-                Resolution::NotSent
-            };
-            let by = by
-                .clone()
-                .unwrap_or_else(|| RunnerConfig::default().started_by);
-            match ledger::resolve(&pool, key, resolution, &by).await {
-                Ok(()) => {
-                    println!(
-                        "{key}: {}",
-                        if *sent {
-                            "marked concluido (it went out)"
-                        } else {
-                            "removed from the ledger; the next run of its window performs it"
-                        }
-                    );
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(ReviewError::Database(e)) => Err(e.into()),
-                Err(err) => {
-                    eprintln!("error: {err}");
-                    Ok(ExitCode::from(2))
-                }
-            }
-        }
-    }
-}
-
-async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
-    let pool = connect(cli, true).await?;
-    let executions = crate::execution::list(&pool).await?;
-    let review = ledger::review_queue_size(&pool).await?;
-    let jobs = config::load_dir(&cli.jobs_dir)
-        .map(|l| scheduler::job_statuses(&l.jobs, &executions, chrono::Utc::now()))
-        .map_err(|e| e.to_string());
-    if json {
-        let value = serde_json::json!({ "executions": executions, "review_queue": review,
-            "jobs": jobs.as_ref().ok(), "jobs_error": jobs.as_ref().err() });
-        println!("{}", serde_json::to_string_pretty(&value)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if executions.is_empty() {
-        println!("no executions yet");
-    }
-    for e in &executions {
-        let progress = match (e.first, e.last, e.checkpoint) {
-            (Some(first), Some(last), Some(cp)) if last >= first => {
-                // In i128: a window may span all of i64.
-                let (done, total) = (
-                    i128::from(cp) - i128::from(first) + 1,
-                    i128::from(last) - i128::from(first) + 1,
-                );
-                let pct = (done.max(0) as f64 / total as f64 * 100.0).min(100.0);
-                format!("checkpoint {cp} of {first}..{last} ({pct:.0}%)")
-            }
-            _ => "empty window".into(),
-        };
-        println!(
-            "{:<40} {:<10} {:<13} {}  events {}  effects: {}",
-            e.key,
-            e.mode,
-            e.state,
-            progress,
-            e.summary.events_read,
-            counts(&e.summary.effects)
-        );
-        if let Some(err) = &e.error {
-            println!("    last error: {err}");
-        }
-    }
-    println!("review queue: {review} effect(s) incerto");
-    match jobs {
-        Ok(jobs) => print!("jobs:\n{}", scheduler::status::render(&jobs)),
-        Err(e) => println!("jobs: cannot load {}: {e}", cli.jobs_dir.display()),
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `serve`: the scheduler daemon until SIGTERM/SIGINT.

@@ -144,21 +144,18 @@ pub async fn release(
     keys: &[String],
     tries: &[Attempt],
 ) -> Result<Vec<String>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let changed = sqlx::query_scalar(
+    settle_held(
+        pool,
+        claim,
+        keys,
+        tries,
         r#"
         delete from efeito_aplicado
         where chave = any($1) and estado = 'reservado' and reserva_id = $2
         returning chave
         "#,
     )
-    .bind(keys)
-    .bind(claim.token)
-    .fetch_all(&mut *tx)
-    .await?;
-    attempts::record(&mut tx, claim, tries).await?;
-    tx.commit().await?;
-    Ok(changed)
+    .await
 }
 
 /// Moves reservations of `claim` whose outcome is unknown to `incerto` (`keep`): out of the
@@ -169,18 +166,35 @@ pub async fn mark_uncertain(
     keys: &[String],
     tries: &[Attempt],
 ) -> Result<Vec<String>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let changed = sqlx::query_scalar(
+    settle_held(
+        pool,
+        claim,
+        keys,
+        tries,
         r#"
         update efeito_aplicado set estado = 'incerto', atualizado_em = now()
         where chave = any($1) and estado = 'reservado' and reserva_id = $2
         returning chave
         "#,
     )
-    .bind(keys)
-    .bind(claim.token)
-    .fetch_all(&mut *tx)
-    .await?;
+    .await
+}
+
+/// Runs one settlement statement (keys `$1`, the claim's token `$2`, returning the keys changed)
+/// and appends the attempts that explain it, in one transaction.
+async fn settle_held(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    tries: &[Attempt],
+    statement: &'static str,
+) -> Result<Vec<String>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar(statement)
+        .bind(keys)
+        .bind(claim.token)
+        .fetch_all(&mut *tx)
+        .await?;
     attempts::record(&mut tx, claim, tries).await?;
     tx.commit().await?;
     Ok(changed)
