@@ -220,9 +220,11 @@ pub async fn live_horizon(pool: &PgPool) -> Result<LivePosition, sqlx::Error> {
     let xmin: String = sqlx::query_scalar("select pg_snapshot_xmin(pg_current_snapshot())::text")
         .fetch_one(pool)
         .await?;
+    // Just after every event of a transaction below the horizon (all ended: history), and before
+    // every event of one at or above it, whatever its `posicao` (even i64::MIN).
     Ok(LivePosition {
-        xid: parse_xid(&xmin)?,
-        posicao: i64::MIN,
+        xid: parse_xid(&xmin)?.saturating_sub(1),
+        posicao: i64::MAX,
     })
 }
 

@@ -213,3 +213,41 @@ async fn a_restarted_consumer_resumes_from_its_checkpoint_without_resending() {
     assert_eq!(provider.deliveries().len(), 40);
     assert!(provider.deliveries().values().all(|n| *n == 1));
 }
+
+#[tokio::test]
+async fn a_consumer_without_a_checkpoint_starts_at_now_and_leaves_the_history_alone() {
+    let db = TestDb::new().await;
+    let provider = sink(Behavior::default()).await;
+    let jobs = live_jobs(&provider.url(), &JobSpec::default());
+    insert(&db.pool, &paid_orders(5)).await;
+    let consumer = command(&db.url, jobs.path())
+        .arg("consume")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn consume");
+    wait_until("the consumer stored its starting point", || async {
+        checkpoint(&db.pool, "ao-vivo").await.is_some()
+    })
+    .await;
+
+    let new: Vec<Event> = (6..=8)
+        .map(|i| paid(i, &format!("ped-{i}"), 1, 1000, 5.0))
+        .collect();
+    insert(&db.pool, &new).await;
+    wait_until("the new events are applied", || async {
+        concluded(&db).await == 3
+    })
+    .await;
+    send_signal(&consumer, Signal::SIGTERM);
+    assert_success(&finish(consumer, "consume").await, "consume");
+
+    let sent: HashSet<String> = provider.deliveries().into_keys().collect();
+    assert_eq!(sent, new.iter().map(key).collect::<HashSet<_>>());
+    assert_eq!(
+        commissions(&db.pool).await.len(),
+        3,
+        "the history was not replayed"
+    );
+}
