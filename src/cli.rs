@@ -51,7 +51,9 @@ pub enum Command {
     ///
     /// A simulation writes only diff rows (reprocessamento_diff) for finance to review; the real
     /// run corrects comissao and performs only the effects the ledger does not hold yet. Stop it
-    /// with Ctrl-C (it finishes the batch in hand and exits 130); run it again to resume.
+    /// with Ctrl-C or SIGTERM: no new effect call starts, calls in flight are answered and
+    /// recorded, the checkpoint stays after the last wholly settled batch, exit 130; run it again
+    /// to resume (a second signal exits at once).
     Run {
         /// A job's `name`, or a path to its YAML file.
         job: String,
@@ -101,7 +103,8 @@ pub enum Command {
         #[command(subcommand)]
         action: ReviewAction,
     },
-    /// Executions, their checkpoints and progress, and the size of the review queue.
+    /// Executions (and partitions), their checkpoints and progress, the scheduled jobs with their
+    /// next fire and last run, and the size of the review queue.
     Status {
         /// Machine-readable output.
         #[arg(long)]
@@ -116,8 +119,6 @@ pub enum Command {
         #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:9187")]
         metrics_addr: std::net::SocketAddr,
     },
-    /// The whole story end to end on a throwaway database: an archive of 2026-10-14 with the
-    /// commission bug, a simulation, the real run, and a second run that sends nothing.
     /// The live consumer: follow `evento_arquivado` as it grows, through the same applier as a
     /// replay, with execution id `ao-vivo` and the policy of a `kind: live` job. Runs until
     /// SIGINT/SIGTERM. Out-of-order commits never make it skip an event.
@@ -128,6 +129,9 @@ pub enum Command {
         #[arg(long)]
         from_start: bool,
     },
+    /// The whole story end to end: an archive of 2026-10-14 with the commission bug, a
+    /// simulation, the real run, and a second run that sends nothing. Uses a scratch database on
+    /// DATABASE_URL's server when set, else a throwaway cluster from the local PostgreSQL binaries.
     Demo {
         /// Events to generate.
         #[arg(long, default_value_t = 10_000)]
