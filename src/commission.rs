@@ -112,11 +112,10 @@ pub async fn upsert_diff(
     execucao_id: &str,
     changes: &[Change],
 ) -> Result<u64, sqlx::Error> {
-    let ids: Vec<&str> = changes.iter().map(|c| c.pedido_id.as_str()).collect();
-    let antes: Vec<Option<i64>> = changes.iter().map(|c| c.antes).collect();
-    let depois: Vec<i64> = changes.iter().map(|c| c.depois).collect();
-    let versoes: Vec<i64> = changes.iter().map(|c| c.versao).collect();
-    let done = sqlx::query(
+    insert_changes(
+        conn,
+        execucao_id,
+        changes,
         r#"
         insert into reprocessamento_diff (execucao_id, pedido_id, antes, depois, versao_evento)
         select $1, * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
@@ -126,13 +125,29 @@ pub async fn upsert_diff(
            or reprocessamento_diff.versao_evento <= excluded.versao_evento
         "#,
     )
-    .bind(execucao_id)
-    .bind(ids)
-    .bind(antes)
-    .bind(depois)
-    .bind(versoes)
-    .execute(conn)
-    .await?;
+    .await
+}
+
+/// Runs a set-based insert of changes: `$1` the execution, `$2..$5` the columns of `changes`
+/// (pedido_id, antes, depois, versao), one statement for the whole batch.
+async fn insert_changes(
+    conn: &mut PgConnection,
+    execucao_id: &str,
+    changes: &[Change],
+    statement: &'static str,
+) -> Result<u64, sqlx::Error> {
+    let ids: Vec<&str> = changes.iter().map(|c| c.pedido_id.as_str()).collect();
+    let antes: Vec<Option<i64>> = changes.iter().map(|c| c.antes).collect();
+    let depois: Vec<i64> = changes.iter().map(|c| c.depois).collect();
+    let versoes: Vec<i64> = changes.iter().map(|c| c.versao).collect();
+    let done = sqlx::query(statement)
+        .bind(execucao_id)
+        .bind(ids)
+        .bind(antes)
+        .bind(depois)
+        .bind(versoes)
+        .execute(conn)
+        .await?;
     Ok(done.rows_affected())
 }
 
@@ -176,11 +191,10 @@ pub async fn record_corrections(
     if changes.is_empty() {
         return Ok(0);
     }
-    let ids: Vec<&str> = changes.iter().map(|c| c.pedido_id.as_str()).collect();
-    let antes: Vec<Option<i64>> = changes.iter().map(|c| c.antes).collect();
-    let depois: Vec<i64> = changes.iter().map(|c| c.depois).collect();
-    let versoes: Vec<i64> = changes.iter().map(|c| c.versao).collect();
-    let done = sqlx::query(
+    insert_changes(
+        conn,
+        execucao_id,
+        changes,
         r#"
         insert into reprocessamento_correcao (execucao_id, pedido_id, antes, depois, versao_evento)
         select $1, * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
@@ -188,14 +202,7 @@ pub async fn record_corrections(
         set depois = excluded.depois, versao_evento = excluded.versao_evento, atualizado_em = now()
         "#,
     )
-    .bind(execucao_id)
-    .bind(ids)
-    .bind(antes)
-    .bind(depois)
-    .bind(versoes)
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected())
+    .await
 }
 
 /// One order of a report: its commission before and after, in cents.
