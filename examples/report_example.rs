@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeZone, Utc};
 use replay_ledger::commission::DiffRow;
-use replay_ledger::execution::{Execution, Mode, Rejected, Summary};
+use replay_ledger::execution::{Execution, Mode, Rejected, State};
 use replay_ledger::ledger::ReviewItem;
 use replay_ledger::report::{render, ExecutionReport, Report};
+use replay_ledger::summary::{EffectOutcome, StateOutcome, Summary};
 
 fn main() -> std::io::Result<()> {
     let out = std::env::args()
@@ -63,24 +64,24 @@ fn example() -> Report {
         events_read: 10_000,
         events_skipped: 5_183,
         events_rejected: 2,
-        state: BTreeMap::from([("gravado".into(), 4_815)]),
+        state: BTreeMap::from([(StateOutcome::Written, 4_815)]),
         orders_changed: 4_815,
         effects: BTreeMap::from([
-            ("ja-registrado".into(), 3_381),
-            ("seria-aplicado".into(), 1_434),
+            (EffectOutcome::AlreadyRegistered, 3_381),
+            (EffectOutcome::WouldApply, 1_434),
         ]),
         ..Summary::default()
     };
     let execution = Execution {
         key: "replay-2026-10-14-v2:simulacao".into(),
         job: "replay-2026-10-14-v2".into(),
-        mode: "simulacao".into(),
+        mode: Mode::Simulation,
         window_from: Some(Utc.with_ymd_and_hms(2026, 10, 14, 3, 0, 0).unwrap()),
         window_to: Some(Utc.with_ymd_and_hms(2026, 10, 15, 3, 0, 0).unwrap()),
         first: Some(1_000_001),
         last: Some(1_010_000),
         total_events: 10_000,
-        state: "concluida".into(),
+        state: State::Finished,
         pass: 1,
         started_by: "ana@ops-1".into(),
         started_at: at(12, 2),

@@ -19,6 +19,7 @@ use sqlx::PgPool;
 use crate::archive;
 use crate::commission;
 use crate::config::{Job, ReplayJob, ResolvedWindow};
+use crate::execution::State;
 use crate::execution::{self, Execution, Mode};
 use crate::report::Totals;
 
@@ -118,12 +119,11 @@ pub async fn approve(
                 job: job.name.clone(),
                 execution: id.clone(),
             })?;
-    let (Some(finished_at), "concluida") = (simulation.finished_at, simulation.state.as_str())
-    else {
+    let (Some(finished_at), State::Finished) = (simulation.finished_at, simulation.state) else {
         return Err(ApprovalError::Unfinished {
             job: job.name.clone(),
             execution: id,
-            state: simulation.state,
+            state: simulation.state.to_string(),
         });
     };
     let (from, to) = window_of(&simulation, &resolved);

@@ -22,10 +22,12 @@ use crate::archive::{self, LivePosition};
 use crate::config::{Job, LiveJob, OnInvalidEvent};
 use crate::db::{self, Backoff};
 use crate::effects::Effects;
-use crate::execution::{self, ExecutionLock, Mode, Summary};
+use crate::execution::State;
+use crate::execution::{self, ExecutionLock, Mode};
 use crate::ledger::{self, Claim};
 use crate::runner::RunError;
 use crate::shutdown::Shutdown;
+use crate::summary::Summary;
 
 /// The live consumer's execution id, as in the seed.
 pub const LIVE_EXECUTION: &str = "ao-vivo";
@@ -169,7 +171,7 @@ pub async fn consume(
         };
         if let Some(rejected) = outcome.halted_on {
             if live.on_invalid_event == OnInvalidEvent::Stop {
-                execution::finish(pool, key, "falhou", Some(&rejected.erro)).await?;
+                execution::finish(pool, key, State::Failed, Some(&rejected.erro)).await?;
                 return Err(RunError::InvalidEvent(rejected));
             }
         }
@@ -198,7 +200,7 @@ pub async fn consume(
         }
         report.checkpoint = Some(position);
     }
-    let _ = execution::finish(pool, key, "interrompida", None).await;
+    let _ = execution::finish(pool, key, State::Interrupted, None).await;
     lock.release().await;
     Ok(report)
 }

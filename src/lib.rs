@@ -42,4 +42,6 @@ pub mod runner;
 pub mod scheduler;
 pub mod shutdown;
 pub mod sink;
+pub mod summary;
 pub mod sweeper;
+pub mod words;

@@ -21,9 +21,10 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::execution::{self, Execution, Summary};
+use crate::execution::{self, Execution};
 use crate::ledger;
 use crate::shutdown::Shutdown;
+use crate::summary::Summary;
 use crate::sweeper::SweepOutcome;
 
 /// The content type of the text exposition format.
@@ -75,7 +76,7 @@ pub struct Metrics {
 #[derive(Debug, Default)]
 struct Counters {
     events: BTreeMap<String, u64>,
-    effects: BTreeMap<(String, String), u64>,
+    effects: BTreeMap<(String, crate::summary::EffectOutcome), u64>,
     runs: BTreeMap<(String, &'static str), u64>,
     last_success: BTreeMap<String, DateTime<Utc>>,
     sweeper: BTreeMap<&'static str, u64>,
@@ -128,9 +129,7 @@ impl Metrics {
         let mut c = self.lock();
         *c.events.entry(job.to_string()).or_default() += delta.events_read;
         for (outcome, n) in &delta.effects {
-            *c.effects
-                .entry((job.to_string(), outcome.clone()))
-                .or_default() += n;
+            *c.effects.entry((job.to_string(), *outcome)).or_default() += n;
         }
     }
 
@@ -194,7 +193,7 @@ impl Metrics {
         for ((job, outcome), n) in &c.effects {
             out.sample(
                 "replay_ledger_effects_total",
-                &[("job", job), ("outcome", outcome)],
+                &[("job", job), ("outcome", outcome.as_db())],
                 n,
             );
         }
@@ -313,7 +312,7 @@ fn reported(all: Vec<Execution>) -> Vec<Execution> {
     all.into_iter()
         .filter(|e| {
             let newest = seen.insert((e.job.clone(), e.mode.clone()));
-            newest || e.state != "concluida"
+            newest || e.state != execution::State::Finished
         })
         .collect()
 }
@@ -445,7 +444,7 @@ mod tests {
             events_read: 7,
             ..Summary::default()
         };
-        delta.count_effect("aplicado", 5);
+        delta.count_effect(crate::summary::EffectOutcome::Applied, 5);
         metrics.add_work("nightly", &delta);
         metrics.record_run("nightly", RunOutcome::Finished);
 

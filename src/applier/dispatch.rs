@@ -17,16 +17,13 @@ use sqlx::PgPool;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinSet;
 
-use super::{
-    Applier, ApplyError, Decided, EFFECT_ALREADY, EFFECT_APPLIED, EFFECT_RELEASED,
-    EFFECT_SUPPRESSED, EFFECT_UNCERTAIN,
-};
+use super::{Applier, ApplyError, Decided};
 use crate::config::{EffectPolicy, OnFailure};
 use crate::db::{self, Backoff};
 use crate::effects::{Effect, EffectError};
-use crate::execution::Summary;
 use crate::ledger::{self, Attempt, Claim, Reservation};
 use crate::shutdown::Shutdown;
+use crate::summary::{EffectOutcome, Summary};
 
 /// An effect that still failed after its retries; its key was released, so the run stops with
 /// the checkpoint before its event and a later run performs it.
@@ -68,6 +65,9 @@ enum Ended {
     NotStarted {
         reserved: bool,
     },
+    /// The database failed under the task (reserving, or settling after the call): the error
+    /// itself, so the run can tell an outage (recover) from anything else.
+    Database(sqlx::Error),
 }
 
 /// A completion on its way to the group commit.
@@ -83,7 +83,7 @@ pub(super) async fn perform(
     for d in decided {
         for request in &d.decision.effects {
             let Some(policy) = applier.policy_of(request.tipo) else {
-                summary.count_effect(EFFECT_SUPPRESSED, 1);
+                summary.count_effect(EffectOutcome::Suppressed, 1);
                 continue;
             };
             let effect = applier
@@ -115,7 +115,7 @@ pub(super) async fn perform(
             let mut held = reserve_idempotent(applier, tipo, &tasks).await?;
             if let Some(window) = tasks[0].effect.config.dedup_window {
                 let expired = beyond_dedup_window(applier, &held, window).await?;
-                summary.count_effect(EFFECT_UNCERTAIN, expired.len() as u64);
+                summary.count_effect(EffectOutcome::Uncertain, expired.len() as u64);
                 for key in expired {
                     held.remove(&key);
                 }
@@ -133,7 +133,7 @@ pub(super) async fn perform(
                         config.call_backoff,
                     ));
                 } else {
-                    summary.count_effect(EFFECT_ALREADY, 1);
+                    summary.count_effect(EffectOutcome::AlreadyRegistered, 1);
                 }
             }
         } else {
@@ -164,17 +164,17 @@ pub(super) async fn perform(
     while let Some(joined) = running.join_next().await {
         let (task, ended) = joined.expect("effect tasks do not panic");
         match ended {
-            Ended::Completed => summary.count_effect(EFFECT_APPLIED, 1),
-            Ended::AlreadyRegistered => summary.count_effect(EFFECT_ALREADY, 1),
-            Ended::Uncertain => summary.count_effect(EFFECT_UNCERTAIN, 1),
+            Ended::Completed => summary.count_effect(EffectOutcome::Applied, 1),
+            Ended::AlreadyRegistered => summary.count_effect(EffectOutcome::AlreadyRegistered, 1),
+            Ended::Uncertain => summary.count_effect(EffectOutcome::Uncertain, 1),
             Ended::NotStarted { reserved } => {
                 if reserved {
                     to_release.push(task.key.clone());
                 }
                 unsettled(task.posicao);
             }
-            Ended::Failed(EffectError::Retryable { class }, _) if class.starts_with("database") => {
-                db_error.get_or_insert(class);
+            Ended::Database(err) => {
+                db_error.get_or_insert(err);
                 unsettled(task.posicao);
             }
             Ended::Failed(err, tries) => {
@@ -222,19 +222,17 @@ pub(super) async fn perform(
             ledger::mark_uncertain(&applier.pool, claim, &to_uncertain, &uncertain_tries)
         })
         .await?;
-        summary.count_effect(EFFECT_UNCERTAIN, moved.len() as u64);
+        summary.count_effect(EffectOutcome::Uncertain, moved.len() as u64);
     }
     if !to_release.is_empty() {
         let released = db::retry("release", config.db_backoff, || {
             ledger::release(&applier.pool, claim, &to_release, &release_tries)
         })
         .await?;
-        summary.count_effect(EFFECT_RELEASED, released.len() as u64);
+        summary.count_effect(EffectOutcome::Released, released.len() as u64);
     }
-    if let Some(class) = db_error {
-        return Err(ApplyError::Database(sqlx::Error::Protocol(format!(
-            "reserving an effect failed: {class}"
-        ))));
+    if let Some(err) = db_error {
+        return Err(ApplyError::Database(err));
     }
     Ok(Dispatched {
         failure,
@@ -399,22 +397,12 @@ async fn reserve_then_call(
             match (settled, answer) {
                 (Ok(_), Ok(_)) => (task, Ended::Completed),
                 (Ok(_), Err(_)) => (task, Ended::Uncertain),
-                (Err(err), _) => {
-                    let class = format!("database: {err}");
-                    (
-                        task,
-                        Ended::Failed(EffectError::Retryable { class }, Vec::new()),
-                    )
-                }
+                (Err(err), _) => (task, Ended::Database(err)),
             }
         }
         Err(err) => {
             tracing::warn!(key = %task.key, error = %err, "could not reserve effect");
-            let class = format!("database: {err}");
-            (
-                task,
-                Ended::Failed(EffectError::Retryable { class }, Vec::new()),
-            )
+            (task, Ended::Database(err))
         }
     }
 }

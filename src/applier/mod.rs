@@ -16,22 +16,12 @@ use crate::config::{EffectMode, EffectPolicy, OnInvalidEvent};
 use crate::db::{self, Backoff};
 use crate::domain::{self, CommissionRow, Decision, Event};
 use crate::effects::Effects;
-use crate::execution::{self, Mode, Rejected, Summary};
+use crate::execution::{self, Mode, Rejected};
 use crate::ledger::Claim;
 use crate::shutdown::Shutdown;
+use crate::summary::{EffectOutcome, StateOutcome, Summary};
 
 pub use dispatch::EffectFailure;
-
-/// State outcomes, with the seed's names.
-pub const STATE_WRITTEN: &str = "gravado";
-pub const STATE_NEWER_KEPT: &str = "ignorado-versao-mais-nova";
-/// Effect outcomes, with the seed's names (and `liberado`).
-pub const EFFECT_SUPPRESSED: &str = "suprimido";
-pub const EFFECT_ALREADY: &str = "ja-registrado";
-pub const EFFECT_WOULD_APPLY: &str = "seria-aplicado";
-pub const EFFECT_APPLIED: &str = "aplicado";
-pub const EFFECT_UNCERTAIN: &str = "incerto";
-pub const EFFECT_RELEASED: &str = "liberado";
 
 /// How one applier behaves; everything that differs between live processing and a replay.
 #[derive(Clone)]
@@ -233,7 +223,7 @@ impl Applier {
         for request in decided.iter().flat_map(|d| &d.decision.effects) {
             match self.policy_of(request.tipo) {
                 Some(_) => keys.push(request.key.clone()),
-                None => summary.count_effect(EFFECT_SUPPRESSED, 1),
+                None => summary.count_effect(EffectOutcome::Suppressed, 1),
             }
         }
         if keys.is_empty() {
@@ -243,8 +233,11 @@ impl Applier {
             crate::ledger::registered(&self.pool, &keys)
         })
         .await?;
-        summary.count_effect(EFFECT_ALREADY, registered.len() as u64);
-        summary.count_effect(EFFECT_WOULD_APPLY, (keys.len() - registered.len()) as u64);
+        summary.count_effect(EffectOutcome::AlreadyRegistered, registered.len() as u64);
+        summary.count_effect(
+            EffectOutcome::WouldApply,
+            (keys.len() - registered.len()) as u64,
+        );
         Ok(())
     }
 
@@ -312,9 +305,9 @@ fn count_state(
             .get(&row.pedido_id)
             .is_some_and(|c| c.versao_evento > row.versao);
         if in_place.contains(row.pedido_id.as_str()) && !newer_in_db {
-            summary.count_state(STATE_WRITTEN, 1);
+            summary.count_state(StateOutcome::Written, 1);
         } else {
-            summary.count_state(STATE_NEWER_KEPT, 1);
+            summary.count_state(StateOutcome::NewerKept, 1);
         }
     }
     for row in rows

@@ -446,7 +446,7 @@ pub fn print_report(report: &RunReport) {
     }
 }
 
-fn counts(map: &std::collections::BTreeMap<String, u64>) -> String {
+fn counts<K: std::fmt::Display>(map: &std::collections::BTreeMap<K, u64>) -> String {
     if map.is_empty() {
         return "none".into();
     }

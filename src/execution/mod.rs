@@ -3,45 +3,51 @@
 //! `evento_rejeitado`, and the PostgreSQL advisory lock that lets one process at a time run an
 //! execution (invariant 6).
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 
 use crate::archive::Window;
+use crate::summary::Summary;
+use crate::words::db_words;
 
 mod lock;
 
 pub use lock::{ExecutionLock, LockError};
 
-/// How an execution treats state and effects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Mode {
-    /// Writes diff rows only; the ledger and `comissao` are left as they are.
-    Simulation,
-    /// Corrects `comissao` and performs the missing effects.
-    Real,
-    /// The live consumer (`ao-vivo`).
-    Live,
+db_words! {
+    /// How an execution treats state and effects (`reprocessamento_execucao.modo`).
+    pub enum Mode("execution mode") {
+        /// Writes diff rows only; the ledger and `comissao` are left as they are.
+        Simulation = "simulacao",
+        /// Corrects `comissao` and performs the missing effects.
+        Real = "real",
+        /// The live consumer (`ao-vivo`).
+        Live = "ao-vivo",
+    }
 }
 
 impl Mode {
-    /// The value of `reprocessamento_execucao.modo`.
-    pub fn as_db(self) -> &'static str {
-        match self {
-            Mode::Simulation => "simulacao",
-            Mode::Real => "real",
-            Mode::Live => "ao-vivo",
-        }
-    }
-
     pub fn label(self) -> &'static str {
         match self {
             Mode::Simulation => "simulation",
             Mode::Real => "real run",
             Mode::Live => "live",
         }
+    }
+}
+
+db_words! {
+    /// Where an execution stands (`reprocessamento_execucao.estado`).
+    pub enum State("execution state") {
+        /// A process is running it, or died running it (its lock tells which).
+        Running = "em-andamento",
+        /// Its window is done.
+        Finished = "concluida",
+        /// It stopped on an error; a rerun resumes it.
+        Failed = "falhou",
+        /// Stopped on request between batches; a rerun resumes it.
+        Interrupted = "interrompida",
     }
 }
 
@@ -54,73 +60,18 @@ pub fn checkpoint_key(execution_id: &str, mode: Mode) -> String {
     }
 }
 
-/// Counts of one execution, accumulated batch by batch and stored with the checkpoint, so a
-/// resumed run reports the whole execution, not just its last process.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Summary {
-    pub events_read: u64,
-    /// Events of types the job does not handle.
-    pub events_skipped: u64,
-    pub events_rejected: u64,
-    /// State outcomes with the seed's names: `gravado`, `ignorado-versao-mais-nova`.
-    pub state: BTreeMap<String, u64>,
-    /// Orders whose commission changed (or, in a simulation, would change).
-    pub orders_changed: u64,
-    /// Sums over those changes, in cents (a missing row counts as 0 before).
-    pub total_before_centavos: i64,
-    pub total_after_centavos: i64,
-    /// Effect outcomes with the seed's names: `suprimido`, `ja-registrado`, `seria-aplicado`,
-    /// `aplicado`, `incerto`, plus `liberado` (released after a failure, to be retried).
-    pub effects: BTreeMap<String, u64>,
-}
-
-impl Summary {
-    pub fn add(&mut self, other: &Summary) {
-        self.events_read += other.events_read;
-        self.events_skipped += other.events_skipped;
-        self.events_rejected += other.events_rejected;
-        for (k, v) in &other.state {
-            *self.state.entry(k.clone()).or_default() += v;
-        }
-        self.orders_changed += other.orders_changed;
-        // Saturating: commissions of up to 2^53 each can sum past i64 (hostile payloads).
-        self.total_before_centavos = self
-            .total_before_centavos
-            .saturating_add(other.total_before_centavos);
-        self.total_after_centavos = self
-            .total_after_centavos
-            .saturating_add(other.total_after_centavos);
-        for (k, v) in &other.effects {
-            *self.effects.entry(k.clone()).or_default() += v;
-        }
-    }
-
-    pub fn count_state(&mut self, outcome: &str, n: u64) {
-        if n > 0 {
-            *self.state.entry(outcome.to_string()).or_default() += n;
-        }
-    }
-
-    pub fn count_effect(&mut self, outcome: &str, n: u64) {
-        if n > 0 {
-            *self.effects.entry(outcome.to_string()).or_default() += n;
-        }
-    }
-}
-
 /// A row of `reprocessamento_execucao` with its checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Execution {
     pub key: String,
     pub job: String,
-    pub mode: String,
+    pub mode: Mode,
     pub window_from: Option<DateTime<Utc>>,
     pub window_to: Option<DateTime<Utc>>,
     pub first: Option<i64>,
     pub last: Option<i64>,
     pub total_events: i64,
-    pub state: String,
+    pub state: State,
     pub pass: i32,
     pub started_by: String,
     pub started_at: DateTime<Utc>,
@@ -133,13 +84,13 @@ pub struct Execution {
 type ExecutionTuple = (
     String,
     String,
-    String,
+    Mode,
     Option<DateTime<Utc>>,
     Option<DateTime<Utc>>,
     Option<i64>,
     Option<i64>,
     i64,
-    String,
+    State,
     i32,
     String,
     DateTime<Utc>,
@@ -257,7 +208,7 @@ pub async fn start_pass(pool: &PgPool, pass: &NewPass<'_>) -> Result<(), sqlx::E
     )
     .bind(pass.key)
     .bind(pass.job)
-    .bind(pass.mode.as_db())
+    .bind(pass.mode)
     .bind(pass.window_from)
     .bind(pass.window_to)
     .bind(first)
@@ -426,7 +377,7 @@ pub async fn ensure_live(
 pub async fn finish(
     pool: &PgPool,
     key: &str,
-    state: &str,
+    state: State,
     error: Option<&str>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(

@@ -9,7 +9,7 @@ use sqlx::PgPool;
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct Entry {
     pub chave: String,
-    pub estado: String,
+    pub estado: super::State,
     pub execucao_id: String,
     pub resultado: Option<Value>,
     pub atualizado_em: DateTime<Utc>,

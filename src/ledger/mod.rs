@@ -27,6 +27,20 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::words::db_words;
+
+db_words! {
+    /// The state of a ledger row (`efeito_aplicado.estado`, the seed's words).
+    pub enum State("ledger state") {
+        /// Held by a claim; the call may be under way.
+        Reserved = "reservado",
+        /// The provider acknowledged it (or a human confirmed it went out).
+        Done = "concluido",
+        /// Nobody knows whether it went out; waits for a human, never resent automatically.
+        Uncertain = "incerto",
+    }
+}
+
 /// The claim a writer holds: its execution and a token unique to this process run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {

@@ -1,6 +1,7 @@
 //! The manual-review queue: `incerto` effects, whose outcome only a human can establish, and the
 //! two decisions on them (recorded in `efeito_revisao`).
 
+use crate::words::db_words;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
@@ -36,13 +37,14 @@ pub async fn review_list(pool: &PgPool) -> Result<Vec<ReviewItem>, sqlx::Error> 
     .await
 }
 
-/// What a human established about an `incerto` effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// It went out: the row becomes `concluido`.
-    Sent,
-    /// It did not: the row is removed, so the next run performs it.
-    NotSent,
+db_words! {
+    /// A human's answer about an `incerto` effect (`efeito_revisao.decisao`).
+    pub enum Resolution("review decision") {
+        /// It went out: the row becomes `concluido`.
+        Sent = "enviado",
+        /// It did not: the row is removed, so the next run performs it.
+        NotSent = "nao-enviado",
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +54,7 @@ pub enum ReviewError {
     #[error(
         "effect {key} is {state}, not incerto: only effects waiting for review can be resolved"
     )]
-    NotUncertain { key: String, state: String },
+    NotUncertain { key: String, state: super::State },
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }
@@ -92,7 +94,7 @@ pub async fn resolve(
         }
     };
     let Some((tipo, execucao)) = changed else {
-        let state: Option<String> =
+        let state: Option<super::State> =
             sqlx::query_scalar("select estado from efeito_aplicado where chave = $1")
                 .bind(key)
                 .fetch_optional(&mut *tx)
@@ -114,10 +116,7 @@ pub async fn resolve(
     .bind(key)
     .bind(tipo)
     .bind(execucao)
-    .bind(match resolution {
-        Resolution::Sent => "enviado",
-        Resolution::NotSent => "nao-enviado",
-    })
+    .bind(resolution)
     .bind(by)
     .execute(&mut *tx)
     .await?;

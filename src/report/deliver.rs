@@ -20,6 +20,7 @@ use sqlx::PgPool;
 
 use super::mail::{self, Mailer, SendError};
 use crate::db::{self, Backoff};
+use crate::ledger::State as LedgerState;
 use crate::ledger::{self, Attempt, Claim, Entry, Reservation};
 
 /// The ledger's `tipo_efeito` of an e-mailed report.
@@ -79,11 +80,11 @@ impl Delivery {
         match self {
             Delivery::Sent { key, reply } => format!("{key}: sent via {target} (reply {reply})"),
             Delivery::Written { key, path } => format!("{key}: written to {}", path.display()),
-            Delivery::Already { key, entry: Some(e) } if e.estado == "concluido" => format!(
+            Delivery::Already { key, entry: Some(e) } if e.estado == LedgerState::Done => format!(
                 "{key}: already sent at {}; not sent again",
                 e.atualizado_em.format("%Y-%m-%d %H:%M:%S UTC")
             ),
-            Delivery::Already { key, entry: Some(e) } if e.estado == "incerto" => format!(
+            Delivery::Already { key, entry: Some(e) } if e.estado == LedgerState::Uncertain => format!(
                 "{key}: an earlier send's outcome is unknown (incerto); not sent again. Check the mailbox, then `replay-ledger review resolve {key} --sent` or `--not-sent` (the next attempt sends it)"
             ),
             Delivery::Already { key, .. } => format!(
@@ -102,9 +103,9 @@ impl Delivery {
     pub fn is_delivered(&self) -> bool {
         match self {
             Delivery::Sent { .. } | Delivery::Written { .. } => true,
-            Delivery::Already { entry, .. } => {
-                entry.as_ref().is_some_and(|e| e.estado == "concluido")
-            }
+            Delivery::Already { entry, .. } => entry
+                .as_ref()
+                .is_some_and(|e| e.estado == LedgerState::Done),
             Delivery::Failed { .. } | Delivery::Uncertain { .. } => false,
         }
     }

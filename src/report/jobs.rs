@@ -22,6 +22,7 @@ use super::mail::{eml_name, Mailer, Recipients};
 use super::{report_id, Report, ReportError};
 use crate::config::{Job, JobKind, ReplayJob, ReportJob};
 use crate::execution::{self, Execution};
+use crate::execution::{Mode, State};
 use crate::ledger;
 
 /// How far back a report job looks the first time it runs.
@@ -240,7 +241,7 @@ async fn pending(
     let mut finished: Vec<Execution> = execution::list(pool)
         .await?
         .into_iter()
-        .filter(|e| e.state == "concluida" && matches!(e.mode.as_str(), "simulacao" | "real"))
+        .filter(|e| e.state == State::Finished && matches!(e.mode, Mode::Simulation | Mode::Real))
         .filter(|e| !super::is_partition(&e.key))
         .filter(|e| e.finished_at.is_some_and(|t| t >= since))
         .collect();

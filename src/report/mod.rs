@@ -31,8 +31,9 @@ use chrono_tz::Tz;
 use sqlx::PgPool;
 
 use crate::commission::{self, DiffRow};
-use crate::execution::{self, Execution, Mode, Rejected, Summary};
+use crate::execution::{self, Execution, Mode, Rejected};
 use crate::ledger::{self, ReviewItem};
+use crate::summary::Summary;
 
 /// How many of the largest changes a report lists.
 pub const LARGEST: usize = 20;
@@ -84,7 +85,7 @@ pub struct ExecutionReport {
     pub job: String,
     pub mode: Mode,
     /// `em-andamento`, `concluida`, `falhou`, `interrompida`.
-    pub state: String,
+    pub state: crate::execution::State,
     pub pass: i32,
     pub window_from: Option<DateTime<Utc>>,
     pub window_to: Option<DateTime<Utc>>,
@@ -290,9 +291,8 @@ impl From<deliver::DeliverError> for ReportError {
 }
 
 fn mode_of(execution: &Execution) -> Result<Mode, ReportError> {
-    match execution.mode.as_str() {
-        "simulacao" => Ok(Mode::Simulation),
-        "real" => Ok(Mode::Real),
+    match execution.mode {
+        Mode::Simulation | Mode::Real => Ok(execution.mode),
         other => Err(ReportError::NotReportable {
             key: execution.key.clone(),
             mode: other.to_string(),

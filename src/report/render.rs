@@ -10,8 +10,9 @@ use chrono_tz::Tz;
 use super::table::Table;
 use super::{csv, ExecutionReport, Report, LIST_LIMIT};
 use crate::commission::DiffRow;
-use crate::execution::Mode;
+use crate::execution::{Mode, State};
 use crate::money::{brl, brl_signed, group_thousands};
+use crate::summary::EffectOutcome;
 
 /// `[replay-ledger] replay-2026-10-14-v2 (simulação): 4.812 pedidos, +R$ 38.211,40`.
 pub fn subject(report: &Report) -> String {
@@ -194,7 +195,7 @@ fn identity(e: &ExecutionReport, tz: Tz) -> Section {
             "Concluída",
             e.finished_at.map_or("-".into(), |t| time(t, tz)),
         ),
-        kv("Situação", state_label(&e.state).to_string()),
+        kv("Situação", state_label(e.state).to_string()),
     ];
     Section {
         heading: None,
@@ -260,24 +261,26 @@ fn rows_section(heading: String, rows: &[DiffRow], total: usize, empty: &str) ->
 }
 
 /// What each effect outcome means, for a reader who does not know the seed's names.
-const EFFECT_LEGEND: [(&str, &str); 6] = [
-    ("aplicado", "executado agora"),
-    ("ja-registrado", "já constava no ledger (feito antes)"),
-    ("seria-aplicado", "seria executado pela execução real"),
-    ("suprimido", "não executado, por política do job"),
-    ("incerto", "resultado desconhecido: aguarda revisão"),
-    ("liberado", "falhou e será tentado de novo"),
-];
+fn meaning(outcome: EffectOutcome) -> &'static str {
+    match outcome {
+        EffectOutcome::Applied => "executado agora",
+        EffectOutcome::AlreadyRegistered => "já constava no ledger (feito antes)",
+        EffectOutcome::WouldApply => "seria executado pela execução real",
+        EffectOutcome::Suppressed => "não executado, por política do job",
+        EffectOutcome::Uncertain => "resultado desconhecido: aguarda revisão",
+        EffectOutcome::Released => "falhou e será tentado de novo",
+    }
+}
 
-fn effects(counts: &BTreeMap<String, u64>) -> Section {
+fn effects(counts: &BTreeMap<EffectOutcome, u64>) -> Section {
     let rows: Vec<Vec<String>> = counts
         .iter()
         .map(|(outcome, n)| {
-            let meaning = EFFECT_LEGEND
-                .iter()
-                .find(|(k, _)| k == outcome)
-                .map_or("", |(_, m)| m);
-            vec![outcome.clone(), group_thousands(*n), meaning.to_string()]
+            vec![
+                outcome.to_string(),
+                group_thousands(*n),
+                meaning(*outcome).to_string(),
+            ]
         })
         .collect();
     Section {
@@ -393,11 +396,12 @@ fn mode_label(mode: Mode) -> &'static str {
     }
 }
 
-fn state_label(state: &str) -> &str {
+fn state_label(state: State) -> &'static str {
     match state {
-        "concluida" => "concluída",
-        "em-andamento" => "em andamento",
-        other => other,
+        State::Finished => "concluída",
+        State::Running => "em andamento",
+        State::Failed => "falhou",
+        State::Interrupted => "interrompida",
     }
 }
 

@@ -20,9 +20,11 @@ use crate::archive::{self, Partition, Window};
 use crate::config::{Job, OnInvalidEvent, ReplayJob, ResolvedWindow};
 use crate::db::{self, Backoff};
 use crate::effects::Effects;
-use crate::execution::{self, ExecutionLock, LockError, Mode, NewPass, Rejected, Summary};
+use crate::execution::State;
+use crate::execution::{self, ExecutionLock, LockError, Mode, NewPass, Rejected};
 use crate::ledger::{self, Claim};
 use crate::shutdown::Shutdown;
+use crate::summary::Summary;
 use futures::stream::{FuturesOrdered, StreamExt};
 
 /// How a run behaves beyond what the job says.
@@ -215,7 +217,7 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
         None => !config.restart,
     };
     let window = match existing {
-        Some(ref e) if e.state == "concluida" && same_pass(e) => {
+        Some(ref e) if e.state == State::Finished && same_pass(e) => {
             report.ended = Ended::AlreadyFinished { at: e.finished_at };
             report.summary = e.summary.clone();
             report.checkpoint = e.checkpoint;
@@ -292,9 +294,9 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     };
     report.elapsed = started.elapsed();
     let (state, error) = match &result {
-        Ok(Ended::Interrupted) => ("interrompida", None),
-        Ok(_) => ("concluida", None),
-        Err(e) => ("falhou", Some(e.to_string())),
+        Ok(Ended::Interrupted) => (State::Interrupted, None),
+        Ok(_) => (State::Finished, None),
+        Err(e) => (State::Failed, Some(e.to_string())),
     };
     db::retry("finish", config.db_backoff, || {
         execution::finish(pool, &key, state, error.as_deref())

@@ -12,7 +12,9 @@ use futures::future::join_all;
 
 use super::{run_scope, Context, Ended, Parent, RunError, RunReport, Scope};
 use crate::archive::Partition;
-use crate::execution::{self, Execution, ExecutionLock, NewPass, Summary};
+use crate::execution::State;
+use crate::execution::{self, Execution, ExecutionLock, NewPass};
+use crate::summary::Summary;
 
 /// How long a process waits for another to finish setting up the parent execution.
 const SETUP_PATIENCE: Duration = Duration::from_secs(60);
@@ -38,7 +40,7 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
         elapsed: Duration::ZERO,
         events_this_run: 0,
     };
-    if parent.state == "concluida" {
+    if parent.state == State::Finished {
         report.ended = Ended::AlreadyFinished {
             at: parent.finished_at,
         };
@@ -77,9 +79,9 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
     }
     report.elapsed = started.elapsed();
     let state = match &outcome {
-        Ok(Ended::Finished) => "concluida",
-        Ok(_) => "interrompida",
-        Err(_) => "falhou",
+        Ok(Ended::Finished) => State::Finished,
+        Ok(_) => State::Interrupted,
+        Err(_) => State::Failed,
     };
     finish_parent(ctx, &key, state, &outcome, &report.summary).await?;
     report.ended = outcome?;
@@ -93,7 +95,7 @@ async fn setup(ctx: &Context<'_>, key: &str) -> Result<Execution, RunError> {
     let existing = execution::load(ctx.pool, key).await?;
     let result = match existing {
         Some(e) if !ctx.config.restart => {
-            if e.state != "concluida" {
+            if e.state != State::Finished {
                 execution::resume(ctx.pool, key).await?;
             }
             Ok(e)
@@ -148,7 +150,7 @@ async fn worker(
         let parts = execution::load_many(ctx.pool, &keys).await?;
         let finished = |i: u32| {
             parts.iter().any(|p| {
-                p.key == keys[i as usize] && p.pass == parent.pass && p.state == "concluida"
+                p.key == keys[i as usize] && p.pass == parent.pass && p.state == State::Finished
             })
         };
         let mut open: Vec<u32> = (0..count).filter(|i| !finished(*i)).collect();
@@ -190,14 +192,14 @@ async fn worker(
 async fn finish_parent(
     ctx: &Context<'_>,
     key: &str,
-    state: &str,
+    state: State,
     outcome: &Result<Ended, RunError>,
     summary: &Summary,
 ) -> Result<(), RunError> {
     let lock = ExecutionLock::acquire_waiting(ctx.database_url, key, "run", SETUP_PATIENCE).await?;
     let mut tx = ctx.pool.begin().await?;
     let last = execution::load(ctx.pool, key).await?.and_then(|e| {
-        if state == "concluida" {
+        if state == State::Finished {
             e.last
         } else {
             e.checkpoint

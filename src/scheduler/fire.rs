@@ -14,10 +14,12 @@ use super::lock::JobLock;
 use super::SchedulerConfig;
 use crate::config::{Job, JobKind, ReplayJob, SweepJob, WindowSpec};
 use crate::effects::Effects;
-use crate::execution::{self, LockError, Mode, Summary};
+use crate::execution::State;
+use crate::execution::{self, LockError, Mode};
 use crate::metrics::{Metrics, RunOutcome};
 use crate::runner::{self, Ended, RunError, RunReport, RunnerConfig};
 use crate::shutdown::Shutdown;
+use crate::summary::Summary;
 use crate::sweeper::{Sweeper, SweeperConfig};
 
 /// A job the scheduler fires, with its parsed schedule.
@@ -68,7 +70,7 @@ impl Shared {
             mode_of(replay),
         );
         if let Ok(Some(e)) = execution::load(&self.pool, &key).await {
-            if e.state == "concluida" {
+            if e.state == State::Finished {
                 tracing::debug!(job = %job.name, execution = %key, "last fire already done; nothing to catch up");
                 return;
             }
@@ -184,8 +186,8 @@ impl Shared {
             .into_iter()
             .filter(|e| {
                 e.job == job.name
-                    && e.mode == mode.as_db()
-                    && e.state != "concluida"
+                    && e.mode == mode
+                    && e.state != State::Finished
                     && e.key != current
             })
             .filter_map(|e| {
@@ -351,7 +353,7 @@ pub(super) fn difference(after: &Summary, before: &Summary) -> Summary {
     };
     for (outcome, n) in &after.effects {
         let was = before.effects.get(outcome).copied().unwrap_or(0);
-        delta.count_effect(outcome, n.saturating_sub(was));
+        delta.count_effect(*outcome, n.saturating_sub(was));
     }
     delta
 }
@@ -406,18 +408,26 @@ mod tests {
             events_read: 100,
             ..Summary::default()
         };
-        before.count_effect("aplicado", 40);
+        before.count_effect(crate::summary::EffectOutcome::Applied, 40);
         let mut after = Summary {
             events_read: 250,
             ..Summary::default()
         };
-        after.count_effect("aplicado", 90);
-        after.count_effect("ja-registrado", 10);
+        after.count_effect(crate::summary::EffectOutcome::Applied, 90);
+        after.count_effect(crate::summary::EffectOutcome::AlreadyRegistered, 10);
 
         let delta = difference(&after, &before);
 
         assert_eq!(delta.events_read, 150);
-        assert_eq!(delta.effects.get("aplicado"), Some(&50));
-        assert_eq!(delta.effects.get("ja-registrado"), Some(&10));
+        assert_eq!(
+            delta.effects.get(&crate::summary::EffectOutcome::Applied),
+            Some(&50)
+        );
+        assert_eq!(
+            delta
+                .effects
+                .get(&crate::summary::EffectOutcome::AlreadyRegistered),
+            Some(&10)
+        );
     }
 }

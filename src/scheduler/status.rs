@@ -24,7 +24,7 @@ pub struct JobStatus {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LastRun {
     pub execution: String,
-    pub state: String,
+    pub state: crate::execution::State,
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
     pub error: Option<String>,

@@ -6,6 +6,8 @@ use std::collections::HashSet;
 use replay_ledger::runner::{Ended, RunError};
 use replay_ledger::sink::Behavior;
 
+use replay_ledger::summary::{EffectOutcome, StateOutcome};
+
 use crate::helpers::*;
 
 #[tokio::test]
@@ -42,8 +44,17 @@ async fn a_simulation_leaves_comissao_and_the_ledger_byte_identical() {
         0,
         "a simulation calls no provider"
     );
-    assert_eq!(report.summary.effects.get("ja-registrado"), Some(&2));
-    assert_eq!(report.summary.effects.get("seria-aplicado"), Some(&28));
+    assert_eq!(
+        report
+            .summary
+            .effects
+            .get(&EffectOutcome::AlreadyRegistered),
+        Some(&2)
+    );
+    assert_eq!(
+        report.summary.effects.get(&EffectOutcome::WouldApply),
+        Some(&28)
+    );
 }
 
 #[tokio::test]
@@ -125,7 +136,7 @@ async fn a_real_run_corrects_commissions_and_sends_only_the_missing_keys() {
         .all(|(_, estado)| estado == "concluido"));
     assert_eq!(ledger(&db.pool).await.len(), 50, "one ledger row per key");
     assert_eq!(
-        report.summary.effects.get("aplicado"),
+        report.summary.effects.get(&EffectOutcome::Applied),
         Some(&(expected.len() as u64))
     );
     assert_eq!(checkpoint(&db.pool, "replay-2026-10-14-v2").await, Some(50));
@@ -191,10 +202,7 @@ async fn a_row_written_from_version_3_survives_a_replay_of_versions_1_and_2() {
         .unwrap();
 
     assert_eq!(commissions(&db.pool).await, vec![("ped-x".into(), 4242, 3)]);
-    assert_eq!(
-        report.summary.state.get("ignorado-versao-mais-nova"),
-        Some(&2)
-    );
+    assert_eq!(report.summary.state.get(&StateOutcome::NewerKept), Some(&2));
 }
 
 #[tokio::test]
@@ -248,7 +256,13 @@ async fn a_finished_execution_run_again_does_nothing_and_a_restart_sends_nothing
         .unwrap();
 
     assert_eq!(restarted.ended, Ended::Finished);
-    assert_eq!(restarted.summary.effects.get("ja-registrado"), Some(&10));
+    assert_eq!(
+        restarted
+            .summary
+            .effects
+            .get(&EffectOutcome::AlreadyRegistered),
+        Some(&10)
+    );
     assert_eq!(
         provider.request_count(),
         requests,
@@ -399,7 +413,10 @@ async fn suppressed_effects_are_not_performed_and_not_registered() {
         .await
         .unwrap();
 
-    assert_eq!(report.summary.effects.get("suprimido"), Some(&4));
+    assert_eq!(
+        report.summary.effects.get(&EffectOutcome::Suppressed),
+        Some(&4)
+    );
     assert_eq!(provider.request_count(), 0);
     assert!(ledger(&db.pool).await.is_empty());
     assert_eq!(

@@ -7,7 +7,9 @@ use nix::sys::signal::Signal;
 use replay_ledger::pgtemp::TempCluster;
 use replay_ledger::runner::{Ended, RunError};
 use replay_ledger::sink::Behavior;
-use sqlx::PgPool;
+use sqlx::{Connection, PgPool};
+
+use replay_ledger::summary::EffectOutcome;
 
 use crate::helpers::*;
 
@@ -159,7 +161,10 @@ async fn a_provider_that_never_answers_is_cut_by_its_timeout_and_its_key_ends_in
         .unwrap();
 
     assert_eq!(report.ended, Ended::Finished);
-    assert_eq!(report.summary.effects.get("incerto"), Some(&3));
+    assert_eq!(
+        report.summary.effects.get(&EffectOutcome::Uncertain),
+        Some(&3)
+    );
     assert!(ledger(&db.pool).await.iter().all(|(_, e)| e == "incerto"));
     let history = replay_ledger::ledger::attempt_history(&db.pool, &hanging)
         .await
@@ -202,4 +207,106 @@ async fn a_provider_that_never_answers_under_release_stops_the_run_after_its_ret
         ledger(&db.pool).await.is_empty(),
         "the keys were released for a later run"
     );
+}
+
+/// A run whose reserve statements wait on another session's uncommitted keys while PostgreSQL
+/// stops for longer than the reserve step's retries: it must recover as a restart would (take
+/// the lock again, settle what it left reserved, renew its claim, resume from the checkpoint),
+/// under a provider that deduplicates and under one that cannot alike.
+async fn an_outage_that_outlasts_the_reserve_retries(idempotent: bool) {
+    let (mut cluster, pool) = own_cluster().await;
+    let reference = TestDb::new().await;
+    let events = paid_orders(40);
+    insert(&pool, &events).await;
+    insert(&reference.pool, &events).await;
+    let provider = sink(Behavior {
+        dedup: idempotent,
+        ..Default::default()
+    })
+    .await;
+    let spec = JobSpec {
+        idempotent,
+        on_failure: if idempotent { "release" } else { "keep" },
+        concurrency: 4,
+        batch_size: 10,
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    // Another session inserts every key and keeps its transaction open: the run's reservations
+    // wait on those rows until the outage ends that session (its inserts roll back).
+    let mut blocker = sqlx::PgConnection::connect(&cluster.url()).await.unwrap();
+    sqlx::query("begin").execute(&mut blocker).await.unwrap();
+    sqlx::query(
+        r#"
+        insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id)
+        select id || ':notificar-vendedor', id, 'notificar-vendedor', 'reservado', 'outra-sessao'
+        from evento_arquivado
+        "#,
+    )
+    .execute(&mut blocker)
+    .await
+    .unwrap();
+    let child = spawn_run_captured(&cluster.url(), jobs.path(), &spec.name);
+    wait_until(
+        "the run's reservations wait on the other session",
+        || async {
+            let waiting: i64 = sqlx::query_scalar(
+                r#"
+            select count(*) from pg_stat_activity
+            where wait_event_type = 'Lock' and application_name like 'replay-ledger %'
+              and application_name not like 'replay-ledger test %'
+            "#,
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            waiting > 0
+        },
+    )
+    .await;
+
+    cluster.stop().await;
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    cluster
+        .start_again()
+        .await
+        .expect("the cluster starts again");
+    drop(blocker);
+    let out = finish(child, "the run across a long outage").await;
+
+    assert_success(&out, "the run across a long outage");
+    let err = stderr(&out);
+    assert!(
+        err.contains("lost the database; recovering"),
+        "the run says it recovers:\n{err}"
+    );
+    assert!(
+        !err.contains("unexpected or invalid data"),
+        "an outage is not called invalid data:\n{err}"
+    );
+    let deliveries = provider.deliveries();
+    run_job(&reference, jobs.path(), &spec.name, None, false)
+        .await
+        .unwrap();
+    let pool = replay_ledger::db::connect(&cluster.url(), "test")
+        .await
+        .unwrap();
+    assert_eq!(commissions(&pool).await, commissions(&reference.pool).await);
+    assert_eq!(keys_in_state(&pool, "concluido").await.len(), 40);
+    assert_eq!(deliveries.len(), 40, "every key reached the provider");
+    assert!(
+        deliveries.values().all(|&n| n == 1),
+        "no key was sent twice: {deliveries:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_run_of_a_non_idempotent_type_recovers_from_an_outage_that_outlasts_its_reserve_retries()
+{
+    an_outage_that_outlasts_the_reserve_retries(false).await;
+}
+
+#[tokio::test]
+async fn a_run_of_an_idempotent_type_recovers_from_an_outage_that_outlasts_its_reserve_retries() {
+    an_outage_that_outlasts_the_reserve_retries(true).await;
 }

@@ -10,6 +10,8 @@ use replay_ledger::ledger::{self, Claim, Reservation};
 use replay_ledger::sink::Behavior;
 use replay_ledger::sweeper::{Sweeper, SweeperConfig};
 
+use replay_ledger::summary::EffectOutcome;
+
 use crate::helpers::*;
 
 /// The effect catalog of a jobs dir written by `jobs_dir`.
@@ -258,7 +260,10 @@ async fn a_released_key_whose_first_attempt_is_older_than_the_dedup_window_ends_
         None,
         "not retried after the window"
     );
-    assert_eq!(report.summary.effects.get("incerto"), Some(&1));
+    assert_eq!(
+        report.summary.effects.get(&EffectOutcome::Uncertain),
+        Some(&1)
+    );
     let history = ledger::attempt_history(&db.pool, &failing).await.unwrap();
     assert_eq!(history.len(), 3, "every try is on record: {history:?}");
     assert!(history

@@ -124,7 +124,7 @@ async fn state_of(db: &TestDb, key: &str) -> Option<String> {
     ledger::entry(&db.pool, key)
         .await
         .expect("read the ledger")
-        .map(|e| e.estado)
+        .map(|e| e.estado.to_string())
 }
 
 #[tokio::test]
