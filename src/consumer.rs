@@ -17,14 +17,13 @@ use std::time::Duration;
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 
-use crate::applier::{Applier, ApplierConfig};
+use crate::applier::{Policy, Retries};
 use crate::archive::{self, LivePosition};
 use crate::config::{Job, LiveJob, OnInvalidEvent};
-use crate::db::{self, Backoff};
+use crate::db;
 use crate::effects::Effects;
-use crate::execution::State;
-use crate::execution::{self, ExecutionLock, Mode};
-use crate::ledger::{self, Claim};
+use crate::execution::{self, LockError, Mode, State};
+use crate::held::{Held, HeldSpec, RecoverError};
 use crate::runner::RunError;
 use crate::shutdown::Shutdown;
 use crate::summary::Summary;
@@ -41,9 +40,8 @@ pub struct ConsumerConfig {
     pub poll: Duration,
     /// Pause before retrying a batch that failed.
     pub failure_pause: Duration,
-    pub stale_after: Duration,
-    pub db_backoff: Backoff,
-    pub call_backoff: Backoff,
+    /// Staleness of reservations, database and provider retries.
+    pub retries: Retries,
     pub started_by: String,
 }
 
@@ -54,9 +52,7 @@ impl Default for ConsumerConfig {
             from_start: false,
             poll: Duration::from_secs(1),
             failure_pause: Duration::from_secs(5),
-            stale_after: runner.stale_after,
-            db_backoff: runner.db_backoff,
-            call_backoff: runner.call_backoff,
+            retries: runner.retries,
             started_by: runner.started_by,
         }
     }
@@ -81,28 +77,25 @@ pub async fn consume(
     mut shutdown: Shutdown,
 ) -> Result<ConsumeReport, RunError> {
     let key = LIVE_EXECUTION;
-    let mut lock = ExecutionLock::acquire(database_url, key, "consume").await?;
+    let spec = HeldSpec {
+        key,
+        execution_id: key,
+        mode: Mode::Live,
+        policy: Policy::from(live),
+        retries: config.retries,
+        partition: None,
+        role: "consume",
+    };
+    let mut held = Held::take(pool, database_url, spec, effects).await?;
     let mut report = ConsumeReport {
         summary: execution::ensure_live(pool, key, &job.name, &config.started_by)
             .await?
             .unwrap_or_default(),
         ..ConsumeReport::default()
     };
-    let mut position = match execution::live_checkpoint(pool, key).await? {
+    let mut position = match held.stored::<LivePosition>().await? {
         Some(position) => position,
-        None => {
-            let start = if config.from_start {
-                LivePosition {
-                    xid: 0,
-                    posicao: i64::MIN,
-                }
-            } else {
-                archive::live_horizon(pool).await?
-            };
-            let mut conn = pool.acquire().await?;
-            execution::advance_live(&mut conn, key, start, &report.summary).await?;
-            start
-        }
+        None => start_position(pool, key, config.from_start, &report.summary).await?,
     };
     tracing::info!(
         execution = key,
@@ -110,37 +103,19 @@ pub async fn consume(
         posicao = position.posicao,
         "live consumer starting"
     );
-    let mut applier = Applier::new(
-        pool.clone(),
-        ApplierConfig {
-            claim: Claim::new(key),
-            checkpoint_key: key.to_string(),
-            mode: Mode::Live,
-            policy: live.effects.clone(),
-            event_types: live.event_types.clone(),
-            on_invalid_event: live.on_invalid_event,
-            stale_after: config.stale_after,
-            db_backoff: config.db_backoff,
-            call_backoff: config.call_backoff,
-        },
-        effects.clone(),
-    );
-    settle_own(pool, &effects).await;
+    if let Err(err) = held.settle_own().await {
+        tracing::warn!(error = %err, "could not settle abandoned reservations yet");
+    }
     let mut listener = listen(pool).await;
 
     while !shutdown.is_triggered() {
-        if !lock.still_held().await {
+        if !held.still_held().await {
             tracing::warn!(
                 execution = key,
                 "lost the consumer's lock (database connection dropped); taking it again"
             );
-            lock = ExecutionLock::reacquire(database_url, key, "consume", Duration::from_secs(600))
-                .await?;
-            position = execution::live_checkpoint(pool, key)
-                .await?
-                .unwrap_or(position);
-            settle_own(pool, &effects).await;
-            applier.renew_claim();
+            position = recover(&mut held, &mut shutdown, &config, position).await?;
+            continue;
         }
         let batch = match archive::read_live(pool, position, live.batch_size).await {
             Ok(batch) => batch,
@@ -159,13 +134,12 @@ pub async fn consume(
             xid: last_xid,
             posicao: events[events.len() - 1].posicao,
         };
-        let outcome = match applier.apply_batch(&events, &shutdown).await {
+        let outcome = match held.applier().apply_batch(&events, &shutdown).await {
             Ok(outcome) => outcome,
             Err(err) => {
                 tracing::warn!(error = %err, "applying a batch failed; settling and retrying");
                 pause(&mut shutdown, config.failure_pause).await;
-                settle_own(pool, &effects).await;
-                applier.renew_claim();
+                position = recover(&mut held, &mut shutdown, &config, position).await?;
                 continue;
             }
         };
@@ -186,7 +160,7 @@ pub async fn consume(
         }
         report.summary.add(&outcome.summary);
         report.events_this_run += outcome.summary.events_read;
-        let saved = db::retry("advance checkpoint", config.db_backoff, || async {
+        let saved = db::retry("advance checkpoint", config.retries.db_backoff, || async {
             let mut tx = pool.begin().await?;
             execution::advance_live(&mut tx, key, last, &report.summary).await?;
             tx.commit().await
@@ -201,33 +175,46 @@ pub async fn consume(
         report.checkpoint = Some(position);
     }
     let _ = execution::finish(pool, key, State::Interrupted, None).await;
-    lock.release().await;
+    held.release().await;
     Ok(report)
 }
 
-/// Settles the reservations this execution left `reservado` (only this process can have made
-/// them: it holds the lock), retrying while the database is unreachable.
-async fn settle_own(pool: &PgPool, effects: &Effects) {
-    let idempotent = effects.idempotent_types();
-    let patient = Backoff {
-        attempts: 60,
-        base: Duration::from_millis(200),
-        max: Duration::from_secs(5),
-    };
-    match db::retry("settle", patient, || {
-        ledger::settle_abandoned(pool, LIVE_EXECUTION, &idempotent, None)
-    })
-    .await
-    {
-        Ok(settled) if !settled.released.is_empty() || !settled.uncertain.is_empty() => {
-            tracing::warn!(
-                released = settled.released.len(),
-                uncertain = settled.uncertain.len(),
-                "settled the consumer's own abandoned reservations"
-            );
+/// Without a checkpoint: the start of the archive (`--from-start`) or "now", stored at once.
+async fn start_position(
+    pool: &PgPool,
+    key: &str,
+    from_start: bool,
+    summary: &Summary,
+) -> Result<LivePosition, sqlx::Error> {
+    let start = if from_start {
+        LivePosition {
+            xid: 0,
+            posicao: i64::MIN,
         }
-        Ok(_) => {}
-        Err(err) => tracing::warn!(error = %err, "could not settle abandoned reservations yet"),
+    } else {
+        archive::live_horizon(pool).await?
+    };
+    let mut conn = pool.acquire().await?;
+    execution::advance_live(&mut conn, key, start, summary).await?;
+    Ok(start)
+}
+
+/// [`Held::recover`], then the stored checkpoint. A database still away is waited for (the
+/// consumer never stops for it); a lock taken by another process ends the consumer.
+async fn recover(
+    held: &mut Held,
+    shutdown: &mut Shutdown,
+    config: &ConsumerConfig,
+    position: LivePosition,
+) -> Result<LivePosition, RunError> {
+    match held.recover().await {
+        Ok(()) => Ok(held.stored().await.ok().flatten().unwrap_or(position)),
+        Err(RecoverError::Lock(err @ LockError::Held { .. })) => Err(err.into()),
+        Err(err) => {
+            tracing::warn!(error = %err, "could not recover yet; trying again");
+            pause(shutdown, config.failure_pause).await;
+            Ok(position)
+        }
     }
 }
 

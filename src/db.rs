@@ -115,3 +115,71 @@ where
         }
     }
 }
+
+/// Where a pool connects, for messages: `host:port/database` (never the user or password).
+pub fn target(pool: &PgPool) -> String {
+    let options = pool.connect_options();
+    format!(
+        "{}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("")
+    )
+}
+
+/// What went wrong with the database, in words an operator can act on: the cause, never the
+/// connection string.
+pub fn describe(err: &sqlx::Error) -> String {
+    use std::io::ErrorKind;
+    match err {
+        sqlx::Error::Io(io) => match io.kind() {
+            ErrorKind::ConnectionRefused => "connection refused".into(),
+            ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+            | ErrorKind::UnexpectedEof => format!("connection lost ({io})"),
+            ErrorKind::TimedOut => "connection timed out".into(),
+            _ if io.to_string().contains("lookup address") => format!("unknown host ({io})"),
+            _ => format!("I/O error: {io}"),
+        },
+        sqlx::Error::PoolTimedOut => {
+            "no connection within the pool's timeout (the server does not answer)".into()
+        }
+        sqlx::Error::PoolClosed => "the connection pool was closed".into(),
+        sqlx::Error::Tls(e) => format!("TLS failed: {e}"),
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            let what = match &*code {
+                "57P01" => "the server was shut down by an administrator",
+                "57P02" => "the server crashed",
+                "57P03" => "the server is starting up or shutting down",
+                "53300" => "too many connections",
+                "28P01" | "28000" => "authentication failed",
+                "3D000" => "the database does not exist",
+                c if c.starts_with("08") => "connection failure",
+                _ => "server error",
+            };
+            format!("{what} ({code}: {})", db.message())
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Explains a lost database: the cause of `err`, or, when the pool only says that it timed out
+/// (it hides why its connection attempts failed), the cause found by one direct attempt.
+pub async fn explain_loss(pool: &PgPool, err: &sqlx::Error) -> String {
+    if !matches!(err, sqlx::Error::PoolTimedOut) {
+        return describe(err);
+    }
+    use sqlx::Connection;
+    let options = pool.connect_options();
+    let attempt = sqlx::PgConnection::connect_with(&options);
+    match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            "the pool timed out, though the server answers again".into()
+        }
+        Ok(Err(e)) => describe(&e),
+        Err(_) => "the server does not answer within 5 s".into(),
+    }
+}

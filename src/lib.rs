@@ -33,6 +33,7 @@ pub mod demo;
 pub mod domain;
 pub mod effects;
 pub mod execution;
+pub mod held;
 pub mod ledger;
 pub mod metrics;
 pub mod money;

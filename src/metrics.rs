@@ -311,7 +311,7 @@ fn reported(all: Vec<Execution>) -> Vec<Execution> {
     let mut seen = std::collections::HashSet::new();
     all.into_iter()
         .filter(|e| {
-            let newest = seen.insert((e.job.clone(), e.mode.clone()));
+            let newest = seen.insert((e.job.clone(), e.mode));
             newest || e.state != execution::State::Finished
         })
         .collect()

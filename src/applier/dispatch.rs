@@ -130,7 +130,7 @@ pub(super) async fn perform(
                         slot,
                         shutdown.clone(),
                         done_tx.clone(),
-                        config.call_backoff,
+                        config.retries.call_backoff,
                     ));
                 } else {
                     summary.count_effect(EffectOutcome::AlreadyRegistered, 1);
@@ -144,7 +144,7 @@ pub(super) async fn perform(
                     slot,
                     applier.pool.clone(),
                     config.claim.clone(),
-                    config.db_backoff,
+                    config.retries.db_backoff,
                     shutdown.clone(),
                 ));
             }
@@ -218,14 +218,14 @@ pub(super) async fn perform(
         .into_iter()
         .partition(|a| to_uncertain.contains(&a.key));
     if !to_uncertain.is_empty() {
-        let moved = db::retry("mark uncertain", config.db_backoff, || {
+        let moved = db::retry("mark uncertain", config.retries.db_backoff, || {
             ledger::mark_uncertain(&applier.pool, claim, &to_uncertain, &uncertain_tries)
         })
         .await?;
         summary.count_effect(EffectOutcome::Uncertain, moved.len() as u64);
     }
     if !to_release.is_empty() {
-        let released = db::retry("release", config.db_backoff, || {
+        let released = db::retry("release", config.retries.db_backoff, || {
             ledger::release(&applier.pool, claim, &to_release, &release_tries)
         })
         .await?;
@@ -255,12 +255,12 @@ async fn reserve_idempotent(
         })
         .collect();
     let config = &applier.config;
-    let held = db::retry("reserve", config.db_backoff, || {
+    let held = db::retry("reserve", config.retries.db_backoff, || {
         ledger::reserve(
             &applier.pool,
             &config.claim,
             &items,
-            Some(config.stale_after),
+            Some(config.retries.stale_after),
         )
     })
     .await?;
@@ -280,7 +280,7 @@ async fn beyond_dedup_window(
     }
     let keys: Vec<String> = held.iter().cloned().collect();
     let config = &applier.config;
-    let expired = db::retry("dedup window", config.db_backoff, || async {
+    let expired = db::retry("dedup window", config.retries.db_backoff, || async {
         let mut conn = applier.pool.acquire().await?;
         ledger::past_dedup_window(&mut conn, &keys, window).await
     })
@@ -292,7 +292,7 @@ async fn beyond_dedup_window(
         keys = expired.len(),
         "first attempt older than the provider's dedup_window: incerto, not resent"
     );
-    db::retry("mark uncertain", config.db_backoff, || {
+    db::retry("mark uncertain", config.retries.db_backoff, || {
         ledger::mark_uncertain(&applier.pool, &config.claim, &expired, &[])
     })
     .await

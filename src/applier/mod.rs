@@ -12,7 +12,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use crate::commission::{self, Change};
-use crate::config::{EffectMode, EffectPolicy, OnInvalidEvent};
+use crate::config::{EffectMode, EffectPolicy, LiveJob, OnInvalidEvent, ReplayJob};
 use crate::db::{self, Backoff};
 use crate::domain::{self, CommissionRow, Decision, Event};
 use crate::effects::Effects;
@@ -23,6 +23,62 @@ use crate::summary::{EffectOutcome, StateOutcome, Summary};
 
 pub use dispatch::EffectFailure;
 
+/// What a job says about applying events: the part of a replay job or of the live consumer's
+/// job that the applier follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Event types handed to the domain; others are skipped and counted.
+    pub event_types: Vec<String>,
+    /// Effect type → policy; a type not listed is suppressed.
+    pub effects: BTreeMap<String, EffectPolicy>,
+    pub on_invalid_event: OnInvalidEvent,
+}
+
+impl From<&ReplayJob> for Policy {
+    fn from(job: &ReplayJob) -> Self {
+        Policy {
+            event_types: job.event_types.clone(),
+            effects: job.effects.clone(),
+            on_invalid_event: job.on_invalid_event,
+        }
+    }
+}
+
+impl From<&LiveJob> for Policy {
+    fn from(job: &LiveJob) -> Self {
+        Policy {
+            event_types: job.event_types.clone(),
+            effects: job.effects.clone(),
+            on_invalid_event: job.on_invalid_event,
+        }
+    }
+}
+
+/// How long the applier waits, and how often it tries again, before it gives up on a step.
+#[derive(Debug, Clone, Copy)]
+pub struct Retries {
+    /// A reservation of an idempotent type older than this may be retaken (the seed's 5 minutes).
+    pub stale_after: Duration,
+    /// Database steps: retried this way on a transient failure.
+    pub db_backoff: Backoff,
+    /// Provider calls under `on_failure: release`: retried this way before the key is released.
+    pub call_backoff: Backoff,
+}
+
+impl Default for Retries {
+    fn default() -> Self {
+        Retries {
+            stale_after: Duration::from_secs(300),
+            db_backoff: Backoff::default(),
+            call_backoff: Backoff {
+                attempts: 4,
+                base: Duration::from_millis(250),
+                max: Duration::from_secs(5),
+            },
+        }
+    }
+}
+
 /// How one applier behaves; everything that differs between live processing and a replay.
 #[derive(Clone)]
 pub struct ApplierConfig {
@@ -32,15 +88,8 @@ pub struct ApplierConfig {
     /// execution id for diff rows).
     pub checkpoint_key: String,
     pub mode: Mode,
-    pub policy: BTreeMap<String, EffectPolicy>,
-    pub event_types: Vec<String>,
-    pub on_invalid_event: OnInvalidEvent,
-    /// A reservation of an idempotent type older than this may be retaken (the seed's 5 minutes).
-    pub stale_after: Duration,
-    /// Database steps: retried this way on a transient failure.
-    pub db_backoff: Backoff,
-    /// Provider calls under `on_failure: release`: retried this way before the key is released.
-    pub call_backoff: Backoff,
+    pub policy: Policy,
+    pub retries: Retries,
 }
 
 /// The applier of one execution.
@@ -91,6 +140,10 @@ impl Applier {
         &self.config
     }
 
+    pub fn effects(&self) -> &Effects {
+        &self.effects
+    }
+
     /// A new claim token for this execution, after the process settled its own reservations
     /// (a long-lived consumer recovering from an error does what a restart would).
     pub fn renew_claim(&mut self) {
@@ -138,7 +191,7 @@ impl Applier {
         let mut decided = Vec::with_capacity(events.len());
         let mut rejected = Vec::new();
         for (i, event) in events.iter().enumerate() {
-            if !self.config.event_types.contains(&event.tipo) {
+            if !self.config.policy.event_types.contains(&event.tipo) {
                 summary.events_read += 1;
                 summary.events_skipped += 1;
                 continue;
@@ -160,7 +213,7 @@ impl Applier {
                     tracing::warn!(evento_id = %event.id, posicao = event.posicao, reason = invalid.reason, "invalid event rejected");
                     summary.events_read += 1;
                     summary.events_rejected += 1;
-                    if self.config.on_invalid_event == OnInvalidEvent::Stop {
+                    if self.config.policy.on_invalid_event == OnInvalidEvent::Stop {
                         rejected.push(record.clone());
                         return (decided, rejected, Some(record), &events[..i]);
                     }
@@ -188,7 +241,7 @@ impl Applier {
             commission::newest_per_order(decided.iter().map(|d| d.decision.commission.clone()));
         let ids: Vec<String> = rows.iter().map(|r| r.pedido_id.clone()).collect();
         let simulate = self.config.mode == Mode::Simulation;
-        let (current, written) = db::retry("state", self.config.db_backoff, || async {
+        let (current, written) = db::retry("state", self.config.retries.db_backoff, || async {
             let mut tx = self.pool.begin().await?;
             let current = commission::current(&mut tx, &ids, !simulate).await?;
             let written: Vec<String> = if simulate {
@@ -229,7 +282,7 @@ impl Applier {
         if keys.is_empty() {
             return Ok(());
         }
-        let registered = db::retry("ledger lookup", self.config.db_backoff, || {
+        let registered = db::retry("ledger lookup", self.config.retries.db_backoff, || {
             crate::ledger::registered(&self.pool, &keys)
         })
         .await?;
@@ -246,6 +299,7 @@ impl Applier {
     fn policy_of(&self, tipo: &str) -> Option<EffectPolicy> {
         self.config
             .policy
+            .effects
             .get(tipo)
             .copied()
             .filter(|p| p.mode == EffectMode::Apply)

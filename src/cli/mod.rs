@@ -282,7 +282,10 @@ async fn run(
         restart,
         workers,
         progress: workers == 1,
-        stale_after: sweep_stale_after(&cli.jobs_dir),
+        retries: crate::applier::Retries {
+            stale_after: sweep_stale_after(&cli.jobs_dir),
+            ..Default::default()
+        },
         ..RunnerConfig::default()
     };
     let result = runner::run(&pool, &url, &job, replay, effects, config, stop).await;
@@ -342,7 +345,10 @@ async fn consume(cli: &Cli, job_ref: Option<&str>, from_start: bool) -> anyhow::
     shutdown::on_signals(trigger);
     let config = crate::consumer::ConsumerConfig {
         from_start,
-        stale_after: sweep_stale_after(&cli.jobs_dir),
+        retries: crate::applier::Retries {
+            stale_after: sweep_stale_after(&cli.jobs_dir),
+            ..Default::default()
+        },
         ..Default::default()
     };
     match crate::consumer::consume(&pool, &url, &job, live, effects, config, stop).await {

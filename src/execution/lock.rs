@@ -20,7 +20,9 @@ pub enum LockError {
 /// The lock on an execution, held on a connection of its own for as long as the process runs it.
 /// Dropping it (or the process dying) releases it.
 pub struct ExecutionLock {
-    conn: PgConnection,
+    /// Behind a mutex so that holders can ask [`ExecutionLock::still_held`] through a shared
+    /// reference while batches borrow the rest of their state.
+    conn: tokio::sync::Mutex<PgConnection>,
     key: String,
 }
 
@@ -35,7 +37,7 @@ impl ExecutionLock {
             .await?;
         if taken {
             return Ok(ExecutionLock {
-                conn,
+                conn: tokio::sync::Mutex::new(conn),
                 key: key.to_string(),
             });
         }
@@ -112,11 +114,9 @@ impl ExecutionLock {
 
     /// Whether the lock is still held: its connection is alive. A lost connection means the lock
     /// is gone and another process may take the execution, so the holder must stop.
-    pub async fn still_held(&mut self) -> bool {
-        sqlx::query("select 1")
-            .execute(&mut self.conn)
-            .await
-            .is_ok()
+    pub async fn still_held(&self) -> bool {
+        let mut conn = self.conn.lock().await;
+        sqlx::query("select 1").execute(&mut *conn).await.is_ok()
     }
 
     pub fn key(&self) -> &str {
@@ -124,12 +124,13 @@ impl ExecutionLock {
     }
 
     /// Releases the lock now.
-    pub async fn release(mut self) {
+    pub async fn release(self) {
+        let mut conn = self.conn.into_inner();
         let _ = sqlx::query("select pg_advisory_unlock($1, hashtext($2))")
             .bind(LOCK_CLASS)
             .bind(&self.key)
-            .execute(&mut self.conn)
+            .execute(&mut conn)
             .await;
-        let _ = self.conn.close().await;
+        let _ = conn.close().await;
     }
 }

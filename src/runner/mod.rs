@@ -15,14 +15,13 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::applier::{Applier, ApplierConfig, ApplyError, EffectFailure};
+use crate::applier::{ApplyError, BatchOutcome, EffectFailure, Policy, Retries};
 use crate::archive::{self, Partition, Window};
 use crate::config::{Job, OnInvalidEvent, ReplayJob, ResolvedWindow};
-use crate::db::{self, Backoff};
+use crate::db;
 use crate::effects::Effects;
-use crate::execution::State;
-use crate::execution::{self, ExecutionLock, LockError, Mode, NewPass, Rejected};
-use crate::ledger::{self, Claim};
+use crate::execution::{self, LockError, Mode, NewPass, Rejected, State};
+use crate::held::{Held, HeldSpec, RecoverError};
 use crate::shutdown::Shutdown;
 use crate::summary::Summary;
 use futures::stream::{FuturesOrdered, StreamExt};
@@ -36,10 +35,8 @@ pub struct RunnerConfig {
     pub restart: bool,
     /// Who or what started it (`user@host`, `serve`).
     pub started_by: String,
-    /// Stale reservations of idempotent types older than this are retaken.
-    pub stale_after: Duration,
-    pub db_backoff: Backoff,
-    pub call_backoff: Backoff,
+    /// Staleness of reservations, database and provider retries.
+    pub retries: Retries,
     /// Show a progress bar (when stderr is a terminal) or log progress lines.
     pub progress: bool,
     /// The clock for `window: { previous: day }`.
@@ -60,13 +57,7 @@ impl Default for RunnerConfig {
                 std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
                 db::hostname()
             ),
-            stale_after: Duration::from_secs(300),
-            db_backoff: Backoff::default(),
-            call_backoff: Backoff {
-                attempts: 4,
-                base: Duration::from_millis(250),
-                max: Duration::from_secs(5),
-            },
+            retries: Retries::default(),
             progress: true,
             now: Utc::now(),
             pipeline_depth: 2,
@@ -122,6 +113,59 @@ pub enum RunError {
     /// `require_approved_simulation`: no approval, or the window changed since (`approval`).
     #[error(transparent)]
     NotApproved(#[from] crate::approval::GateError),
+    #[error(transparent)]
+    Recover(#[from] RecoverError),
+    /// The database stayed away past every retry and recovery.
+    #[error(
+        "lost the database at {target}: {cause}; the checkpoint is kept, run it again to resume"
+    )]
+    DatabaseLost { target: String, cause: String },
+}
+
+impl RunError {
+    /// The database failure under this error, if it is one.
+    fn database(&self) -> Option<&sqlx::Error> {
+        match self {
+            RunError::Database(e) | RunError::Apply(ApplyError::Database(e)) => Some(e),
+            RunError::Locked(LockError::Database(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Why the database was lost, in words (see [`db::explain_loss`]).
+    async fn cause(&self, pool: &PgPool) -> String {
+        match self.database() {
+            Some(e) => db::explain_loss(pool, e).await,
+            None => self.to_string(),
+        }
+    }
+
+    /// A lost database says where and why; any other error is returned as it is.
+    async fn located(self, pool: &PgPool) -> RunError {
+        match self.database() {
+            Some(e) if db::is_transient(e) => RunError::DatabaseLost {
+                target: db::target(pool),
+                cause: db::explain_loss(pool, e).await,
+            },
+            _ => self,
+        }
+    }
+}
+
+impl RunReport {
+    fn new(ctx: &Context<'_>, key: &str) -> Self {
+        RunReport {
+            execution_id: ctx.resolved.execution_id.clone(),
+            checkpoint_key: key.to_string(),
+            mode: ctx.mode,
+            ended: Ended::Finished,
+            summary: Summary::default(),
+            checkpoint: None,
+            rejected: Vec::new(),
+            elapsed: Duration::ZERO,
+            events_this_run: 0,
+        }
+    }
 }
 
 /// Runs a replay job to the end of its window (or to a stop), resuming from its checkpoint.
@@ -193,28 +237,28 @@ struct Parent {
     pass: i32,
 }
 
-/// Runs one execution under its lock: resumes it, or starts a pass, then the batch loop.
+/// Runs one execution under its lock: resumes it, or starts a pass, then the batch loop,
+/// recovering from a lost database as a restart of the process would.
 async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunError> {
     let started = Instant::now();
-    let (pool, config, key) = (ctx.pool, ctx.config, scope.key.clone());
-    let mut lock = ExecutionLock::acquire(ctx.database_url, &key, "run").await?;
-    let mut report = RunReport {
-        execution_id: ctx.resolved.execution_id.clone(),
-        checkpoint_key: key.clone(),
+    let (pool, key) = (ctx.pool, scope.key.clone());
+    let spec = HeldSpec {
+        key: &key,
+        execution_id: &ctx.resolved.execution_id,
         mode: ctx.mode,
-        ended: Ended::Finished,
-        summary: Summary::default(),
-        checkpoint: None,
-        rejected: Vec::new(),
-        elapsed: Duration::ZERO,
-        events_this_run: 0,
+        policy: Policy::from(ctx.replay),
+        retries: ctx.config.retries,
+        partition: scope.partition,
+        role: "run",
     };
+    let mut held = Held::take(pool, ctx.database_url, spec, ctx.effects.clone()).await?;
+    let mut report = RunReport::new(ctx, &key);
 
     let existing = execution::load(pool, &key).await?;
     // A partition belongs to its parent's pass; a whole window is in its pass until --restart.
     let same_pass = |e: &execution::Execution| match scope.parent {
         Some(parent) => e.pass == parent.pass,
-        None => !config.restart,
+        None => !ctx.config.restart,
     };
     let window = match existing {
         Some(ref e) if e.state == State::Finished && same_pass(e) => {
@@ -222,7 +266,7 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
             report.summary = e.summary.clone();
             report.checkpoint = e.checkpoint;
             report.rejected = execution::rejected(pool, &key).await?;
-            lock.release().await;
+            held.release().await;
             return Ok(report);
         }
         Some(ref e) if same_pass(e) => {
@@ -235,62 +279,11 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
         }
         _ => start_pass(ctx, &scope).await?,
     };
+    held.settle_own().await?;
 
-    let claim = Claim::new(ctx.resolved.execution_id.clone());
-    settle_own(ctx, &key, scope.partition).await?;
-    let mut applier = Applier::new(
-        pool.clone(),
-        ApplierConfig {
-            claim,
-            checkpoint_key: key.clone(),
-            mode: ctx.mode,
-            policy: ctx.replay.effects.clone(),
-            event_types: ctx.replay.event_types.clone(),
-            on_invalid_event: ctx.replay.on_invalid_event,
-            stale_after: config.stale_after,
-            db_backoff: config.db_backoff,
-            call_backoff: config.call_backoff,
-        },
-        ctx.effects.clone(),
-    );
-
-    let mut recoveries = 0;
-    let result = loop {
-        let Some(window) = window else {
-            break Ok(Ended::Finished);
-        };
-        let result = batch_loop(
-            pool,
-            &applier,
-            &window,
-            ctx.replay.batch_size,
-            config,
-            ctx.shutdown,
-            &mut lock,
-            &mut report,
-        )
-        .await;
-        // A lost database (a restart, a dropped connection) is survived as a restart of this
-        // process would survive it: take the lock again, settle what this run left reserved, get
-        // a new claim, and go on from the stored checkpoint.
-        match result {
-            Err(err)
-                if recoverable(&err)
-                    && recoveries < MAX_RECOVERIES
-                    && !ctx.shutdown.is_triggered() =>
-            {
-                recoveries += 1;
-                tracing::warn!(execution = %key, error = %err, attempt = recoveries, "lost the database; recovering");
-                if !lock.still_held().await {
-                    lock =
-                        ExecutionLock::reacquire(ctx.database_url, &key, "run", RECOVERY_PATIENCE)
-                            .await?;
-                }
-                settle_own(ctx, &key, scope.partition).await?;
-                applier.renew_claim();
-            }
-            other => break other,
-        }
+    let result = match window {
+        Some(window) => run_recovering(ctx, &mut held, &window, &mut report).await,
+        None => Ok(Ended::Finished),
     };
     report.elapsed = started.elapsed();
     let (state, error) = match &result {
@@ -298,20 +291,52 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
         Ok(_) => (State::Finished, None),
         Err(e) => (State::Failed, Some(e.to_string())),
     };
-    db::retry("finish", config.db_backoff, || {
+    db::retry("finish", ctx.config.retries.db_backoff, || {
         execution::finish(pool, &key, state, error.as_deref())
     })
     .await?;
     report.rejected = execution::rejected(pool, &key).await.unwrap_or_default();
-    lock.release().await;
+    held.release().await;
     report.ended = result?;
     Ok(report)
 }
 
+/// The batch loop, again after each loss of the database (up to [`MAX_RECOVERIES`] times):
+/// [`Held::recover`] does what a restart would, and the loop resumes from the stored checkpoint.
+async fn run_recovering(
+    ctx: &Context<'_>,
+    held: &mut Held,
+    window: &Window,
+    report: &mut RunReport,
+) -> Result<Ended, RunError> {
+    let mut recoveries = 0;
+    loop {
+        let result = Batches::new(ctx, held, window, report).await?.run().await;
+        match result {
+            Err(err)
+                if recoverable(&err)
+                    && recoveries < MAX_RECOVERIES
+                    && !ctx.shutdown.is_triggered() =>
+            {
+                recoveries += 1;
+                let cause = err.cause(ctx.pool).await;
+                tracing::warn!(
+                    execution = %held.key(),
+                    database = %db::target(ctx.pool),
+                    cause = %cause,
+                    attempt = recoveries,
+                    "lost the database; recovering"
+                );
+                held.recover().await.map_err(RunError::from)?;
+            }
+            Err(err) => return Err(err.located(ctx.pool).await),
+            ok => return ok,
+        }
+    }
+}
+
 /// Times a run recovers from a lost database before it gives up.
 const MAX_RECOVERIES: u32 = 20;
-/// How long a run waits for the database to come back.
-const RECOVERY_PATIENCE: Duration = Duration::from_secs(600);
 
 /// A failure that a restart of the process would get past: the database went away.
 fn recoverable(err: &RunError) -> bool {
@@ -320,37 +345,6 @@ fn recoverable(err: &RunError) -> bool {
         RunError::Database(e) | RunError::Apply(ApplyError::Database(e)) => db::is_transient(e),
         _ => false,
     }
-}
-
-/// Settles the reservations this execution (this partition) left `reservado` in an earlier
-/// process, or in this one before it lost the database: we hold the lock, so they are abandoned.
-async fn settle_own(
-    ctx: &Context<'_>,
-    key: &str,
-    partition: Option<Partition>,
-) -> Result<(), RunError> {
-    if ctx.mode != Mode::Real {
-        return Ok(());
-    }
-    let idempotent = ctx.effects.idempotent_types();
-    let patient = Backoff {
-        attempts: 60,
-        base: Duration::from_millis(200),
-        max: Duration::from_secs(10),
-    };
-    let settled = db::retry("settle", patient, || {
-        ledger::settle_abandoned(ctx.pool, &ctx.resolved.execution_id, &idempotent, partition)
-    })
-    .await?;
-    if !settled.released.is_empty() || !settled.uncertain.is_empty() {
-        tracing::warn!(
-            execution = %key,
-            released = settled.released.len(),
-            uncertain = settled.uncertain.len(),
-            "settled reservations abandoned by an earlier process of this execution"
-        );
-    }
-    Ok(())
 }
 
 /// Starts a pass of an execution: fixes its window (a partition takes its parent's), resets the
@@ -387,130 +381,198 @@ async fn start_pass(ctx: &Context<'_>, scope: &Scope) -> Result<Option<Window>, 
     Ok(window)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn batch_loop(
-    pool: &PgPool,
-    applier: &Applier,
-    window: &Window,
+/// The batch loop of one held execution over its window: reads batches after the checkpoint,
+/// applies them `depth` at a time, and moves the checkpoint past whole, settled batches.
+struct Batches<'a> {
+    pool: &'a PgPool,
+    held: &'a Held,
+    window: &'a Window,
     batch_size: u32,
-    config: &RunnerConfig,
-    shutdown: &Shutdown,
-    lock: &mut ExecutionLock,
-    report: &mut RunReport,
-) -> Result<Ended, RunError> {
-    let key = report.checkpoint_key.clone();
-    // The last settled position; `None` before the window's first event (no position lies
-    // before one at i64::MIN, so "first - 1" cannot stand for it).
-    let stored = db::retry("load execution", config.db_backoff, || {
-        execution::load(pool, &key)
-    })
-    .await?;
-    if let Some(e) = &stored {
-        // After a recovery, what the database holds is the truth, not what this process counted.
-        report.summary = e.summary.clone();
+    config: &'a RunnerConfig,
+    shutdown: &'a Shutdown,
+    report: &'a mut RunReport,
+    progress: Progress,
+    /// The last settled position; `None` before the window's first event (no position lies
+    /// before one at i64::MIN, so "first - 1" cannot stand for it).
+    checkpoint: Option<i64>,
+    /// The first position not read yet; `None` past i64::MAX.
+    read_from: Option<i64>,
+    exhausted: bool,
+    /// False once a batch could not be wholly settled: no later batch may move the checkpoint.
+    advancing: bool,
+    /// Why the loop stops reading, once it knows.
+    stop: Option<Result<Ended, RunError>>,
+}
+
+impl<'a> Batches<'a> {
+    /// Resumes from the stored checkpoint: after a recovery, what the database holds is the
+    /// truth, not what this process counted.
+    async fn new(
+        ctx: &Context<'a>,
+        held: &'a Held,
+        window: &'a Window,
+        report: &'a mut RunReport,
+    ) -> Result<Batches<'a>, RunError> {
+        let (pool, config) = (ctx.pool, ctx.config);
+        let key = report.checkpoint_key.clone();
+        let stored = db::retry("load execution", config.retries.db_backoff, || {
+            execution::load(pool, &key)
+        })
+        .await?;
+        if let Some(e) = &stored {
+            report.summary = e.summary.clone();
+        }
+        let checkpoint = stored.and_then(|e| e.checkpoint);
+        let read_from = checkpoint.map_or(Some(window.first), |c| c.checked_add(1));
+        let remaining = match read_from {
+            Some(from) => archive::remaining(pool, window, from).await?,
+            None => 0,
+        };
+        let progress = Progress::new(
+            &key,
+            window.count.max(0) as u64,
+            (window.count - remaining).max(0) as u64,
+            config.progress,
+        );
+        Ok(Batches {
+            pool,
+            held,
+            window,
+            batch_size: ctx.replay.batch_size,
+            config,
+            shutdown: ctx.shutdown,
+            report,
+            progress,
+            checkpoint,
+            read_from,
+            exhausted: read_from.is_none(),
+            advancing: true,
+            stop: None,
+        })
     }
-    let mut checkpoint = stored.and_then(|e| e.checkpoint);
-    // The first position not read yet; `None` past i64::MAX.
-    let mut read_from = checkpoint.map_or(Some(window.first), |c| c.checked_add(1));
-    let remaining = match read_from {
-        Some(from) => archive::remaining(pool, window, from).await?,
-        None => 0,
-    };
-    let mut progress = Progress::new(
-        &key,
-        window.count.max(0) as u64,
-        (window.count - remaining).max(0) as u64,
-        config.progress,
-    );
-    // Batches are applied `depth` at a time: the next one is read, decided and written while the
-    // current one's effects are in flight. Their outcomes come back in order, and the checkpoint
-    // moves only while every batch before has been wholly settled (invariant 7). Under
-    // `on_invalid_event: stop` no batch may run ahead of a halt, so one at a time.
-    let depth = match applier.config().on_invalid_event {
-        OnInvalidEvent::Stop => 1,
-        OnInvalidEvent::Record => config.pipeline_depth.max(1),
-    };
-    let mut in_flight = FuturesOrdered::new();
-    let mut exhausted = read_from.is_none();
-    let mut advancing = true;
-    let mut stop: Option<Result<Ended, RunError>> = None;
-    loop {
-        while stop.is_none() && !exhausted && in_flight.len() < depth {
-            if shutdown.is_triggered() {
-                stop = Some(Ok(Ended::Interrupted));
-            } else if !lock.still_held().await {
-                stop = Some(Err(RunError::LockLost(key.clone())));
-            } else if let Some(from) = read_from {
-                let read = db::retry("read batch", config.db_backoff, || {
-                    archive::read_batch(pool, window, from, batch_size)
-                })
-                .await;
-                match read {
-                    Err(err) => stop = Some(Err(err.into())),
-                    Ok(events) => match events.last().map(|e| e.posicao) {
-                        None => exhausted = true,
-                        Some(last) => {
-                            read_from = last.checked_add(1);
-                            exhausted = read_from.is_none();
-                            in_flight.push_back(async move {
-                                let outcome = applier.apply_batch(&events, shutdown).await;
-                                (last, outcome)
-                            });
-                        }
-                    },
+
+    /// Batches are applied `depth` at a time: the next one is read, decided and written while the
+    /// current one's effects are in flight. Their outcomes come back in order, and the checkpoint
+    /// moves only while every batch before has been wholly settled (invariant 7). Under
+    /// `on_invalid_event: stop` no batch may run ahead of a halt, so one at a time.
+    async fn run(mut self) -> Result<Ended, RunError> {
+        let applier = self.held.applier();
+        let shutdown = self.shutdown;
+        let depth = match applier.config().policy.on_invalid_event {
+            OnInvalidEvent::Stop => 1,
+            OnInvalidEvent::Record => self.config.pipeline_depth.max(1),
+        };
+        let mut in_flight = FuturesOrdered::new();
+        loop {
+            while self.stop.is_none() && !self.exhausted && in_flight.len() < depth {
+                if let Some(events) = self.next_batch().await {
+                    let last = events[events.len() - 1].posicao;
+                    in_flight.push_back(async move {
+                        let outcome = applier.apply_batch(&events, shutdown).await;
+                        (last, outcome)
+                    });
                 }
-            } else {
-                exhausted = true;
+            }
+            let Some((last, outcome)) = in_flight.next().await else {
+                break;
+            };
+            self.settle(last, outcome).await;
+        }
+        self.progress.finish();
+        match self.stop {
+            Some(ended) => ended,
+            None if self.shutdown.is_triggered() || !self.advancing => Ok(Ended::Interrupted),
+            None => Ok(Ended::Finished),
+        }
+    }
+
+    /// Reads the next batch, or records why there is none (the end of the window, shutdown, a
+    /// lost lock, a database failure).
+    async fn next_batch(&mut self) -> Option<Vec<crate::domain::Event>> {
+        let Some(from) = self.read_from else {
+            self.exhausted = true;
+            return None;
+        };
+        if self.shutdown.is_triggered() {
+            self.stop = Some(Ok(Ended::Interrupted));
+            return None;
+        }
+        if !self.held.still_held().await {
+            self.stop = Some(Err(RunError::LockLost(self.held.key().to_string())));
+            return None;
+        }
+        let (pool, window, size) = (self.pool, self.window, self.batch_size);
+        let read = db::retry("read batch", self.config.retries.db_backoff, || {
+            archive::read_batch(pool, window, from, size)
+        })
+        .await;
+        match read {
+            Err(err) => {
+                self.stop = Some(Err(err.into()));
+                None
+            }
+            Ok(events) if events.is_empty() => {
+                self.exhausted = true;
+                None
+            }
+            Ok(events) => {
+                self.read_from = events[events.len() - 1].posicao.checked_add(1);
+                self.exhausted = self.read_from.is_none();
+                Some(events)
             }
         }
-        let Some((last, outcome)) = in_flight.next().await else {
-            break;
-        };
+    }
+
+    /// Takes a batch's outcome, in order. The checkpoint moves by whole batches: past a batch
+    /// once every event of it is settled (invariant 7), never into its middle, so a batch left
+    /// partly unsettled (a failure, a stop) is read again as a whole by the run that resumes it,
+    /// and the stored summary, which counts whole batches, counts each event once.
+    async fn settle(&mut self, last: i64, outcome: Result<BatchOutcome, ApplyError>) {
         let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(err) => {
-                advancing = false;
-                stop.get_or_insert(Err(err.into()));
-                continue;
+                self.advancing = false;
+                self.stop.get_or_insert(Err(err.into()));
+                return;
             }
         };
-        report.events_this_run += outcome.summary.events_read;
-        progress.advance(outcome.summary.events_read);
-        // The checkpoint moves by whole batches: past a batch once every event of it is settled
-        // (invariant 7), never into its middle, so a batch left partly unsettled (a failure, a
-        // stop) is read again as a whole by the run that resumes it, and the stored summary, which
-        // counts whole batches, counts each event once.
-        let whole = advancing && outcome.settled_through >= Some(last);
-        if whole {
-            report.summary.add(&outcome.summary);
-            let saved = db::retry("advance checkpoint", config.db_backoff, || async {
-                let mut tx = pool.begin().await?;
-                execution::advance(&mut tx, &key, last, &report.summary).await?;
-                tx.commit().await
-            })
-            .await;
-            if let Err(err) = saved {
-                advancing = false;
-                stop.get_or_insert(Err(err.into()));
-                continue;
+        self.report.events_this_run += outcome.summary.events_read;
+        self.progress.advance(outcome.summary.events_read);
+        if self.advancing && outcome.settled_through >= Some(last) {
+            self.report.summary.add(&outcome.summary);
+            if let Err(err) = self.advance(last).await {
+                self.advancing = false;
+                self.stop.get_or_insert(Err(err.into()));
+                return;
             }
-            checkpoint = Some(last);
+            self.checkpoint = Some(last);
         } else {
-            advancing = false;
+            self.advancing = false;
         }
-        report.checkpoint = checkpoint;
-        tracing::debug!(execution = %key, batch_last = last, checkpoint = ?checkpoint, "batch applied");
+        self.report.checkpoint = self.checkpoint;
+        tracing::debug!(execution = %self.held.key(), batch_last = last, checkpoint = ?self.checkpoint, "batch applied");
         if let Some(failure) = outcome.failure {
-            stop.get_or_insert(Err(RunError::EffectFailed(failure)));
+            self.stop
+                .get_or_insert(Err(RunError::EffectFailed(failure)));
         }
         if let Some(rejected) = outcome.halted_on {
-            stop.get_or_insert(Err(RunError::InvalidEvent(rejected)));
+            self.stop
+                .get_or_insert(Err(RunError::InvalidEvent(rejected)));
         }
     }
-    progress.finish();
-    match stop {
-        Some(ended) => ended,
-        None if shutdown.is_triggered() || !advancing => Ok(Ended::Interrupted),
-        None => Ok(Ended::Finished),
+
+    /// Stores the checkpoint and the summary so far, together.
+    async fn advance(&self, last: i64) -> Result<(), sqlx::Error> {
+        let (pool, key, summary) = (self.pool, self.held.key(), &self.report.summary);
+        db::retry(
+            "advance checkpoint",
+            self.config.retries.db_backoff,
+            || async {
+                let mut tx = pool.begin().await?;
+                execution::advance(&mut tx, key, last, summary).await?;
+                tx.commit().await
+            },
+        )
+        .await
     }
 }

@@ -218,7 +218,10 @@ impl Shared {
         let config = RunnerConfig {
             now: at,
             started_by: self.config.started_by.clone(),
-            stale_after: self.config.stale_after,
+            retries: crate::applier::Retries {
+                stale_after: self.config.stale_after,
+                ..Default::default()
+            },
             progress: false,
             ..RunnerConfig::default()
         };

@@ -51,7 +51,7 @@ pub fn job_statuses(jobs: &[Job], executions: &[Execution], now: DateTime<Utc>) 
                 .max_by_key(|e| e.started_at)
                 .map(|e| LastRun {
                     execution: e.key.clone(),
-                    state: e.state.clone(),
+                    state: e.state,
                     started_at: e.started_at,
                     finished_at: e.finished_at,
                     error: e.error.clone(),

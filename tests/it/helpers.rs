@@ -290,7 +290,10 @@ pub async fn run_job(
         simulate,
         restart,
         started_by: "test".into(),
-        call_backoff: fast,
+        retries: replay_ledger::applier::Retries {
+            call_backoff: fast,
+            ..Default::default()
+        },
         progress: false,
         ..RunnerConfig::default()
     };

@@ -1,0 +1,189 @@
+//! An execution held by this process: its lock, its claim token, its applier, and the one way
+//! back after the database was lost. The runner (one per execution or partition) and the live
+//! consumer both hold their execution through [`Held`], so the recovery sequence exists once.
+//!
+//! Holding the lock is what makes a reservation left `reservado` by this execution abandoned
+//! (invariant 6): no other process can be running it, so this one settles them at once —
+//! released for a provider that deduplicates, `incerto` for any other — instead of waiting for
+//! the sweeper's `stale_after`.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use crate::applier::{Applier, ApplierConfig, Policy, Retries};
+use crate::archive::{LivePosition, Partition};
+use crate::db::{self, Backoff};
+use crate::effects::Effects;
+use crate::execution::{self, ExecutionLock, LockError, Mode};
+use crate::ledger::{self, Claim};
+
+/// What the holder of an execution runs: which execution, in which mode, under which policy.
+pub struct HeldSpec<'a> {
+    /// The checkpoint key (`<id>`, `<id>:simulacao`, `<id>:p3`, `ao-vivo`): what is locked.
+    pub key: &'a str,
+    /// The ledger's `execucao_id`.
+    pub execution_id: &'a str,
+    pub mode: Mode,
+    pub policy: Policy,
+    pub retries: Retries,
+    /// A partition's reservations are settled alone: its siblings may be running elsewhere.
+    pub partition: Option<Partition>,
+    /// Who holds it, as `pg_stat_activity` shows it (`run`, `consume`).
+    pub role: &'static str,
+}
+
+/// An execution this process holds.
+pub struct Held {
+    pool: PgPool,
+    url: String,
+    role: &'static str,
+    lock: ExecutionLock,
+    applier: Applier,
+    partition: Option<Partition>,
+}
+
+/// Why the held execution could not be recovered.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("could not settle this execution's abandoned reservations: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+/// How long a holder waits for the database to come back before it gives up.
+pub const RECOVERY_PATIENCE: Duration = Duration::from_secs(600);
+
+/// Settling abandoned reservations is retried for minutes: until it is done, nothing of this
+/// execution may be sent.
+const SETTLE_BACKOFF: Backoff = Backoff {
+    attempts: 60,
+    base: Duration::from_millis(200),
+    max: Duration::from_secs(10),
+};
+
+impl Held {
+    /// Takes the execution's lock (or says who holds it) and builds its applier with a claim of
+    /// this process run.
+    pub async fn take(
+        pool: &PgPool,
+        url: &str,
+        spec: HeldSpec<'_>,
+        effects: Effects,
+    ) -> Result<Held, LockError> {
+        let lock = ExecutionLock::acquire(url, spec.key, spec.role).await?;
+        let applier = Applier::new(
+            pool.clone(),
+            ApplierConfig {
+                claim: Claim::new(spec.execution_id),
+                checkpoint_key: spec.key.to_string(),
+                mode: spec.mode,
+                policy: spec.policy,
+                retries: spec.retries,
+            },
+            effects,
+        );
+        Ok(Held {
+            pool: pool.clone(),
+            url: url.to_string(),
+            role: spec.role,
+            lock,
+            applier,
+            partition: spec.partition,
+        })
+    }
+
+    pub fn applier(&self) -> &Applier {
+        &self.applier
+    }
+
+    /// The checkpoint key of the execution held.
+    pub fn key(&self) -> &str {
+        self.lock.key()
+    }
+
+    /// Whether the lock is still held (its connection is alive). When it is not, another process
+    /// may take the execution: the holder must stop writing and [`Held::recover`].
+    pub async fn still_held(&self) -> bool {
+        self.lock.still_held().await
+    }
+
+    /// Settles what this execution left `reservado` in an earlier process (or in this one before
+    /// it lost the database). A simulation reserves nothing, so it has nothing to settle.
+    pub async fn settle_own(&self) -> Result<(), sqlx::Error> {
+        let config = self.applier.config();
+        if config.mode == Mode::Simulation {
+            return Ok(());
+        }
+        let idempotent = self.applier.effects().idempotent_types();
+        let execution_id = &config.claim.execution_id;
+        let settled = db::retry("settle", SETTLE_BACKOFF, || {
+            ledger::settle_abandoned(&self.pool, execution_id, &idempotent, self.partition)
+        })
+        .await?;
+        if !settled.released.is_empty() || !settled.uncertain.is_empty() {
+            tracing::warn!(
+                execution = %self.key(),
+                released = settled.released.len(),
+                uncertain = settled.uncertain.len(),
+                "settled reservations abandoned by an earlier process of this execution"
+            );
+        }
+        Ok(())
+    }
+
+    /// Does what a restart of the process would: takes the lock again if its connection was
+    /// lost, settles what this execution left reserved, and takes a new claim, so a reservation
+    /// of the old claim can no longer be completed by a call still in flight. The caller then
+    /// resumes from the stored checkpoint, [`Held::stored`].
+    pub async fn recover(&mut self) -> Result<(), RecoverError> {
+        if !self.lock.still_held().await {
+            let key = self.key().to_string();
+            let lock =
+                ExecutionLock::reacquire(&self.url, &key, self.role, RECOVERY_PATIENCE).await?;
+            self.lock = lock;
+        }
+        self.settle_own().await?;
+        self.applier.renew_claim();
+        Ok(())
+    }
+
+    /// Where the execution stands in the database: the point to resume from.
+    pub async fn stored<C: Checkpoint>(&self) -> Result<Option<C>, sqlx::Error> {
+        let key = self.key().to_string();
+        db::retry(
+            "load checkpoint",
+            self.applier.config().retries.db_backoff,
+            || C::load(&self.pool, &key),
+        )
+        .await
+    }
+
+    /// Releases the lock now (dropping it, or the process dying, releases it too).
+    pub async fn release(self) {
+        self.lock.release().await;
+    }
+}
+
+/// A checkpoint as stored: the last position an execution settled.
+pub trait Checkpoint: Sized {
+    fn load(
+        pool: &PgPool,
+        key: &str,
+    ) -> impl std::future::Future<Output = Result<Option<Self>, sqlx::Error>> + Send;
+}
+
+/// A replay's checkpoint: the last settled `posicao` of its window.
+impl Checkpoint for i64 {
+    async fn load(pool: &PgPool, key: &str) -> Result<Option<Self>, sqlx::Error> {
+        Ok(execution::load(pool, key).await?.and_then(|e| e.checkpoint))
+    }
+}
+
+/// The live consumer's checkpoint: (inserting transaction, `posicao`).
+impl Checkpoint for LivePosition {
+    async fn load(pool: &PgPool, key: &str) -> Result<Option<Self>, sqlx::Error> {
+        execution::live_checkpoint(pool, key).await
+    }
+}
