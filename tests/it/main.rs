@@ -9,6 +9,7 @@ mod engine;
 mod faults;
 mod helpers;
 mod hostile;
+mod http_server;
 mod ledger;
 mod operations;
 mod partitions;
