@@ -18,3 +18,4 @@ mod process;
 mod report;
 mod security;
 mod serve;
+mod serve_flood;
