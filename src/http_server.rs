@@ -43,7 +43,7 @@ use crate::shutdown::Shutdown;
 /// How much of the process a server's clients may hold. Defaults in brackets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpLimits {
-    /// Connections served at once [256]; one accepted beyond it is closed at once. Each holds a
+    /// Connections served at once [256 connections]; one accepted beyond it is closed at once. Each holds a
     /// file descriptor, so keep it well under the process's open-files limit (`LimitNOFILE`):
     /// the database pool, the jobs' lock connections and the providers need theirs.
     pub max_connections: usize,

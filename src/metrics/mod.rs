@@ -5,7 +5,7 @@
 //! Counters live in this process ([`Metrics`]): they start at zero when `serve` starts, as
 //! Prometheus expects of counters. Gauges about executions and the review queue are read from the
 //! database ([`DbGauges`]), so every `serve` instance reports the same values for them — by one
-//! background task on a timer, never by a scrape ([`endpoints`]).
+//! background task on a timer, never by a scrape (`endpoints.rs`).
 
 mod endpoints;
 
