@@ -15,6 +15,7 @@
 //! - [`runner`]   — the batch loop: checkpoint, batch, apply, advance; shutdown; retries.
 //! - [`scheduler`] — `serve`: fires the jobs that have a `schedule`, one process at a time per job.
 //! - [`metrics`]  — `/metrics` (Prometheus) and `/healthz` for `serve`.
+//! - [`http_server`] — serves a router with bounded connections and timeouts (no flood exhausts it).
 //! - [`report`]   — reports to finance (text, HTML, CSV; SMTP or `.eml`), exactly once or flagged.
 //! - [`approval`] — the approval gate between a simulation and its real run.
 //! - [`cli`]      — the `replay-ledger` command line.
@@ -34,6 +35,7 @@ pub mod domain;
 pub mod effects;
 pub mod execution;
 pub mod held;
+pub mod http_server;
 pub mod ledger;
 pub mod metrics;
 pub mod money;

@@ -118,6 +118,10 @@ pub enum Command {
         /// Where `/metrics` and `/healthz` listen.
         #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:9187")]
         metrics_addr: std::net::SocketAddr,
+        /// HTTP connections served at once on the metrics address; more are closed at once. Keep
+        /// it well under the open-files limit (LimitNOFILE).
+        #[arg(long, env = "METRICS_MAX_CONNECTIONS", default_value_t = 256)]
+        metrics_max_connections: usize,
     },
     /// The live consumer: follow `evento_arquivado` as it grows, through the same applier as a
     /// replay, with execution id `ao-vivo` and the policy of a `kind: live` job. Runs until
@@ -234,7 +238,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approve { job, by } => reports::approve(&cli, job, by.as_deref()).await,
         Command::Consume { job, from_start } => consume(&cli, job.as_deref(), *from_start).await,
         Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events).await,
-        Command::Serve { metrics_addr } => serve(&cli, *metrics_addr).await,
+        Command::Serve {
+            metrics_addr,
+            metrics_max_connections,
+        } => serve(&cli, *metrics_addr, *metrics_max_connections).await,
     }
 }
 
@@ -463,12 +470,20 @@ fn counts<K: std::fmt::Display>(map: &std::collections::BTreeMap<K, u64>) -> Str
 }
 
 /// `serve`: the scheduler daemon until SIGTERM/SIGINT.
-async fn serve(cli: &Cli, metrics_addr: std::net::SocketAddr) -> anyhow::Result<ExitCode> {
+async fn serve(
+    cli: &Cli,
+    metrics_addr: std::net::SocketAddr,
+    max_connections: usize,
+) -> anyhow::Result<ExitCode> {
     let loaded = config::load_dir(&cli.jobs_dir)?;
     let effects = Effects::from_catalog(&loaded.effects).context("setting up effect providers")?;
     let pool = connect(cli, true).await?;
     let config = scheduler::SchedulerConfig {
         metrics_addr,
+        http_limits: crate::http_server::HttpLimits {
+            max_connections,
+            ..Default::default()
+        },
         stale_after: sweep_stale_after(&cli.jobs_dir),
         ..scheduler::SchedulerConfig::default()
     };

@@ -32,7 +32,8 @@ use uuid::Uuid;
 
 use crate::config::{Job, JobKind, WindowSpec};
 use crate::effects::Effects;
-use crate::metrics::{self, HttpState, Metrics};
+use crate::http_server::HttpLimits;
+use crate::metrics::{self, DbSnapshot, HttpState, Metrics};
 use crate::shutdown::Shutdown;
 use fire::{Scheduled, Shared};
 
@@ -60,8 +61,15 @@ pub struct SchedulerConfig {
     pub shutdown_grace: Duration,
     /// Taking a job's lock gives up after this, and the fire is tried at the next tick [10 s].
     pub lock_timeout: Duration,
-    /// `/healthz` requires `select 1` to answer within this [2 s].
+    /// Each read of the database gauges behind `/metrics` and `/healthz` gives up after this
+    /// [2 s]; a failed read makes `/healthz` fail.
     pub health_db_timeout: Duration,
+    /// How often one background task reads those gauges [5 s]: HTTP clients never reach the
+    /// database. A reading older than twice this plus `health_db_timeout` counts as failed.
+    pub db_refresh_every: Duration,
+    /// What HTTP clients of `/metrics` and `/healthz` may hold: connections, timeouts
+    /// [`HttpLimits::default`].
+    pub http_limits: HttpLimits,
     /// `/healthz` requires a heartbeat (every 5 s) younger than this [30 s].
     pub heartbeat_max_age: Duration,
     /// A `previous: day` fire also resumes this job's unfinished executions of days that ended
@@ -80,6 +88,8 @@ impl Default for SchedulerConfig {
             shutdown_grace: Duration::from_secs(30),
             lock_timeout: Duration::from_secs(10),
             health_db_timeout: Duration::from_secs(2),
+            db_refresh_every: Duration::from_secs(5),
+            http_limits: HttpLimits::default(),
             heartbeat_max_age: Duration::from_secs(30),
             retry_window: Duration::from_secs(7 * 24 * 3600),
             catch_up: true,
@@ -93,11 +103,13 @@ impl SchedulerConfig {
             ("shutdown_grace", self.shutdown_grace),
             ("lock_timeout", self.lock_timeout),
             ("health_db_timeout", self.health_db_timeout),
+            ("db_refresh_every", self.db_refresh_every),
             ("stale_after", self.stale_after),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
             return Err(format!("{name} must be positive"));
         }
+        self.http_limits.validate()?;
         if self.heartbeat_max_age < Duration::from_secs(10) {
             return Err(
                 "heartbeat_max_age must be at least 10s (the heartbeat beats every 5s)".into(),
@@ -193,13 +205,7 @@ impl Scheduler {
             .await
             .map_err(|source| SchedulerError::Bind { addr, source })?;
         let shared = Arc::new(Shared::new(self, shutdown.clone()));
-        let http = HttpState {
-            metrics: Arc::clone(&shared.metrics),
-            pool: shared.pool.clone(),
-            db_timeout: shared.config.health_db_timeout,
-            heartbeat_max_age: shared.config.heartbeat_max_age,
-        };
-        let http = tokio::spawn(metrics::serve(listener, http, shutdown.clone()));
+        let http = spawn_http(&shared, listener, &shutdown);
         tracing::info!(addr = %local, "serving /metrics and /healthz");
 
         let (sched, mut registrations) = start_cron(&shared).await?;
@@ -218,6 +224,30 @@ impl Scheduler {
         stop(sched, &shared, http).await;
         Ok(())
     }
+}
+
+/// Starts the task that reads the database gauges and the HTTP server that shows them.
+fn spawn_http(
+    shared: &Shared,
+    listener: tokio::net::TcpListener,
+    shutdown: &Shutdown,
+) -> tokio::task::JoinHandle<()> {
+    let config = &shared.config;
+    let db = Arc::new(DbSnapshot::new());
+    tokio::spawn(Arc::clone(&db).run(
+        shared.pool.clone(),
+        config.db_refresh_every,
+        config.health_db_timeout,
+        shutdown.clone(),
+    ));
+    let state = HttpState {
+        metrics: Arc::clone(&shared.metrics),
+        db,
+        db_max_age: config.db_refresh_every * 2 + config.health_db_timeout,
+        heartbeat_max_age: config.heartbeat_max_age,
+    };
+    let limits = config.http_limits;
+    tokio::spawn(metrics::serve(listener, state, limits, shutdown.clone()))
 }
 
 /// Registers every scheduled job and the heartbeat, and starts ticking.

@@ -25,18 +25,30 @@ const EVERY_SECOND: &str = "schedule: \"* * * * * *\"\n";
 const STOP_LIMIT: Duration = Duration::from_secs(40);
 
 /// A running `serve`, its `/metrics` address and its log file. Killed if dropped.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     log: PathBuf,
 }
 
 impl Serve {
     fn start(db_url: &str, jobs: &Path, name: &str) -> Serve {
+        Serve::start_with(db_url, jobs, name, |_| {})
+    }
+
+    /// As [`Serve::start`], with the command adjusted by `configure` first (environment, limits).
+    pub(crate) fn start_with(
+        db_url: &str,
+        jobs: &Path,
+        name: &str,
+        configure: impl FnOnce(&mut tokio::process::Command),
+    ) -> Serve {
         let addr = free_addr();
         let log = jobs.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("create the log file");
-        let child = command(db_url, jobs)
+        let mut cmd = command(db_url, jobs);
+        configure(&mut cmd);
+        let child = cmd
             .args(["serve", "--metrics-addr", &addr.to_string()])
             .env("RUST_LOG", "info,replay_ledger=debug")
             .stdin(Stdio::null())
@@ -47,11 +59,11 @@ impl Serve {
         Serve { child, addr, log }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    async fn get(&self, path: &str) -> Option<(u16, String)> {
+    pub(crate) async fn get(&self, path: &str) -> Option<(u16, String)> {
         let url = format!("http://{}{path}", self.addr);
         let response = reqwest::Client::new()
             .get(url)
@@ -75,7 +87,7 @@ impl Serve {
     }
 
     /// SIGTERM, then the exit status and how long it took.
-    async fn terminate(mut self) -> (std::process::ExitStatus, Duration) {
+    pub(crate) async fn terminate(mut self) -> (std::process::ExitStatus, Duration) {
         let asked = Instant::now();
         send_signal(&self.child, Signal::SIGTERM);
         let status = tokio::time::timeout(STOP_LIMIT, self.child.wait())
@@ -108,7 +120,7 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
     })
 }
 
-fn sweep_job(dir: &Path, stale_after: &str) {
+pub(crate) fn sweep_job(dir: &Path, stale_after: &str) {
     std::fs::write(
         dir.join("sweeper.yaml"),
         format!("name: sweeper\nkind: sweep\n{EVERY_SECOND}stale_after: {stale_after}\n"),
@@ -124,7 +136,7 @@ async fn passes(pool: &PgPool, key: &str) -> Option<i32> {
         .expect("read passagem")
 }
 
-async fn wait_healthy(serve: &Serve) {
+pub(crate) async fn wait_healthy(serve: &Serve) {
     wait_until("serve answers /healthz with 200", || async {
         serve.health().await == Some(200)
     })
@@ -268,9 +280,16 @@ async fn metrics_scraped_over_http_after_a_run_hold_its_counts_and_the_review_qu
 
     let serve = Serve::start(&db.url, jobs.path(), "serve");
     let events_series = format!("replay_ledger_events_total{{job=\"{JOB}\"}}");
-    wait_until("/metrics counts the run's events", || async {
-        sample(&serve.metrics().await, &events_series) == Some(50.0)
-    })
+    let remaining = format!("replay_ledger_remaining_events{{execution=\"{JOB}\"}}");
+    // The database gauges are read every few seconds, not per scrape: wait for both.
+    wait_until(
+        "/metrics counts the run's events and no event remains",
+        || async {
+            let metrics = serve.metrics().await;
+            sample(&metrics, &events_series) == Some(50.0)
+                && sample(&metrics, &remaining) == Some(0.0)
+        },
+    )
     .await;
     let metrics = serve.metrics().await;
 
@@ -283,8 +302,6 @@ async fn metrics_scraped_over_http_after_a_run_hold_its_counts_and_the_review_qu
         Some(1.0),
         "{metrics}"
     );
-    let remaining = format!("replay_ledger_remaining_events{{execution=\"{JOB}\"}}");
-    assert_eq!(sample(&metrics, &remaining), Some(0.0), "{metrics}");
     assert!(metrics.contains("# TYPE replay_ledger_events_total counter"));
     assert_eq!(serve.health().await, Some(200));
     let (status, _) = serve.terminate().await;

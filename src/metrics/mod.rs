@@ -4,28 +4,26 @@
 //!
 //! Counters live in this process ([`Metrics`]): they start at zero when `serve` starts, as
 //! Prometheus expects of counters. Gauges about executions and the review queue are read from the
-//! database at scrape time, so every `serve` instance reports the same values for them.
+//! database ([`DbGauges`]), so every `serve` instance reports the same values for them — by one
+//! background task on a timer, never by a scrape (`endpoints.rs`).
+
+mod endpoints;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use crate::execution::{self, Execution};
 use crate::ledger;
-use crate::shutdown::Shutdown;
 use crate::summary::Summary;
 use crate::sweeper::SweepOutcome;
+
+pub use endpoints::{bind, router, serve, DbSnapshot, HttpState};
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -159,14 +157,14 @@ impl Metrics {
     }
 
     /// The whole exposition: this process's counters, then the gauges read from the database
-    /// (`replay_ledger_database_up 0` and no such gauge when it could not be read).
+    /// (`replay_ledger_database_up 0` and no such gauge when the last read failed or is stale).
     pub fn render(&self, db: Option<&DbGauges>) -> String {
         let mut out = Exposition::default();
         self.render_counters(&mut out);
         out.family(
             "replay_ledger_database_up",
             "gauge",
-            "1 when this scrape could read the database gauges below, else 0 (and they are absent).",
+            "1 when the last read of the database gauges below succeeded and is recent, else 0 (and they are absent).",
         );
         out.sample("replay_ledger_database_up", &[], i32::from(db.is_some()));
         if let Some(db) = db {
@@ -242,7 +240,7 @@ impl Metrics {
     }
 }
 
-/// The gauges read from the database at scrape time.
+/// The gauges read from the database (by [`DbSnapshot::run`]).
 #[derive(Debug, Clone, Default)]
 pub struct DbGauges {
     /// The executions reported: every one not finished, plus the newest of each job (so a
@@ -353,77 +351,6 @@ pub fn escape_label(v: &str) -> String {
 /// A HELP text: backslash and line feed escaped.
 fn escape_help(v: &str) -> String {
     v.replace('\\', r"\\").replace('\n', r"\n")
-}
-
-/// What the HTTP handlers need.
-#[derive(Clone)]
-pub struct HttpState {
-    pub metrics: Arc<Metrics>,
-    pub pool: PgPool,
-    /// `/healthz` fails when the database does not answer within this (and scrapes give up on
-    /// the database gauges).
-    pub db_timeout: Duration,
-    /// `/healthz` fails when the heartbeat is older than this.
-    pub heartbeat_max_age: Duration,
-}
-
-/// `/metrics` and `/healthz`.
-pub fn router(state: HttpState) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(healthz))
-        .with_state(state)
-}
-
-async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
-    let db = DbGauges::read(&state.pool, state.db_timeout).await;
-    if let Err(e) = &db {
-        tracing::debug!(error = %e, "scrape: database gauges unavailable");
-    }
-    let body = state.metrics.render(db.as_ref().ok());
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], body)
-}
-
-async fn healthz(State(state): State<HttpState>) -> impl IntoResponse {
-    match health(&state).await {
-        Ok(()) => (StatusCode::OK, "ok\n".to_string()),
-        Err(reason) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("unhealthy: {reason}\n"),
-        ),
-    }
-}
-
-/// Healthy when the database answers `select 1` in time and the heartbeat is recent.
-async fn health(state: &HttpState) -> Result<(), String> {
-    let ping = sqlx::query_scalar::<_, i32>("select 1").fetch_one(&state.pool);
-    match tokio::time::timeout(state.db_timeout, ping).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(format!("database: {e}")),
-        Err(_) => return Err(format!("database: no answer within {:?}", state.db_timeout)),
-    }
-    match state.metrics.heartbeat_age(Utc::now()) {
-        Some(age) if age <= state.heartbeat_max_age => Ok(()),
-        Some(age) => Err(format!("scheduler: last heartbeat {}s ago", age.as_secs())),
-        None => Err("scheduler: no heartbeat yet".into()),
-    }
-}
-
-/// Binds `addr` (port 0 = any free port); returns the listener and the address it got.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener, SocketAddr)> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    Ok((listener, local))
-}
-
-/// Serves the router on `listener` until `shutdown`.
-pub async fn serve(listener: tokio::net::TcpListener, state: HttpState, mut shutdown: Shutdown) {
-    let result = axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move { shutdown.triggered().await })
-        .await;
-    if let Err(e) = result {
-        tracing::error!(error = %e, "metrics server stopped");
-    }
 }
 
 #[cfg(test)]

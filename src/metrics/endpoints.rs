@@ -1,0 +1,193 @@
+//! `/metrics` and `/healthz` over HTTP, and the one task that reads the database for them.
+//!
+//! HTTP clients never reach the database: [`DbSnapshot::run`] reads the database gauges on a
+//! timer, one connection at a time, and the handlers only look at its last reading. A flood of
+//! scrapes then costs no database connection, and the jobs keep the pool. The server itself is
+//! [`crate::http_server::serve_bounded`]: bounded connections, timed-out slow clients.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use chrono::Utc;
+use sqlx::PgPool;
+
+use super::{DbGauges, Metrics, CONTENT_TYPE};
+use crate::http_server::{serve_bounded, HttpLimits};
+use crate::shutdown::Shutdown;
+
+/// The last reading of the database gauges, shared by the task that reads them and the handlers.
+#[derive(Debug, Default)]
+pub struct DbSnapshot {
+    last: Mutex<Option<Reading>>,
+}
+
+#[derive(Debug, Clone)]
+struct Reading {
+    at: Instant,
+    gauges: Result<Arc<DbGauges>, String>,
+}
+
+impl DbSnapshot {
+    pub fn new() -> Self {
+        DbSnapshot::default()
+    }
+
+    /// Reads the gauges every `every` (each read giving up after `limit`) until `shutdown`.
+    pub async fn run(
+        self: Arc<Self>,
+        pool: PgPool,
+        every: Duration,
+        limit: Duration,
+        mut shutdown: Shutdown,
+    ) {
+        loop {
+            self.refresh(&pool, limit).await;
+            tokio::select! {
+                _ = shutdown.triggered() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    /// One reading, kept whether it succeeded or not.
+    pub async fn refresh(&self, pool: &PgPool, limit: Duration) {
+        let gauges = DbGauges::read(pool, limit).await;
+        if let Err(e) = &gauges {
+            tracing::debug!(error = %e, "database gauges unavailable");
+        }
+        self.store(Instant::now(), gauges);
+    }
+
+    fn store(&self, at: Instant, gauges: Result<DbGauges, String>) {
+        let reading = Reading {
+            at,
+            gauges: gauges.map(Arc::new),
+        };
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(reading);
+    }
+
+    /// The gauges of the last reading, if it succeeded and is at most `max_age` old at `now`;
+    /// else why not.
+    pub fn current(&self, now: Instant, max_age: Duration) -> Result<Arc<DbGauges>, String> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(reading) = last else {
+            return Err("database: not read yet".into());
+        };
+        let age = now.saturating_duration_since(reading.at);
+        if age > max_age {
+            return Err(format!("database: last read {}s ago", age.as_secs()));
+        }
+        reading.gauges
+    }
+}
+
+/// What the HTTP handlers need.
+#[derive(Clone)]
+pub struct HttpState {
+    pub metrics: Arc<Metrics>,
+    /// The database gauges, kept fresh by [`DbSnapshot::run`].
+    pub db: Arc<DbSnapshot>,
+    /// A reading older than this counts as no reading: `/healthz` fails and `/metrics` shows
+    /// `replay_ledger_database_up 0`.
+    pub db_max_age: Duration,
+    /// `/healthz` fails when the heartbeat is older than this.
+    pub heartbeat_max_age: Duration,
+}
+
+/// `/metrics` and `/healthz`.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .with_state(state)
+}
+
+async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    let db = state.db.current(Instant::now(), state.db_max_age);
+    let body = state.metrics.render(db.ok().as_deref());
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], body)
+}
+
+async fn healthz(State(state): State<HttpState>) -> impl IntoResponse {
+    match health(&state) {
+        Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unhealthy: {reason}\n"),
+        ),
+    }
+}
+
+/// Healthy when the last database reading succeeded and is recent, and so is the heartbeat.
+fn health(state: &HttpState) -> Result<(), String> {
+    state.db.current(Instant::now(), state.db_max_age)?;
+    match state.metrics.heartbeat_age(Utc::now()) {
+        Some(age) if age <= state.heartbeat_max_age => Ok(()),
+        Some(age) => Err(format!("scheduler: last heartbeat {}s ago", age.as_secs())),
+        None => Err("scheduler: no heartbeat yet".into()),
+    }
+}
+
+/// Binds `addr` (port 0 = any free port); returns the listener and the address it got.
+pub async fn bind(
+    addr: std::net::SocketAddr,
+) -> std::io::Result<(tokio::net::TcpListener, std::net::SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+/// Serves the router on `listener` within `limits` until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: HttpState,
+    limits: HttpLimits,
+    shutdown: Shutdown,
+) {
+    serve_bounded(listener, router(state), limits, shutdown).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX_AGE: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn a_fresh_successful_reading_is_current() {
+        let snapshot = DbSnapshot::new();
+        let at = Instant::now();
+        snapshot.store(
+            at,
+            Ok(DbGauges {
+                review_queue: 3,
+                ..DbGauges::default()
+            }),
+        );
+
+        let gauges = snapshot.current(at + Duration::from_secs(5), MAX_AGE);
+
+        assert_eq!(gauges.map(|g| g.review_queue), Ok(3));
+    }
+
+    #[test]
+    fn a_failed_stale_or_missing_reading_says_why_it_is_not_current() {
+        let snapshot = DbSnapshot::new();
+        let at = Instant::now();
+        let reason = |s: &DbSnapshot, now| s.current(now, MAX_AGE).map(|_| ()).unwrap_err();
+
+        assert_eq!(reason(&snapshot, at), "database: not read yet");
+        snapshot.store(at, Err("database: connection refused".into()));
+        assert_eq!(reason(&snapshot, at), "database: connection refused");
+        snapshot.store(at, Ok(DbGauges::default()));
+        assert_eq!(
+            reason(&snapshot, at + Duration::from_secs(40)),
+            "database: last read 40s ago"
+        );
+    }
+}
