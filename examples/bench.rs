@@ -589,7 +589,7 @@ async fn print_batch_plan(pool: &PgPool, batch: i64) -> anyhow::Result<()> {
         select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
         from evento_arquivado
         where posicao >= $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
-          and ($6::int4 is null or mod(hashtext(pedido_id) & 2147483647, $7::int4) = $6)
+          and ($6::int4 is null or particao_do_pedido(pedido_id, $7::int4) = $6)
         order by posicao
         limit $5
         "#,

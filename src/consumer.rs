@@ -169,7 +169,7 @@ pub async fn consume(
         match saved {
             Ok(()) => position = last,
             Err(err) => {
-                tracing::warn!(error = %err, "could not store the checkpoint; the batch will be read again")
+                tracing::warn!(error = %err, "could not store the checkpoint; the batch will be read again");
             }
         }
         report.checkpoint = Some(position);

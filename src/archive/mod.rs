@@ -93,7 +93,7 @@ pub async fn remaining(pool: &PgPool, window: &Window, from: i64) -> Result<i64,
         select count(*)
         from evento_arquivado
         where ocorrido_em >= $1 and ocorrido_em < $2 and posicao >= $3 and posicao <= $4
-          and ($5::int4 is null or mod(hashtext(pedido_id) & 2147483647, $6::int4) = $5)
+          and ($5::int4 is null or particao_do_pedido(pedido_id, $6::int4) = $5)
         "#,
     )
     .bind(window.from)
@@ -119,7 +119,7 @@ pub async fn read_batch(
             select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
             from evento_arquivado
             where posicao >= $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
-              and ($6::int4 is null or mod(hashtext(pedido_id) & 2147483647, $7::int4) = $6)
+              and ($6::int4 is null or particao_do_pedido(pedido_id, $7::int4) = $6)
             order by posicao
             limit $5
             "#,

@@ -85,7 +85,7 @@ impl<'de> DeserializeSeed<'de> for Level {
 impl<'de> Visitor<'de> for Level {
     type Value = Value;
 
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
 

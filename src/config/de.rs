@@ -57,7 +57,7 @@ struct StrVisitor<F> {
 impl<'de, T, F: FnOnce(String) -> Check<T>> Visitor<'de> for StrVisitor<F> {
     type Value = T;
 
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.expecting)
     }
 
@@ -84,7 +84,7 @@ where
     struct V<F>(&'static str, F);
     impl<'de, T, F: FnOnce(u64) -> Check<T>> Visitor<'de> for V<F> {
         type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str(self.0)
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
@@ -111,7 +111,7 @@ where
     struct V<F>(&'static str, F);
     impl<'de, T, F: FnOnce(f64) -> Check<T>> Visitor<'de> for V<F> {
         type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str(self.0)
         }
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
@@ -142,7 +142,7 @@ where
     struct V<R, F>(&'static str, F, PhantomData<R>);
     impl<'de, R: Deserialize<'de>, T, F: FnOnce(R) -> Check<T>> Visitor<'de> for V<R, F> {
         type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str(self.0)
         }
         fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
@@ -168,7 +168,7 @@ where
     struct V<E, F>(&'static str, F, PhantomData<E>);
     impl<'de, E: Deserialize<'de>, T, F: FnOnce(Vec<E>) -> Check<T>> Visitor<'de> for V<E, F> {
         type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str(self.0)
         }
         fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {

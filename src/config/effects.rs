@@ -63,7 +63,7 @@ impl<'de> Deserialize<'de> for Catalog {
         struct V;
         impl<'de> Visitor<'de> for V {
             type Value = Catalog;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a mapping of effect type name to its settings")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Catalog, A::Error> {
@@ -97,7 +97,7 @@ impl<'de> Deserialize<'de> for Headers {
         struct V;
         impl<'de> Visitor<'de> for V {
             type Value = Headers;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a mapping of header name to value")
             }
             // Overridden so that a value written where the mapping belongs is not quoted back.

@@ -29,7 +29,7 @@ impl<'de> Deserialize<'de> for Policies {
         struct V;
         impl<'de> Visitor<'de> for V {
             type Value = Policies;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a mapping of effect type to { mode, on_failure }")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Policies, A::Error> {

@@ -253,7 +253,7 @@ pub async fn settle_abandoned(
         where e.execucao_id = $1 and e.estado = 'reservado' and e.tipo_efeito = any($2)
           and ($3::int4 is null or exists (
                 select 1 from evento_arquivado a
-                where a.id = e.evento_id and mod(hashtext(a.pedido_id) & 2147483647, $4::int4) = $3))
+                where a.id = e.evento_id and particao_do_pedido(a.pedido_id, $4::int4) = $3))
         returning e.chave
         "#,
     )
@@ -269,7 +269,7 @@ pub async fn settle_abandoned(
         where e.execucao_id = $1 and e.estado = 'reservado'
           and ($2::int4 is null or exists (
                 select 1 from evento_arquivado a
-                where a.id = e.evento_id and mod(hashtext(a.pedido_id) & 2147483647, $3::int4) = $2))
+                where a.id = e.evento_id and particao_do_pedido(a.pedido_id, $3::int4) = $2))
         returning e.chave
         "#,
     )

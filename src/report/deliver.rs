@@ -234,13 +234,13 @@ fn class_of(e: &SendError) -> String {
 fn log(delivery: &Delivery, target: &str) {
     match delivery {
         Delivery::Sent { key, reply } => {
-            tracing::info!(key = %key, target, reply = %reply, "report sent")
+            tracing::info!(key = %key, target, reply = %reply, "report sent");
         }
         Delivery::Failed { key, class } => {
-            tracing::warn!(key = %key, target, class = %class, "report not accepted; released for the next attempt")
+            tracing::warn!(key = %key, target, class = %class, "report not accepted; released for the next attempt");
         }
         Delivery::Uncertain { key, class } => {
-            tracing::error!(key = %key, target, class = %class, "report send outcome unknown; marked incerto for review")
+            tracing::error!(key = %key, target, class = %class, "report send outcome unknown; marked incerto for review");
         }
         Delivery::Written { .. } | Delivery::Already { .. } => {}
     }

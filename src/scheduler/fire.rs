@@ -304,7 +304,7 @@ impl Shared {
                 tracing::debug!(job = %job.name, ?outcome, "sweep pass done");
             }
             Err(e) => {
-                tracing::warn!(job = %job.name, error = %e, "sweep failed; retrying at the next tick")
+                tracing::warn!(job = %job.name, error = %e, "sweep failed; retrying at the next tick");
             }
         }
         self.record_plain(&job.name, result.is_ok());

@@ -330,7 +330,7 @@ async fn follow_offsets(
         match register(sched, shared, r.idx).await {
             Ok(new) => *r = new,
             Err(e) => {
-                tracing::error!(job = %job.name, error = %e, "could not register the job again after an offset change")
+                tracing::error!(job = %job.name, error = %e, "could not register the job again after an offset change");
             }
         }
     }
