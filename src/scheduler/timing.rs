@@ -28,11 +28,6 @@ const PROBE: Duration = Duration::hours(6);
 /// [`last_fire`] looks this far back at most (a schedule may fire only on 29 February).
 const LAST_FIRE_HORIZON: Duration = Duration::days(4 * 366 + 1);
 
-/// A tick later than this after the occurrence it stands for is not taken for it: it is the
-/// mark of a schedule computed with a stale UTC offset (tokio-cron-scheduler fixes the offset
-/// when a job is registered; see [`offset_seconds`]), or of a process that was frozen.
-pub const MAX_FIRE_LAG: std::time::Duration = std::time::Duration::from_secs(10 * 60);
-
 /// Parses a `schedule` (6 fields with seconds, an optional 7th for the year).
 pub fn parse(schedule: &str) -> Result<Cron, String> {
     crate::config::schedule_parser()
@@ -101,20 +96,6 @@ pub fn last_fire(cron: &Cron, tz: Tz, at: DateTime<Utc>) -> Option<DateTime<Utc>
 /// The first fire after `now`, in `tz` (what `status` shows).
 pub fn next_fire(cron: &Cron, tz: Tz, now: DateTime<Utc>) -> Option<DateTime<Tz>> {
     next_fire_after(cron, tz, now).map(|t| t.with_timezone(&tz))
-}
-
-/// The fire a tick at `now` stands for, if the tick is not too late for it ([`MAX_FIRE_LAG`]).
-pub fn fire_of_tick(cron: &Cron, tz: Tz, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let fire = last_fire(cron, tz, now)?;
-    let lag = (now - fire).to_std().unwrap_or_default();
-    (lag <= MAX_FIRE_LAG).then_some(fire)
-}
-
-/// The UTC offset of `tz` at `now`, in seconds. tokio-cron-scheduler computes a job's ticks
-/// with the offset its timezone had at registration; the scheduler re-registers a job when this
-/// changes (a daylight-saving switch).
-pub fn offset_seconds(tz: Tz, now: DateTime<Utc>) -> i32 {
-    offset_at(tz, now)
 }
 
 /// Vixie cron's split: `true` when the hour field is `*` or a step, so the schedule follows the
