@@ -97,8 +97,8 @@ impl std::fmt::Debug for WebhookConfig {
     }
 }
 
-/// The cron parser of `schedule`, configured as tokio-cron-scheduler's (6 fields, seconds
-/// required; an optional 7th is the year), so what `check` accepts the scheduler accepts.
+/// The cron parser of `schedule` (6 fields, seconds required; an optional 7th is the year). The
+/// scheduler parses with it too (`scheduler::timing::parse`), so what `check` accepts it accepts.
 pub fn schedule_parser() -> croner::parser::CronParser {
     croner::parser::CronParser::builder()
         .seconds(croner::parser::Seconds::Required)

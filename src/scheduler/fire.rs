@@ -79,20 +79,6 @@ impl Shared {
         self.fire(idx, at).await;
     }
 
-    /// A tick of tokio-cron-scheduler for job `idx`: fires it for the occurrence the tick stands for.
-    pub async fn on_tick(self: Arc<Self>, idx: usize) {
-        let scheduled = &self.jobs[idx];
-        let now = Utc::now();
-        match super::timing::fire_of_tick(&scheduled.cron, scheduled.job.timezone, now) {
-            Some(at) => self.fire(idx, at).await,
-            None => tracing::warn!(
-                job = %scheduled.job.name,
-                tick = %now,
-                "tick does not match the schedule in the job's timezone (a daylight-saving switch?); skipped"
-            ),
-        }
-    }
-
     /// Fires job `idx` for the occurrence `at`, unless shutdown began, the job is already firing
     /// in this process, or another process holds its lock.
     pub async fn fire(&self, idx: usize, at: DateTime<Utc>) {

@@ -1,5 +1,6 @@
-//! `replay-ledger serve`: the scheduler daemon. Registers every job of the jobs directory that has
-//! a `schedule` on tokio-cron-scheduler, in the job's timezone, and fires it:
+//! `replay-ledger serve`: the scheduler daemon. Runs a loop per job of the jobs directory that has
+//! a `schedule` ([`ticker`]): it sleeps until the job's next fire instant in the job's timezone
+//! ([`timing`], which also says what a daylight-saving switch does to a schedule) and fires it:
 //!
 //! - a replay job runs its execution through the runner (`previous: day` jobs get one execution
 //!   per day, the id carrying the date; a fixed window already finished is a no-op);
@@ -19,6 +20,7 @@
 mod fire;
 mod lock;
 pub mod status;
+pub mod ticker;
 pub mod timing;
 
 use std::net::SocketAddr;
@@ -26,9 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use chrono_tz::Tz;
 use sqlx::PgPool;
-use tokio_cron_scheduler::{JobScheduler, JobSchedulerError};
-use uuid::Uuid;
+use tokio::task::JoinHandle;
 
 use crate::config::{Job, JobKind, WindowSpec};
 use crate::effects::Effects;
@@ -36,14 +38,13 @@ use crate::http_server::HttpLimits;
 use crate::metrics::{self, DbSnapshot, HttpState, Metrics};
 use crate::shutdown::Shutdown;
 use fire::{Scheduled, Shared};
+use ticker::{SystemClock, Ticker};
 
 pub use lock::{JobLock, JobLockError};
 pub use status::{job_statuses, JobStatus, LastRun};
 
 /// The heartbeat's schedule: `/healthz` fails when it stops beating.
 const HEARTBEAT_SCHEDULE: &str = "*/5 * * * * *";
-/// How often the timezones' UTC offsets are checked for a daylight-saving switch.
-const OFFSET_CHECK_EVERY: Duration = Duration::from_secs(60);
 /// How long the HTTP server may take to stop after the jobs did.
 const HTTP_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -138,8 +139,6 @@ pub enum SchedulerError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cron scheduler: {0}")]
-    Cron(#[from] JobSchedulerError),
 }
 
 /// The daemon, ready to run.
@@ -150,13 +149,6 @@ pub struct Scheduler {
     config: SchedulerConfig,
     jobs: Vec<Scheduled>,
     metrics: Arc<Metrics>,
-}
-
-/// A job registered on tokio-cron-scheduler, with the UTC offset its ticks were computed with.
-struct Registration {
-    idx: usize,
-    uuid: Uuid,
-    offset: i32,
 }
 
 impl Scheduler {
@@ -208,20 +200,12 @@ impl Scheduler {
         let http = spawn_http(&shared, listener, &shutdown);
         tracing::info!(addr = %local, "serving /metrics and /healthz");
 
-        let (sched, mut registrations) = start_cron(&shared).await?;
+        let loops = start_loops(&shared);
         if shared.config.catch_up {
             spawn_catch_up(&shared);
         }
-
-        loop {
-            tokio::select! {
-                _ = shutdown.triggered() => break,
-                _ = tokio::time::sleep(OFFSET_CHECK_EVERY) => {
-                    follow_offsets(&sched, &shared, &mut registrations).await;
-                }
-            }
-        }
-        stop(sched, &shared, http).await;
+        shutdown.triggered().await;
+        stop(loops, &shared, http).await;
         Ok(())
     }
 }
@@ -250,90 +234,63 @@ fn spawn_http(
     tokio::spawn(metrics::serve(listener, state, limits, shutdown.clone()))
 }
 
-/// Registers every scheduled job and the heartbeat, and starts ticking.
-async fn start_cron(
-    shared: &Arc<Shared>,
-) -> Result<(JobScheduler, Vec<Registration>), SchedulerError> {
-    let sched = JobScheduler::new().await?;
-    let mut registrations = Vec::new();
-    for idx in 0..shared.jobs.len() {
-        registrations.push(register(&sched, shared, idx).await?);
-    }
-    add_heartbeat(&sched, &shared.metrics).await?;
-    sched.start().await?;
-    shared.metrics.beat(Utc::now());
+/// Starts the loop of every scheduled job and the heartbeat's.
+fn start_loops(shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
+    let mut loops: Vec<JoinHandle<()>> = (0..shared.jobs.len())
+        .map(|idx| spawn_job_loop(shared, idx))
+        .collect();
+    loops.push(spawn_heartbeat(shared));
     if shared.jobs.is_empty() {
         tracing::warn!("no job has a schedule: serving metrics only");
     }
-    Ok((sched, registrations))
+    loops
 }
 
-/// Registers job `idx` on tokio-cron-scheduler, in its timezone.
-async fn register(
-    sched: &JobScheduler,
-    shared: &Arc<Shared>,
-    idx: usize,
-) -> Result<Registration, SchedulerError> {
-    let job = &shared.jobs[idx].job;
-    let schedule = job.schedule.clone().unwrap_or_default();
-    let on_tick = Arc::clone(shared);
-    let cron_job =
-        tokio_cron_scheduler::Job::new_async_tz(schedule.as_str(), job.timezone, move |_, _| {
-            Box::pin(Arc::clone(&on_tick).on_tick(idx))
-        })?;
-    let uuid = sched.add(cron_job).await?;
-    let now = Utc::now();
-    let next = timing::next_fire(&shared.jobs[idx].cron, job.timezone, now);
+/// Job `idx`'s loop: each fire instant spawns the fire, so a fire still running when the next
+/// comes makes that one skip (see [`Shared::fire`]) instead of delaying it.
+fn spawn_job_loop(shared: &Arc<Shared>, idx: usize) -> JoinHandle<()> {
+    let s = &shared.jobs[idx];
     tracing::info!(
-        job = %job.name,
-        kind = job.kind.label(),
-        %schedule,
-        timezone = job.timezone.name(),
-        next = ?next.map(|t| t.to_rfc3339()),
+        job = %s.job.name,
+        kind = s.job.kind.label(),
+        schedule = s.job.schedule.as_deref().unwrap_or_default(),
+        timezone = s.job.timezone.name(),
+        next = ?timing::next_fire(&s.cron, s.job.timezone, Utc::now()).map(|t| t.to_rfc3339()),
         "job scheduled"
     );
-    Ok(Registration {
-        idx,
-        uuid,
-        offset: timing::offset_seconds(job.timezone, now),
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let s = &shared.jobs[idx];
+        let ticker = Ticker {
+            job: &s.job.name,
+            cron: &s.cron,
+            tz: s.job.timezone,
+        };
+        ticker
+            .run(&SystemClock, shared.shutdown.clone(), |at| {
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move { shared.fire(idx, at).await });
+            })
+            .await;
     })
 }
 
-/// A job beating every 5 s: proof for `/healthz` that the cron ticker still dispatches.
-async fn add_heartbeat(sched: &JobScheduler, metrics: &Arc<Metrics>) -> Result<(), SchedulerError> {
-    let metrics = Arc::clone(metrics);
-    let beat = tokio_cron_scheduler::Job::new_async(HEARTBEAT_SCHEDULE, move |_, _| {
-        metrics.beat(Utc::now());
-        Box::pin(async {})
-    })?;
-    sched.add(beat).await?;
-    Ok(())
-}
-
-/// tokio-cron-scheduler computes a job's ticks with the UTC offset of registration time; after
-/// a daylight-saving switch the job is registered again with the new offset.
-async fn follow_offsets(
-    sched: &JobScheduler,
-    shared: &Arc<Shared>,
-    registrations: &mut [Registration],
-) {
-    let now = Utc::now();
-    for r in registrations.iter_mut() {
-        let job = &shared.jobs[r.idx].job;
-        if timing::offset_seconds(job.timezone, now) == r.offset {
-            continue;
-        }
-        if let Err(e) = sched.remove(&r.uuid).await {
-            tracing::warn!(job = %job.name, error = %e, "could not unregister the job after an offset change");
-            continue;
-        }
-        match register(sched, shared, r.idx).await {
-            Ok(new) => *r = new,
-            Err(e) => {
-                tracing::error!(job = %job.name, error = %e, "could not register the job again after an offset change");
-            }
-        }
-    }
+/// A loop beating every 5 s: proof for `/healthz` that the runtime still runs the job loops.
+fn spawn_heartbeat(shared: &Arc<Shared>) -> JoinHandle<()> {
+    let metrics = Arc::clone(&shared.metrics);
+    let shutdown = shared.shutdown.clone();
+    metrics.beat(Utc::now());
+    tokio::spawn(async move {
+        let cron = timing::parse(HEARTBEAT_SCHEDULE).expect("the heartbeat's schedule parses");
+        let ticker = Ticker {
+            job: "heartbeat",
+            cron: &cron,
+            tz: Tz::UTC,
+        };
+        ticker
+            .run(&SystemClock, shutdown, |_| metrics.beat(Utc::now()))
+            .await;
+    })
 }
 
 /// On start: for each `previous: day` replay job, the last fire before now, if its execution is
@@ -356,10 +313,11 @@ fn spawn_catch_up(shared: &Arc<Shared>) {
 }
 
 /// Stops firing, waits (bounded) for running fires, stops the HTTP server.
-async fn stop(mut sched: JobScheduler, shared: &Shared, http: tokio::task::JoinHandle<()>) {
+async fn stop(loops: Vec<JoinHandle<()>>, shared: &Shared, http: JoinHandle<()>) {
     tracing::info!("stopping: no new fires; running jobs finish their batch");
-    if let Err(e) = sched.shutdown().await {
-        tracing::warn!(error = %e, "cron scheduler shutdown");
+    // The loops return as soon as they see the shutdown signal.
+    for job_loop in loops {
+        let _ = job_loop.await;
     }
     let grace = shared.config.shutdown_grace;
     if tokio::time::timeout(grace, shared.in_flight.drain())

@@ -1,16 +1,32 @@
-//! When a schedule fires, in its job's timezone: pure functions over croner, the parser
-//! tokio-cron-scheduler uses (configured the same way by [`crate::config::schedule_parser`]).
+//! When a schedule fires, in its job's timezone: pure functions from a schedule, a timezone and an
+//! instant to fire instants. Instants are UTC, so the two passes of a repeated hour are two
+//! distinct instants. Which wall-clock times match is croner's (configured by
+//! [`crate::config::schedule_parser`]); what a wall-clock time means on a daylight-saving switch
+//! is decided here, by Vixie cron's rule:
+//!
+//! - a schedule whose **hour field is `*` or a step** (`*/2`, `1/3`, `8-18/2`) fires at every
+//!   instant whose wall-clock time matches: in both passes of a repeated hour, and not at all in
+//!   a spring gap (those times do not exist);
+//! - a schedule with a **fixed hour** fires once in a repeated hour, in its first pass; a fixed
+//!   time inside a spring gap fires at the same minutes and seconds just after the gap — the
+//!   instant that time names with the offset in force before the gap (02:30:15 in a
+//!   02:00 → 03:00 gap fires at 03:30:15).
+//!
+//! [`next_fire_after`] is the one definition of the set of fire instants; [`last_fire`] and
+//! [`next_fire`] are derived from it, so the daemon, its catch-up and `status` agree.
 
-use std::time::Duration;
-
-use chrono::{DateTime, Offset, SubsecRound, TimeZone, Utc};
+use chrono::{DateTime, Duration, Offset, SubsecRound, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 
-/// A tick later than this after the occurrence it stands for is not taken for it: it is the
-/// mark of a schedule computed with a stale UTC offset (tokio-cron-scheduler fixes the offset
-/// when a job is registered; see [`offset_seconds`]), or of a process that was frozen.
-pub const MAX_FIRE_LAG: Duration = Duration::from_secs(10 * 60);
+/// How far before `after` the search for offset switches starts: a switch this long ago can still
+/// place a fire after `after` (a spring gap's shifted fires, a repeated hour's second pass). The
+/// longest switches in tzdata are a day (Pacific/Apia skipped 2011-12-30).
+const LOOKBACK: Duration = Duration::hours(26);
+/// Offsets are probed this far apart when looking for a switch: no zone switches twice within it.
+const PROBE: Duration = Duration::hours(6);
+/// [`last_fire`] looks this far back at most (a schedule may fire only on 29 February).
+const LAST_FIRE_HORIZON: Duration = Duration::days(4 * 366 + 1);
 
 /// Parses a `schedule` (6 fields with seconds, an optional 7th for the year).
 pub fn parse(schedule: &str) -> Result<Cron, String> {
@@ -19,33 +35,149 @@ pub fn parse(schedule: &str) -> Result<Cron, String> {
         .map_err(|e| format!("invalid schedule `{schedule}`: {e}"))
 }
 
-/// The latest occurrence at or before `now`, in `tz`: the fire a tick at `now` stands for, or
-/// the last one a stopped daemon missed.
-pub fn last_fire(cron: &Cron, tz: Tz, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let now = now.trunc_subsecs(0).with_timezone(&tz);
-    cron.find_previous_occurrence(&now, true)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+/// The first fire strictly after `after`, by the rule of the module doc; `None` when the schedule
+/// never fires again.
+pub fn next_fire_after(cron: &Cron, tz: Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let after = after.trunc_subsecs(0);
+    let start = after - LOOKBACK;
+    let mut span = Span {
+        start,
+        offset: offset_at(tz, start),
+        before: None,
+    };
+    loop {
+        let in_gap = span.gap_fire(cron, after);
+        let plain = span.plain_fire(cron, after);
+        let end = next_switch(tz, span.start, plain.unwrap_or(after + LOOKBACK));
+        let plain = plain.filter(|t| end.is_none_or(|end| *t < end));
+        let first = match (in_gap, plain) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if first.is_some() {
+            return first;
+        }
+        let end = end?;
+        span = Span {
+            start: end,
+            offset: offset_at(tz, end),
+            before: Some(span.offset),
+        };
+    }
 }
 
-/// The first occurrence after `now`, in `tz`.
+/// The latest fire at or before `at`: the one a daemon stopped at `at` missed last.
+pub fn last_fire(cron: &Cron, tz: Tz, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let at = at.trunc_subsecs(0);
+    let fires_by_at =
+        |from: DateTime<Utc>| next_fire_after(cron, tz, from).is_some_and(|t| t <= at);
+    // Widen the look back until a fire is in (lo, at], then narrow to the second before it.
+    let mut back = Duration::seconds(1);
+    let mut lo = at - back;
+    while !fires_by_at(lo) {
+        back = back * 2;
+        if back > LAST_FIRE_HORIZON {
+            return None;
+        }
+        lo = at - back;
+    }
+    let mut hi = at;
+    while hi - lo > Duration::seconds(1) {
+        let mid = lo + Duration::seconds((hi - lo).num_seconds() / 2);
+        if fires_by_at(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    next_fire_after(cron, tz, lo)
+}
+
+/// The first fire after `now`, in `tz` (what `status` shows).
 pub fn next_fire(cron: &Cron, tz: Tz, now: DateTime<Utc>) -> Option<DateTime<Tz>> {
-    cron.find_next_occurrence(&now.trunc_subsecs(0).with_timezone(&tz), false)
-        .ok()
+    next_fire_after(cron, tz, now).map(|t| t.with_timezone(&tz))
 }
 
-/// The fire a tick at `now` stands for, if the tick is not too late for it ([`MAX_FIRE_LAG`]).
-pub fn fire_of_tick(cron: &Cron, tz: Tz, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let fire = last_fire(cron, tz, now)?;
-    let lag = (now - fire).to_std().unwrap_or_default();
-    (lag <= MAX_FIRE_LAG).then_some(fire)
+/// Vixie cron's split: `true` when the hour field is `*` or a step, so the schedule follows the
+/// wall clock through both passes of a repeated hour; `false` for a fixed hour (a list or range
+/// of hours too).
+fn hour_is_wild(cron: &Cron) -> bool {
+    let hours = &cron.pattern.hours;
+    hours.from_wildcard || hours.step > 1
 }
 
-/// The UTC offset of `tz` at `now`, in seconds. tokio-cron-scheduler computes a job's ticks
-/// with the offset its timezone had at registration; the scheduler re-registers a job when this
-/// changes (a daylight-saving switch).
-pub fn offset_seconds(tz: Tz, now: DateTime<Utc>) -> i32 {
-    tz.offset_from_utc_datetime(&now.naive_utc())
+/// A stretch of time from `start` on with one UTC offset, up to the next switch; `before` is the
+/// offset before `start` when `start` is a switch.
+struct Span {
+    start: DateTime<Utc>,
+    offset: i32,
+    before: Option<i32>,
+}
+
+impl Span {
+    /// The first fire after `after` at a wall-clock time this span shows (for a fixed hour, not
+    /// one the span before already showed).
+    fn plain_fire(&self, cron: &Cron, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let mut from =
+            wall(self.start, self.offset).max(wall(after, self.offset) + Duration::seconds(1));
+        if let Some(before) = self
+            .before
+            .filter(|b| *b > self.offset && !hour_is_wild(cron))
+        {
+            from = from.max(wall(self.start, before));
+        }
+        first_match_from(cron, from).map(|w| w - Duration::seconds(self.offset.into()))
+    }
+
+    /// For a fixed hour: the first fire after `after` at a wall-clock time the switch at `start`
+    /// skipped, at the instant that time names with the offset before the switch.
+    fn gap_fire(&self, cron: &Cron, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let before = self
+            .before
+            .filter(|b| *b < self.offset && !hour_is_wild(cron))?;
+        let from = wall(self.start, before).max(wall(after, before) + Duration::seconds(1));
+        let gap_end = wall(self.start, self.offset);
+        first_match_from(cron, from)
+            .filter(|w| *w < gap_end)
+            .map(|w| w - Duration::seconds(before.into()))
+    }
+}
+
+/// The wall-clock time of `t` at `offset`, written as a UTC value (croner matches it as is).
+fn wall(t: DateTime<Utc>, offset: i32) -> DateTime<Utc> {
+    t + Duration::seconds(offset.into())
+}
+
+/// The first wall-clock time at or after `from` that the schedule matches.
+fn first_match_from(cron: &Cron, from: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    cron.find_next_occurrence(&from, true).ok()
+}
+
+/// The first instant in (`from`, `until`] whose UTC offset differs from `from`'s.
+fn next_switch(tz: Tz, from: DateTime<Utc>, until: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let offset = offset_at(tz, from);
+    let mut lo = from;
+    while lo < until {
+        let mut hi = (lo + PROBE).min(until);
+        if offset_at(tz, hi) != offset {
+            while hi - lo > Duration::seconds(1) {
+                let mid = lo + Duration::seconds((hi - lo).num_seconds() / 2);
+                if offset_at(tz, mid) == offset {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            return Some(hi);
+        }
+        lo = hi;
+    }
+    None
+}
+
+/// The UTC offset of `tz` at `t`, in seconds.
+fn offset_at(tz: Tz, t: DateTime<Utc>) -> i32 {
+    tz.offset_from_utc_datetime(&t.naive_utc())
         .fix()
         .local_minus_utc()
 }
@@ -70,28 +202,6 @@ mod tests {
     }
 
     #[test]
-    fn a_tick_at_the_fire_second_stands_for_that_fire() {
-        let cron = parse("* * * * * *").unwrap();
-        let now = utc("2026-10-15T04:00:07.400Z");
-
-        assert_eq!(
-            fire_of_tick(&cron, Tz::UTC, now),
-            Some(utc("2026-10-15T04:00:07Z"))
-        );
-    }
-
-    #[test]
-    fn a_tick_an_hour_off_the_schedule_stands_for_no_fire() {
-        let cron = parse("0 30 2 * * *").unwrap();
-        let tz: Tz = "America/New_York".parse().unwrap();
-
-        // 02:30 EST computed with a stale offset fires at 03:30 EDT after the spring switch.
-        let tick = utc("2026-03-08T07:30:00Z");
-
-        assert_eq!(fire_of_tick(&cron, tz, tick), None);
-    }
-
-    #[test]
     fn the_next_fire_is_after_now_in_the_job_timezone() {
         let cron = parse("0 0 7 * * *").unwrap();
         let tz: Tz = "America/Sao_Paulo".parse().unwrap();
@@ -102,12 +212,43 @@ mod tests {
     }
 
     #[test]
-    fn the_offset_changes_across_a_daylight_saving_switch() {
-        let tz: Tz = "America/New_York".parse().unwrap();
+    fn a_fire_is_strictly_after_a_sub_second_instant() {
+        let cron = parse("* * * * * *").unwrap();
 
-        let before = offset_seconds(tz, utc("2026-03-08T06:00:00Z"));
-        let after = offset_seconds(tz, utc("2026-03-08T08:00:00Z"));
+        let next = next_fire_after(&cron, Tz::UTC, utc("2026-10-15T04:00:07.400Z"));
 
-        assert_eq!((before, after), (-5 * 3600, -4 * 3600));
+        assert_eq!(next, Some(utc("2026-10-15T04:00:08Z")));
+    }
+
+    #[test]
+    fn a_schedule_whose_years_are_over_never_fires_again() {
+        let cron = parse("0 0 0 1 1 * 2020").unwrap();
+
+        assert_eq!(
+            next_fire_after(&cron, Tz::UTC, utc("2026-01-01T00:00:00Z")),
+            None
+        );
+        assert_eq!(last_fire(&cron, Tz::UTC, utc("2026-01-01T00:00:00Z")), None);
+    }
+
+    #[test]
+    fn a_yearly_fire_a_year_away_is_found_in_its_summer_offset() {
+        let cron = parse("0 0 12 1 7 *").unwrap();
+        let tz: Tz = "Europe/Berlin".parse().unwrap();
+
+        let next = next_fire_after(&cron, tz, utc("2026-07-01T10:00:00Z"));
+
+        assert_eq!(next, Some(utc("2027-07-01T10:00:00Z")));
+    }
+
+    #[test]
+    fn the_switches_of_berlin_are_found_to_the_second() {
+        let tz: Tz = "Europe/Berlin".parse().unwrap();
+
+        let spring = next_switch(tz, utc("2026-03-01T00:00:00Z"), utc("2026-06-01T00:00:00Z"));
+        let autumn = next_switch(tz, utc("2026-06-01T00:00:00Z"), utc("2026-12-01T00:00:00Z"));
+
+        assert_eq!(spring, Some(utc("2026-03-29T01:00:00Z")));
+        assert_eq!(autumn, Some(utc("2026-10-25T01:00:00Z")));
     }
 }

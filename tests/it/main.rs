@@ -5,6 +5,7 @@
 mod config;
 mod consumer;
 mod domain;
+mod dst;
 mod engine;
 mod faults;
 mod helpers;
