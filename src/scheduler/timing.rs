@@ -8,14 +8,14 @@
 //!   instant whose wall-clock time matches: in both passes of a repeated hour, and not at all in
 //!   a spring gap (those times do not exist);
 //! - a schedule with a **fixed hour** fires once in a repeated hour, in its first pass; a fixed
-//!   time inside a spring gap fires at the same minutes and seconds just after the gap — the
-//!   instant that time names with the offset in force before the gap (02:30:15 in a
-//!   02:00 → 03:00 gap fires at 03:30:15).
+//!   time inside a spring gap fires just after the gap, in its first minute, at the time's own
+//!   second, once (02:30:15 in a 02:00 → 03:00 gap fires at 03:00:15), as Vixie cron runs the
+//!   jobs of skipped times right after the jump.
 //!
 //! [`next_fire_after`] is the one definition of the set of fire instants; [`last_fire`] and
 //! [`next_fire`] are derived from it, so the daemon, its catch-up and `status` agree.
 
-use chrono::{DateTime, Duration, Offset, SubsecRound, TimeZone, Utc};
+use chrono::{DateTime, Duration, Offset, SubsecRound, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 
@@ -129,17 +129,28 @@ impl Span {
         first_match_from(cron, from).map(|w| w - Duration::seconds(self.offset.into()))
     }
 
-    /// For a fixed hour: the first fire after `after` at a wall-clock time the switch at `start`
-    /// skipped, at the instant that time names with the offset before the switch.
+    /// For a fixed hour: the first fire after `after` for a wall-clock time the switch at `start`
+    /// skipped. As Vixie cron runs a job whose time the clock jumped over just after the jump,
+    /// such a time fires in the first minute after the gap, at its own second (02:30:15 in a
+    /// 02:00 → 03:00 gap fires at 03:00:15); several skipped times of one second fire once.
     fn gap_fire(&self, cron: &Cron, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let before = self
             .before
             .filter(|b| *b < self.offset && !hour_is_wild(cron))?;
-        let from = wall(self.start, before).max(wall(after, before) + Duration::seconds(1));
         let gap_end = wall(self.start, self.offset);
-        first_match_from(cron, from)
-            .filter(|w| *w < gap_end)
-            .map(|w| w - Duration::seconds(before.into()))
+        let mut from = wall(self.start, before);
+        let mut first: Option<DateTime<Utc>> = None;
+        while let Some(skipped) = first_match_from(cron, from).filter(|w| *w < gap_end) {
+            let fire = self.start + Duration::seconds(skipped.second().into());
+            if fire > after && first.is_none_or(|f| fire < f) {
+                first = Some(fire);
+            }
+            if first == Some(self.start) || first.is_some_and(|f| f <= after) {
+                break;
+            }
+            from = skipped + Duration::seconds(1);
+        }
+        first
     }
 }
 

@@ -3,13 +3,13 @@
 //! daylight-saving summer), each schedule's successive fires as UTC instants. The rule (Vixie
 //! cron's): a schedule whose hour field is `*` or a step fires in both passes of a repeated hour
 //! and skips the hours that do not exist; a fixed hour fires once in a repeated hour (the first
-//! pass), and a fixed time inside a spring gap fires at the same minutes and seconds just after
-//! the gap (the instant that time names with the offset in force before the gap).
+//! pass), and a fixed time inside a spring gap fires just after the gap, in its first minute, at
+//! the time's own second (02:30:15 → 03:00:15).
 //!
 //! Every expected instant was worked out by hand from the switch times in the comments; the
 //! local time of each fire is written next to it.
 
-use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};
+use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use replay_ledger::config::{load_dir, EFFECTS_FILE};
 use replay_ledger::scheduler::job_statuses;
@@ -66,7 +66,7 @@ const TABLE: &[Row] = &[
         after: "2026-03-28T00:00:00Z",
         fires: &[
             "2026-03-28T01:30:00Z", // 02:30 CET
-            "2026-03-29T01:30:00Z", // 03:30 CEST: 02:30 is in the gap
+            "2026-03-29T01:00:00Z", // 03:00 CEST: 02:30 is in the gap, fired just after it
             "2026-03-30T00:30:00Z", // 02:30 CEST
         ],
     },
@@ -75,7 +75,7 @@ const TABLE: &[Row] = &[
         schedule: "15 30 2 * * SUN",
         after: "2026-03-28T12:00:00Z",
         fires: &[
-            "2026-03-29T01:30:15Z", // 03:30:15 CEST: 02:30:15 is in the gap
+            "2026-03-29T01:00:15Z", // 03:00:15 CEST: 02:30:15 is in the gap
             "2026-04-05T00:30:15Z", // 02:30:15 CEST
         ],
     },
@@ -147,7 +147,7 @@ const TABLE: &[Row] = &[
         schedule: "0 30 2 * * *",
         after: "2026-03-07T12:00:00Z",
         fires: &[
-            "2026-03-08T07:30:00Z", // 03:30 EDT: 02:30 is in the gap
+            "2026-03-08T07:00:00Z", // 03:00 EDT: 02:30 is in the gap
             "2026-03-09T06:30:00Z", // 02:30 EDT
         ],
     },
@@ -156,7 +156,7 @@ const TABLE: &[Row] = &[
         schedule: "15 30 2 * * SUN",
         after: "2026-03-07T12:00:00Z",
         fires: &[
-            "2026-03-08T07:30:15Z", // 03:30:15 EDT
+            "2026-03-08T07:00:15Z", // 03:00:15 EDT: 02:30:15 is in the gap
             "2026-03-15T06:30:15Z", // 02:30:15 EDT
         ],
     },
@@ -237,7 +237,7 @@ const TABLE: &[Row] = &[
         schedule: "15 30 0 * * SUN",
         after: "2018-11-03T12:00:00Z",
         fires: &[
-            "2018-11-04T03:30:15Z", // 01:30:15 -02: 00:30:15 is in the gap
+            "2018-11-04T03:00:15Z", // 01:00:15 -02: 00:30:15 is in the gap
             "2018-11-11T02:30:15Z", // 00:30:15 -02
         ],
     },
@@ -364,10 +364,25 @@ fn fires_at(cron: &croner::Cron, wild: bool, tz: Tz, t: DateTime<Utc>) -> bool {
     if matches(local.naive_local()) && (wild || first_pass) {
         return true;
     }
-    // A fixed time a spring gap skipped fires at the instant it names with the offset before.
-    let before = tz.offset_from_utc_datetime(&(t - Duration::hours(3)).naive_utc());
-    let skipped = t.naive_utc() + before.fix();
-    !wild && tz.from_local_datetime(&skipped) == LocalResult::None && matches(skipped)
+    // A fixed time a spring gap skipped fires in the first minute after the gap, at its second.
+    let minute = t - Duration::seconds(t.second().into());
+    let offset = |i: DateTime<Utc>| tz.offset_from_utc_datetime(&i.naive_utc()).fix();
+    let (before, after) = (offset(minute - Duration::seconds(1)), offset(minute));
+    if wild || before.local_minus_utc() >= after.local_minus_utc() {
+        return false;
+    }
+    let (start, end) = (minute.naive_utc() + before, minute.naive_utc() + after);
+    let mut wall = start;
+    while wall < end {
+        if wall.second() == t.second()
+            && tz.from_local_datetime(&wall) == LocalResult::None
+            && matches(wall)
+        {
+            return true;
+        }
+        wall += Duration::seconds(1);
+    }
+    false
 }
 
 #[test]
