@@ -20,7 +20,7 @@ use crate::pgtemp::TempCluster;
 use crate::runner::{self, RunReport, RunnerConfig};
 use crate::shutdown::Shutdown;
 use crate::sink::{Behavior, Sink, SinkConfig};
-use crate::{cli, db, money};
+use crate::{db, money};
 
 const EFFECTS_YAML: &str = include_str!("../jobs/effects.yaml");
 const REPLAY_YAML: &str = include_str!("../jobs/replay-2026-10-14.yaml");
@@ -159,7 +159,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
     );
     let before = checksums(&pool).await?;
     let report = execute(&pool, url, &job, replay, &effects, Some(true), false).await?;
-    cli::print_report(&report);
+    print!("{report}");
     let after = checksums(&pool).await?;
     ok &= verdict(
         before == after,
@@ -169,7 +169,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
 
     println!("\nstep 2: the real run (`replay-ledger run {}`)", job.name);
     let report = execute(&pool, url, &job, replay, &effects, Some(false), false).await?;
-    cli::print_report(&report);
+    print!("{report}");
     let delivered: BTreeSet<String> = sink.deliveries().into_keys().collect();
     ok &= verdict(
         delivered == archive.missing,
@@ -195,7 +195,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
     );
     let requests_before = sink.request_count();
     let report = execute(&pool, url, &job, replay, &effects, Some(false), true).await?;
-    cli::print_report(&report);
+    print!("{report}");
     ok &= verdict(
         sink.request_count() == requests_before,
         "the second run sent nothing: every key is already in the ledger",
