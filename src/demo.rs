@@ -12,14 +12,14 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgPool};
+use testkit::pgtemp::TempCluster;
+use testkit::sink::{Behavior, Sink, SinkConfig};
 
 use crate::config::{self, JobKind};
 use crate::domain::{self, effect_key, NOTIFY_SELLER, ORDER_PAID};
 use crate::effects::Effects;
-use crate::pgtemp::TempCluster;
 use crate::runner::{self, RunReport, RunnerConfig};
 use crate::shutdown::Shutdown;
-use crate::sink::{Behavior, Sink, SinkConfig};
 use crate::{db, money};
 
 const EFFECTS_YAML: &str = include_str!("../jobs/effects.yaml");

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use replay_ledger::pgtemp::TempCluster;
 use replay_ledger::runner::{Ended, RunError};
-use replay_ledger::sink::Behavior;
 use sqlx::PgPool;
+use testkit::pgtemp::TempCluster;
+use testkit::sink::Behavior;
 
 use crate::helpers::*;
 

@@ -307,8 +307,8 @@ pub async fn run_job(
 }
 
 /// A loopback provider with a behaviour.
-pub async fn sink(behavior: replay_ledger::sink::Behavior) -> replay_ledger::sink::Sink {
-    replay_ledger::sink::Sink::start(replay_ledger::sink::SinkConfig {
+pub async fn sink(behavior: testkit::sink::Behavior) -> testkit::sink::Sink {
+    testkit::sink::Sink::start(testkit::sink::SinkConfig {
         behavior,
         ..Default::default()
     })
@@ -317,8 +317,8 @@ pub async fn sink(behavior: replay_ledger::sink::Behavior) -> replay_ledger::sin
 }
 
 /// An idempotent provider (deduplicates by key).
-pub fn dedup() -> replay_ledger::sink::Behavior {
-    replay_ledger::sink::Behavior {
+pub fn dedup() -> testkit::sink::Behavior {
+    testkit::sink::Behavior {
         dedup: true,
         ..Default::default()
     }
@@ -418,7 +418,7 @@ pub async fn kill9(child: &mut tokio::process::Child) {
         .expect("wait for replay-ledger");
     assert_eq!(
         status.signal(),
-        Some(libc::SIGKILL),
+        Some(nix::sys::signal::Signal::SIGKILL as i32),
         "the run ended ({status}) before it could be killed mid-window"
     );
 }
@@ -509,7 +509,7 @@ pub async fn uninterrupted_run(
     spec: &JobSpec,
 ) -> (Vec<(String, i64, i64)>, Vec<(String, String)>) {
     let db = seeded_db(events, sent).await;
-    let provider = sink(replay_ledger::sink::Behavior::default()).await;
+    let provider = sink(testkit::sink::Behavior::default()).await;
     let jobs = jobs_dir(&provider.url(), spec);
     let output = run_bin_within(&db.url, jobs.path(), &["run", &spec.name]).await;
     assert_success(&output, "the uninterrupted run");

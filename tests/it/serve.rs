@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use chrono::{Duration as Days, Utc};
 use nix::sys::signal::Signal;
 use replay_ledger::domain::Event;
-use replay_ledger::pgtemp::TempCluster;
-use replay_ledger::sink::Behavior;
 use sqlx::PgPool;
+use testkit::pgtemp::TempCluster;
+use testkit::sink::Behavior;
 use tokio::process::Child;
 
 use crate::helpers::*;
