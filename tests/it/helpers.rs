@@ -13,6 +13,7 @@ use replay_ledger::domain::Event;
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
+use testkit::archive::ArchivedEvent;
 
 /// The server the tests use: `DATABASE_URL`, else the local service.
 pub fn server_url() -> String {
@@ -107,9 +108,25 @@ pub fn paid_orders(n: i64) -> Vec<Event> {
 }
 
 pub async fn insert(pool: &PgPool, events: &[Event]) {
-    replay_ledger::demo::insert_events(pool, events)
-        .await
-        .expect("insert events");
+    try_insert(pool, events).await.expect("insert events");
+}
+
+/// Writes events to the archive as the system that archives them would (`testkit::archive`,
+/// which speaks in plain rows: it does not know the product's types).
+pub async fn try_insert(pool: &PgPool, events: &[Event]) -> Result<(), sqlx::Error> {
+    let rows: Vec<ArchivedEvent> = events
+        .iter()
+        .map(|e| ArchivedEvent {
+            posicao: e.posicao,
+            id: e.id.clone(),
+            tipo: e.tipo.clone(),
+            pedido_id: e.pedido_id.clone(),
+            versao: e.versao,
+            payload: e.payload.clone(),
+            ocorrido_em: e.ocorrido_em,
+        })
+        .collect();
+    testkit::archive::insert_events(pool, &rows).await
 }
 
 /// The ledger key of an event's seller notification.
