@@ -13,14 +13,19 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 # Dependencies first, so editing the sources does not rebuild them.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+COPY testkit/Cargo.toml testkit/
+RUN mkdir -p src testkit/src && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs testkit/src/lib.rs \
     && cargo build --release --locked --bin replay-ledger \
-    && rm -rf src
+    && rm -rf src testkit/src
+# testkit: the demo's throwaway cluster, loopback webhook and generated archive.
+COPY testkit testkit
 COPY src src
 COPY migrations migrations
 COPY jobs jobs
 # touch: make cargo see the real sources as newer than the placeholder build.
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin replay-ledger
+RUN touch src/main.rs src/lib.rs testkit/src/lib.rs \
+    && cargo build --release --locked --bin replay-ledger
 
 # --- runtime ---
 FROM debian:bookworm-slim

@@ -21,13 +21,14 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Parser;
 use replay_ledger::config::{self, JobKind};
+use replay_ledger::db;
 use replay_ledger::effects::Effects;
 use replay_ledger::runner::{self, RunnerConfig};
 use replay_ledger::shutdown::Shutdown;
-use replay_ledger::sink::{Sink, SinkConfig};
-use replay_ledger::{db, pgtemp::TempCluster};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
+use testkit::pgtemp::TempCluster;
+use testkit::sink::{Sink, SinkConfig};
 
 #[derive(Debug, Parser)]
 #[command(about = "Engine throughput beside the set-based SQL floor")]

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use clap::Parser;
-use replay_ledger::sink::{Behavior, Sink, SinkConfig};
+use testkit::sink::{Behavior, Sink, SinkConfig};
 
 #[derive(Debug, Parser)]
 #[command(about = "A loopback webhook that records what it receives")]

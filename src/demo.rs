@@ -8,19 +8,18 @@ use std::process::ExitCode;
 use std::str::FromStr;
 
 use anyhow::{bail, Context};
-use chrono::{DateTime, Duration, TimeZone, Utc};
-use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgPool};
+use testkit::archive::{self, DemoDay};
+use testkit::pgtemp::TempCluster;
+use testkit::sink::{Behavior, Sink, SinkConfig};
 
 use crate::config::{self, JobKind};
-use crate::domain::{self, effect_key, NOTIFY_SELLER, ORDER_PAID};
+use crate::domain::{self, effect_key, NOTIFY_SELLER};
 use crate::effects::Effects;
-use crate::pgtemp::TempCluster;
 use crate::runner::{self, RunReport, RunnerConfig};
 use crate::shutdown::Shutdown;
-use crate::sink::{Behavior, Sink, SinkConfig};
-use crate::{cli, db, money};
+use crate::{db, money};
 
 const EFFECTS_YAML: &str = include_str!("../jobs/effects.yaml");
 const REPLAY_YAML: &str = include_str!("../jobs/replay-2026-10-14.yaml");
@@ -159,7 +158,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
     );
     let before = checksums(&pool).await?;
     let report = execute(&pool, url, &job, replay, &effects, Some(true), false).await?;
-    cli::print_report(&report);
+    print!("{report}");
     let after = checksums(&pool).await?;
     ok &= verdict(
         before == after,
@@ -169,7 +168,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
 
     println!("\nstep 2: the real run (`replay-ledger run {}`)", job.name);
     let report = execute(&pool, url, &job, replay, &effects, Some(false), false).await?;
-    cli::print_report(&report);
+    print!("{report}");
     let delivered: BTreeSet<String> = sink.deliveries().into_keys().collect();
     ok &= verdict(
         delivered == archive.missing,
@@ -195,7 +194,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
     );
     let requests_before = sink.request_count();
     let report = execute(&pool, url, &job, replay, &effects, Some(false), true).await?;
-    cli::print_report(&report);
+    print!("{report}");
     ok &= verdict(
         sink.request_count() == requests_before,
         "the second run sent nothing: every key is already in the ledger",
@@ -296,94 +295,23 @@ struct Archive {
     newer_order: String,
 }
 
-/// A deterministic pseudo-random sequence (xorshift), so every demo tells the same story.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
+/// Writes the generated day (`testkit::archive`), then what the buggy live consumer left: per
+/// order the newest version's commission divided by 1,000 instead of 100, and the ledger rows of
+/// the notifications that went out on the day.
 async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
-    let day_start: DateTime<Utc> = chrono::FixedOffset::west_opt(3 * 3600)
-        .expect("valid offset")
-        .with_ymd_and_hms(2026, 10, 14, 0, 0, 0)
-        .single()
-        .expect("valid date")
-        .with_timezone(&Utc);
-    let orders = (u64::from(events) * 4 / 5).max(1);
-    let outside = u64::from(events / 50);
-    let mut rng = Rng(0x2026_1014);
-    let mut rows = Vec::new();
-    let mut posicao = 1_000_000i64;
-    let mut push = |rows: &mut Vec<domain::Event>,
-                    rng: &mut Rng,
-                    at: DateTime<Utc>,
-                    pedido: String,
-                    versao: i64,
-                    valid: bool| {
-        posicao += 1 + (rng.next() % 3) as i64;
-        let valor = 1_000 + (rng.next() % 500_000) as i64;
-        let percentual = [2.5, 5.0, 7.5, 10.0][(rng.next() % 4) as usize];
-        let payload = if valid {
-            json!({"valorCentavos": valor, "percentual": percentual})
-        } else {
-            json!({"valorCentavos": format!("{},{:02}", valor / 100, valor % 100), "percentual": percentual})
-        };
-        rows.push(domain::Event {
-            posicao,
-            id: format!("evt-{posicao}"),
-            tipo: ORDER_PAID.into(),
-            pedido_id: pedido,
-            versao,
-            payload,
-            ocorrido_em: at,
-        });
-    };
-    for i in 0..outside {
-        let at = day_start - Duration::seconds(3600 + i as i64);
-        push(&mut rows, &mut rng, at, format!("ped-old-{i}"), 1, true);
+    let day = DemoDay::generate(events);
+    archive::insert_events(pool, &day.events).await?;
+    let in_window = day.in_window().count() as u64;
+    if in_window == 0 {
+        bail!("the generated window is empty");
     }
-    let step = 86_400_000 / i64::from(events);
-    for i in 0..u64::from(events) {
-        let at = day_start + Duration::milliseconds(i as i64 * step);
-        let versao = (i / orders) as i64 + 1;
-        push(
-            &mut rows,
-            &mut rng,
-            at,
-            format!("ped-{}", i % orders + 1),
-            versao,
-            i % 2_500 != 1_234,
-        );
-    }
-    for i in 0..outside {
-        let at = day_start + Duration::hours(24) + Duration::seconds(60 + i as i64);
-        push(&mut rows, &mut rng, at, format!("ped-new-{i}"), 1, true);
-    }
-    // The live consumer already processed a version 3 of one order on the next day.
-    let newer_order = "ped-42".to_string();
-    let at = day_start + Duration::hours(30);
-    push(&mut rows, &mut rng, at, newer_order.clone(), 3, true);
 
-    insert_events(pool, &rows).await?;
-    let window_end = day_start + Duration::hours(24);
-    let in_window: Vec<&domain::Event> = rows
-        .iter()
-        .filter(|e| e.ocorrido_em >= day_start && e.ocorrido_em < window_end)
-        .collect();
-
-    // What the buggy live consumer wrote: per order the newest version, with ÷1000.
     let mut newest: HashMap<&str, (i64, i64)> = HashMap::new();
-    for e in &rows {
+    for e in &day.events {
         let Ok(correct) = domain::calcular_comissao(&e.payload) else {
             continue;
         };
-        let buggy = if e.pedido_id == newer_order && e.versao == 3 {
+        let buggy = if e.pedido_id == day.newer_order && e.versao == 3 {
             correct
         } else {
             (correct as f64 / 10.0).round() as i64
@@ -408,24 +336,8 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
     .execute(pool)
     .await?;
 
-    // ~70 % of the day's notifications went out; the rest is what the replay must send.
-    let mut sent = Vec::new();
-    let mut missing = BTreeSet::new();
-    let mut invalid = 0;
-    for e in &in_window {
-        if domain::calcular_comissao(&e.payload).is_err() {
-            invalid += 1;
-            continue;
-        }
-        let key = effect_key(&e.id, NOTIFY_SELLER);
-        if rng.next() % 10 < 7 {
-            sent.push((key, e.id.clone()));
-        } else {
-            missing.insert(key);
-        }
-    }
-    let keys: Vec<&str> = sent.iter().map(|(k, _)| k.as_str()).collect();
-    let eventos: Vec<&str> = sent.iter().map(|(_, e)| e.as_str()).collect();
+    let key = |evento_id: &String| effect_key(evento_id, NOTIFY_SELLER);
+    let keys: Vec<String> = day.notified.iter().map(key).collect();
     sqlx::query(
         r#"
         insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, resultado)
@@ -434,54 +346,31 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
         "#,
     )
     .bind(&keys)
-    .bind(&eventos)
+    .bind(&day.notified)
     .execute(pool)
     .await?;
     let bug_total: i64 =
         sqlx::query_scalar("select coalesce(sum(valor_centavos), 0)::bigint from comissao")
             .fetch_one(pool)
             .await?;
-    if in_window.is_empty() {
-        bail!("the generated window is empty");
-    }
     Ok(Archive {
-        in_window: in_window.len() as u64,
-        outside: (rows.len() - in_window.len()) as u64,
-        orders,
+        in_window,
+        outside: day.events.len() as u64 - in_window,
+        orders: day.orders,
         bug_total,
-        sent: sent.len(),
-        missing,
-        invalid,
-        newer_order,
+        sent: day.notified.len(),
+        missing: day.not_notified.iter().map(key).collect(),
+        invalid: day.invalid,
+        newer_order: day.newer_order,
     })
 }
 
-/// Inserts events set-based, in chunks.
-pub async fn insert_events(pool: &PgPool, events: &[domain::Event]) -> Result<(), sqlx::Error> {
-    for chunk in events.chunks(5_000) {
-        let posicoes: Vec<i64> = chunk.iter().map(|e| e.posicao).collect();
-        let ids: Vec<&str> = chunk.iter().map(|e| e.id.as_str()).collect();
-        let tipos: Vec<&str> = chunk.iter().map(|e| e.tipo.as_str()).collect();
-        let pedidos: Vec<&str> = chunk.iter().map(|e| e.pedido_id.as_str()).collect();
-        let versoes: Vec<i64> = chunk.iter().map(|e| e.versao).collect();
-        let payloads: Vec<&serde_json::Value> = chunk.iter().map(|e| &e.payload).collect();
-        let quando: Vec<DateTime<Utc>> = chunk.iter().map(|e| e.ocorrido_em).collect();
-        sqlx::query(
-            r#"
-            insert into evento_arquivado (posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)
-            select * from unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[],
-                                 $6::jsonb[], $7::timestamptz[])
-            "#,
-        )
-        .bind(posicoes)
-        .bind(ids)
-        .bind(tipos)
-        .bind(pedidos)
-        .bind(versoes)
-        .bind(payloads)
-        .bind(quando)
-        .execute(pool)
-        .await?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generator_writes_the_event_type_the_product_handles() {
+        assert_eq!(archive::ORDER_PAID, domain::ORDER_PAID);
     }
-    Ok(())
 }

@@ -235,20 +235,26 @@ impl Refused {
 
 /// A bound above the open-files limit protects nothing: say so at start.
 fn warn_if_over_open_files_limit(max_connections: usize) {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct it is given, nothing else.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+    let Some(open_files) = open_files_limit() else {
         return;
-    }
-    let open_files = limit.rlim_cur;
-    if open_files != libc::RLIM_INFINITY && max_connections as u64 * 2 > open_files {
+    };
+    if max_connections as u64 * 2 > open_files {
         tracing::warn!(
             max_connections,
             open_files,
             "http: the connection bound is over half the open-files limit; raise LimitNOFILE or lower the bound"
         );
     }
+}
+
+/// The soft limit on open files of this process, as Linux reports it (`None` when unlimited or
+/// unknown): the "Max open files" line of `/proc/self/limits`.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }

@@ -19,8 +19,8 @@
 //! - [`report`]   — reports to finance (text, HTML, CSV; SMTP or `.eml`), exactly once or flagged.
 //! - [`approval`] — the approval gate between a simulation and its real run.
 //! - [`cli`]      — the `replay-ledger` command line.
-//! - [`demo`], [`pgtemp`], [`sink`] — the end-to-end story, a throwaway PostgreSQL cluster and a
-//!   loopback webhook that records what it receives (used by `demo`, tests and benchmarks).
+//! - [`demo`]     — the end-to-end story on a throwaway database; its rigs (the throwaway
+//!   cluster, the loopback webhook, the generated archive) live in the `testkit` crate.
 
 pub mod applier;
 pub mod approval;
@@ -39,12 +39,10 @@ pub mod http_server;
 pub mod ledger;
 pub mod metrics;
 pub mod money;
-pub mod pgtemp;
 pub mod report;
 pub mod runner;
 pub mod scheduler;
 pub mod shutdown;
-pub mod sink;
 pub mod summary;
 pub mod sweeper;
 pub mod words;

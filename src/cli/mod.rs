@@ -11,9 +11,9 @@ use sqlx::PgPool;
 
 use crate::config::{self, ConfigErrors, JobKind};
 use crate::effects::Effects;
-use crate::execution::Mode;
-use crate::runner::{self, Ended, RunError, RunReport, RunnerConfig};
-use crate::{db, demo, money, scheduler, shutdown};
+use crate::runner::summary::counts;
+use crate::runner::{self, Ended, RunError, RunnerConfig};
+use crate::{db, demo, scheduler, shutdown};
 
 mod ops;
 mod reports;
@@ -297,7 +297,7 @@ async fn run(
     let result = runner::run(&pool, &url, &job, replay, effects, config, stop).await;
     match result {
         Ok(report) => {
-            print_report(&report);
+            print!("{report}");
             let mailed = reports::after_run(&pool, &job, replay, &report).await;
             Ok(match report.ended {
                 Ended::Interrupted => ExitCode::from(130),
@@ -385,87 +385,6 @@ fn sweep_stale_after(jobs_dir: &Path) -> std::time::Duration {
             })
         })
         .unwrap_or(std::time::Duration::from_secs(300))
-}
-
-/// The end-of-run summary.
-pub fn print_report(report: &RunReport) {
-    let s = &report.summary;
-    let mode = match report.mode {
-        Mode::Simulation => "simulation",
-        Mode::Real => "real run",
-        Mode::Live => "live",
-    };
-    match &report.ended {
-        Ended::AlreadyFinished { at } => {
-            println!(
-                "{} ({mode}) already finished{}; nothing to do (use --restart for a new pass).",
-                report.execution_id,
-                at.map(|t| format!(" at {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
-                    .unwrap_or_default()
-            );
-        }
-        Ended::Interrupted => println!(
-            "{} ({mode}) stopped at posicao {}; run it again to resume.",
-            report.execution_id,
-            report.checkpoint.map_or("-".into(), |c| c.to_string())
-        ),
-        Ended::Finished => {
-            let secs = report.elapsed.as_secs_f64().max(1e-3);
-            println!(
-                "{} ({mode}) finished: {} events in this run, {:.1} s ({:.0} events/s)",
-                report.execution_id,
-                report.events_this_run,
-                secs,
-                report.events_this_run as f64 / secs
-            );
-        }
-    }
-    println!(
-        "  events read {}, skipped {}, rejected {}",
-        s.events_read, s.events_skipped, s.events_rejected
-    );
-    let verb = if report.mode == Mode::Simulation {
-        "would change"
-    } else {
-        "changed"
-    };
-    println!(
-        "  orders {verb}: {}; total {} -> {} ({})",
-        s.orders_changed,
-        money::brl(s.total_before_centavos),
-        money::brl(s.total_after_centavos),
-        money::brl_signed(
-            s.total_after_centavos
-                .saturating_sub(s.total_before_centavos)
-        )
-    );
-    println!("  state: {}", counts(&s.state));
-    println!("  effects: {}", counts(&s.effects));
-    if !report.rejected.is_empty() {
-        println!("  rejected events:");
-        for r in report.rejected.iter().take(20) {
-            println!(
-                "    {} (posicao {}, {}): {}",
-                r.evento_id, r.posicao, r.tipo, r.erro
-            );
-        }
-        if report.rejected.len() > 20 {
-            println!(
-                "    … and {} more (see table evento_rejeitado)",
-                report.rejected.len() - 20
-            );
-        }
-    }
-}
-
-fn counts<K: std::fmt::Display>(map: &std::collections::BTreeMap<K, u64>) -> String {
-    if map.is_empty() {
-        return "none".into();
-    }
-    map.iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// `serve`: the scheduler daemon until SIGTERM/SIGINT.

@@ -13,6 +13,7 @@
 
 mod csv;
 pub mod deliver;
+mod escape;
 pub mod jobs;
 pub mod mail;
 pub mod render;

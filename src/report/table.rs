@@ -1,7 +1,7 @@
 //! A table of a report, rendered both as aligned plain text and as an HTML table with inline
 //! styles (what common mail clients render).
 
-use super::render::esc;
+use super::escape::esc;
 
 /// A table rendered both as aligned text and as HTML.
 pub(super) struct Table {

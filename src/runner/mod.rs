@@ -7,6 +7,7 @@
 
 mod partitioned;
 mod progress;
+pub mod summary;
 
 use progress::Progress;
 

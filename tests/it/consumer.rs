@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use replay_ledger::domain::Event;
-use replay_ledger::sink::Behavior;
 use sqlx::{Connection, PgConnection};
+use testkit::sink::Behavior;
 
 use crate::helpers::*;
 

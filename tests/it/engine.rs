@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use replay_ledger::runner::{Ended, RunError};
-use replay_ledger::sink::Behavior;
+use testkit::sink::Behavior;
 
 use replay_ledger::summary::{EffectOutcome, StateOutcome};
 

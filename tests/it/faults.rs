@@ -4,12 +4,11 @@
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use replay_ledger::pgtemp::TempCluster;
 use replay_ledger::runner::{Ended, RunError};
-use replay_ledger::sink::Behavior;
-use sqlx::{Connection, PgPool};
-
 use replay_ledger::summary::EffectOutcome;
+use sqlx::{Connection, PgPool};
+use testkit::pgtemp::TempCluster;
+use testkit::sink::Behavior;
 
 use crate::helpers::*;
 

@@ -13,6 +13,7 @@ use replay_ledger::domain::Event;
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
+use testkit::archive::ArchivedEvent;
 
 /// The server the tests use: `DATABASE_URL`, else the local service.
 pub fn server_url() -> String {
@@ -107,9 +108,25 @@ pub fn paid_orders(n: i64) -> Vec<Event> {
 }
 
 pub async fn insert(pool: &PgPool, events: &[Event]) {
-    replay_ledger::demo::insert_events(pool, events)
-        .await
-        .expect("insert events");
+    try_insert(pool, events).await.expect("insert events");
+}
+
+/// Writes events to the archive as the system that archives them would (`testkit::archive`,
+/// which speaks in plain rows: it does not know the product's types).
+pub async fn try_insert(pool: &PgPool, events: &[Event]) -> Result<(), sqlx::Error> {
+    let rows: Vec<ArchivedEvent> = events
+        .iter()
+        .map(|e| ArchivedEvent {
+            posicao: e.posicao,
+            id: e.id.clone(),
+            tipo: e.tipo.clone(),
+            pedido_id: e.pedido_id.clone(),
+            versao: e.versao,
+            payload: e.payload.clone(),
+            ocorrido_em: e.ocorrido_em,
+        })
+        .collect();
+    testkit::archive::insert_events(pool, &rows).await
 }
 
 /// The ledger key of an event's seller notification.
@@ -310,8 +327,8 @@ pub async fn run_job(
 }
 
 /// A loopback provider with a behaviour.
-pub async fn sink(behavior: replay_ledger::sink::Behavior) -> replay_ledger::sink::Sink {
-    replay_ledger::sink::Sink::start(replay_ledger::sink::SinkConfig {
+pub async fn sink(behavior: testkit::sink::Behavior) -> testkit::sink::Sink {
+    testkit::sink::Sink::start(testkit::sink::SinkConfig {
         behavior,
         ..Default::default()
     })
@@ -320,8 +337,8 @@ pub async fn sink(behavior: replay_ledger::sink::Behavior) -> replay_ledger::sin
 }
 
 /// An idempotent provider (deduplicates by key).
-pub fn dedup() -> replay_ledger::sink::Behavior {
-    replay_ledger::sink::Behavior {
+pub fn dedup() -> testkit::sink::Behavior {
+    testkit::sink::Behavior {
         dedup: true,
         ..Default::default()
     }
@@ -421,7 +438,7 @@ pub async fn kill9(child: &mut tokio::process::Child) {
         .expect("wait for replay-ledger");
     assert_eq!(
         status.signal(),
-        Some(libc::SIGKILL),
+        Some(nix::sys::signal::Signal::SIGKILL as i32),
         "the run ended ({status}) before it could be killed mid-window"
     );
 }
@@ -512,7 +529,7 @@ pub async fn uninterrupted_run(
     spec: &JobSpec,
 ) -> (Vec<(String, i64, i64)>, Vec<(String, String)>) {
     let db = seeded_db(events, sent).await;
-    let provider = sink(replay_ledger::sink::Behavior::default()).await;
+    let provider = sink(testkit::sink::Behavior::default()).await;
     let jobs = jobs_dir(&provider.url(), spec);
     let output = run_bin_within(&db.url, jobs.path(), &["run", &spec.name]).await;
     assert_success(&output, "the uninterrupted run");

@@ -7,8 +7,8 @@ use std::time::Duration;
 use replay_ledger::config;
 use replay_ledger::effects::Effects;
 use replay_ledger::ledger::{self, Claim, Reservation};
-use replay_ledger::sink::Behavior;
 use replay_ledger::sweeper::{Sweeper, SweeperConfig};
+use testkit::sink::Behavior;
 
 use replay_ledger::summary::EffectOutcome;
 

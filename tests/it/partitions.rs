@@ -8,7 +8,7 @@ use replay_ledger::config::{self, JobKind};
 use replay_ledger::effects::Effects;
 use replay_ledger::runner::{self, Ended, RunnerConfig};
 use replay_ledger::shutdown::Shutdown;
-use replay_ledger::sink::Behavior;
+use testkit::sink::Behavior;
 
 use crate::helpers::*;
 

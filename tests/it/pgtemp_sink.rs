@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use replay_ledger::pgtemp::TempCluster;
-use replay_ledger::sink::{Behavior, Outcome, Sink, SinkConfig};
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
+use testkit::pgtemp::TempCluster;
+use testkit::sink::{Behavior, Outcome, Sink, SinkConfig};
 
 async fn select_one(url: &str) -> Result<i32, sqlx::Error> {
     let mut conn = PgConnection::connect(url).await?;

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use replay_ledger::sink::Behavior;
 use sqlx::PgPool;
+use testkit::sink::Behavior;
 
 use crate::helpers::*;
 
@@ -31,7 +31,7 @@ fn slow(ms: u64, dedup: bool) -> Behavior {
 /// it had not (reserved but not yet sent).
 async fn reserved_within_concurrency(
     pool: &PgPool,
-    provider: &replay_ledger::sink::Sink,
+    provider: &testkit::sink::Sink,
     concurrency: usize,
 ) -> Vec<String> {
     let reserved = keys_in_state(pool, "reservado").await;

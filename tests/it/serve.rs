@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use chrono::{Duration as Days, Utc};
 use nix::sys::signal::Signal;
 use replay_ledger::domain::Event;
-use replay_ledger::pgtemp::TempCluster;
-use replay_ledger::sink::Behavior;
 use sqlx::PgPool;
+use testkit::pgtemp::TempCluster;
+use testkit::sink::Behavior;
 use tokio::process::Child;
 
 use crate::helpers::*;
@@ -26,7 +26,7 @@ const STOP_LIMIT: Duration = Duration::from_secs(40);
 
 /// A running `serve`, its `/metrics` address and its log file. Killed if dropped.
 pub(crate) struct Serve {
-    child: Child,
+    pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
     log: PathBuf,
 }

@@ -25,22 +25,16 @@ const SLOW_LINES: u32 = 40;
 /// How long the test waits for an answer, or for the server to close the flood's sockets.
 const PATIENCE: Duration = Duration::from_secs(40);
 
-/// Runs the child with RLIMIT_NOFILE = `n` (soft and hard), as `LimitNOFILE=n` would.
-fn limit_open_files(cmd: &mut tokio::process::Command, n: u64) {
-    // SAFETY: setrlimit is async-signal-safe, and the closure touches nothing else.
-    unsafe {
-        cmd.pre_exec(move || {
-            let limit = libc::rlimit {
-                rlim_cur: n,
-                rlim_max: n,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    }
+/// Sets the running child's RLIMIT_NOFILE to `n` (soft and hard), as `LimitNOFILE=n` would,
+/// with util-linux's `prlimit` (the test needs no unsafe code for it). The daemon has opened only
+/// a handful of files by then; the flood comes later.
+fn limit_open_files(pid: u32, n: u64) {
+    let status = std::process::Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={n}:{n}"))
+        .status()
+        .expect("run prlimit (util-linux; .ci/run installs it)");
+    assert!(status.success(), "prlimit failed: {status}");
 }
 
 /// Opens up to `n` connections; those the kernel did not complete are left out.
@@ -108,8 +102,8 @@ async fn a_flood_of_idle_and_slow_connections_leaves_metrics_healthz_and_the_swe
     sweep_job(jobs.path(), "5s");
     let serve = Serve::start_with(&db.url, jobs.path(), "serve", |cmd| {
         cmd.env("METRICS_MAX_CONNECTIONS", MAX_CONNECTIONS);
-        limit_open_files(cmd, OPEN_FILES);
     });
+    limit_open_files(serve.child.id().expect("serve is running"), OPEN_FILES);
     wait_healthy(&serve).await;
 
     let slow: Vec<_> = connect_many(serve.addr, SLOW)

@@ -269,12 +269,8 @@ fn idempotency_headers_are_visible_ascii_and_distinct_for_distinct_keys() {
 #[tokio::test]
 async fn nul_cannot_enter_the_archive_so_the_worker_never_meets_it() {
     let db = TestDb::new().await;
-    let in_text = replay_ledger::demo::insert_events(
-        &db.pool,
-        &[event(1, "evt-\0", "ped", five_percent_of(1))],
-    )
-    .await;
-    let in_json = replay_ledger::demo::insert_events(
+    let in_text = try_insert(&db.pool, &[event(1, "evt-\0", "ped", five_percent_of(1))]).await;
+    let in_json = try_insert(
         &db.pool,
         &[event(
             2,

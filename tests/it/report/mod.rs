@@ -29,7 +29,7 @@ const FORMULA_ID: &str = "=HYPERLINK(\"http://x\",\"y\")";
 pub struct Fixture {
     pub db: TestDb,
     pub jobs: tempfile::TempDir,
-    _provider: replay_ledger::sink::Sink,
+    _provider: testkit::sink::Sink,
 }
 
 pub async fn fixture(extra: &str) -> Fixture {

@@ -166,7 +166,7 @@ async fn a_full_run_logged_at_debug_shows_no_payload_header_token_or_password() 
     roles.0.push(role.clone());
     let url = url_as(&db, &role, &db_password);
     // The first calls fail, so retries and releases are logged too.
-    let provider = sink(replay_ledger::sink::Behavior {
+    let provider = sink(testkit::sink::Behavior {
         dedup: true,
         fail_first: 3,
         ..Default::default()

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::process::Output;
 
-use replay_ledger::sink::Behavior;
 use sqlx::{ConnectOptions, Connection};
+use testkit::sink::Behavior;
 
 use crate::helpers::*;
 

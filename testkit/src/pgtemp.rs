@@ -7,7 +7,7 @@
 //! both run as the `postgres` OS user: the temporary directory is created under a world-
 //! traversable parent and handed to that user, and the children drop privileges before `exec`.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
+use nix::unistd::{Pid, User};
 use sqlx::Connection;
 use tempfile::TempDir;
 use tokio::process::{Child, Command};
@@ -138,7 +140,7 @@ impl TempCluster {
         let Some(mut child) = self.server.take() else {
             return;
         };
-        signal(&child, libc::SIGINT);
+        signal(&child, Signal::SIGINT);
         if tokio::time::timeout(STOP_TIMEOUT, child.wait())
             .await
             .is_err()
@@ -147,7 +149,7 @@ impl TempCluster {
                 port = self.port,
                 "postgres fast shutdown timed out; killing it"
             );
-            signal(&child, libc::SIGQUIT);
+            signal(&child, Signal::SIGQUIT);
             let _ = child.kill().await;
         }
     }
@@ -245,7 +247,7 @@ impl Drop for TempCluster {
         let Some(mut child) = self.server.take() else {
             return;
         };
-        signal(&child, libc::SIGQUIT);
+        signal(&child, Signal::SIGQUIT);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if !matches!(child.try_wait(), Ok(None)) {
@@ -273,10 +275,10 @@ fn command(bin: &Path, program: &str, cwd: &Path, owner: Option<Owner>) -> Comma
     cmd
 }
 
-fn signal(child: &Child, sig: libc::c_int) {
-    if let Some(pid) = child.id() {
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        unsafe { libc::kill(pid as libc::pid_t, sig) };
+fn signal(child: &Child, sig: Signal) {
+    if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
+        // Our own child's pid; an error means it has exited already.
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
     }
 }
 
@@ -334,32 +336,16 @@ fn world_traversable(path: &Path) -> bool {
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    nix::unistd::geteuid().is_root()
 }
 
 fn postgres_user() -> Result<Owner> {
-    let name = CString::new("postgres").expect("no NUL");
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: an all-zero passwd is a valid out-parameter; getpwnam_r writes into `pwd` and
-    // `buf` (whose real length we pass) and sets `found` to null or to `&pwd`.
-    unsafe {
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwnam_r(
-            name.as_ptr(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        );
-        if rc != 0 || found.is_null() {
-            return Err(PgTempError::NoPostgresUser);
-        }
-        Ok(Owner {
-            uid: pwd.pw_uid,
-            gid: pwd.pw_gid,
-        })
+    match User::from_name("postgres") {
+        Ok(Some(user)) => Ok(Owner {
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+        }),
+        _ => Err(PgTempError::NoPostgresUser),
     }
 }
 

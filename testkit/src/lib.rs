@@ -1,0 +1,13 @@
+//! Test rigs of replay-ledger, kept out of the product crate: real parts, just disposable.
+//!
+//! - [`pgtemp`]  — a throwaway PostgreSQL cluster from the local server binaries.
+//! - [`sink`]    — a loopback webhook that records every key it receives and answers as told.
+//! - [`archive`] — rows of `evento_arquivado` written set-based, and the demo's generated day.
+//!
+//! Used by the integration tests, the benchmark (`examples/bench.rs`) and `replay-ledger demo`.
+//! It does not depend on the `replay-ledger` crate (which depends on it for `demo`), so the
+//! archive generator speaks in plain rows and strings, not in the product's types.
+
+pub mod archive;
+pub mod pgtemp;
+pub mod sink;
