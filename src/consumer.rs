@@ -74,7 +74,7 @@ pub async fn consume(
     live: &LiveJob,
     effects: Effects,
     config: ConsumerConfig,
-    mut shutdown: Shutdown,
+    shutdown: Shutdown,
 ) -> Result<ConsumeReport, RunError> {
     let key = LIVE_EXECUTION;
     let spec = HeldSpec {
@@ -86,16 +86,13 @@ pub async fn consume(
         partition: None,
         role: "consume",
     };
-    let mut held = Held::take(pool, database_url, spec, effects).await?;
-    let mut report = ConsumeReport {
-        summary: execution::ensure_live(pool, key, &job.name, &config.started_by)
-            .await?
-            .unwrap_or_default(),
-        ..ConsumeReport::default()
-    };
-    let mut position = match held.stored::<LivePosition>().await? {
+    let held = Held::take(pool, database_url, spec, effects).await?;
+    let summary = execution::ensure_live(pool, key, &job.name, &config.started_by)
+        .await?
+        .unwrap_or_default();
+    let position = match held.stored::<LivePosition>().await? {
         Some(position) => position,
-        None => start_position(pool, key, config.from_start, &report.summary).await?,
+        None => start_position(pool, key, config.from_start, &summary).await?,
     };
     tracing::info!(
         execution = key,
@@ -106,46 +103,89 @@ pub async fn consume(
     if let Err(err) = held.settle_own().await {
         tracing::warn!(error = %err, "could not settle abandoned reservations yet");
     }
-    let mut listener = listen(pool).await;
+    let consumer = Consumer {
+        pool,
+        live,
+        config,
+        listener: listen(pool).await,
+        held,
+        shutdown,
+        position,
+        report: ConsumeReport {
+            summary,
+            ..ConsumeReport::default()
+        },
+    };
+    consumer.run().await
+}
 
-    while !shutdown.is_triggered() {
-        if !held.still_held().await {
-            tracing::warn!(
-                execution = key,
-                "lost the consumer's lock (database connection dropped); taking it again"
-            );
-            position = recover(&mut held, &mut shutdown, &config, position).await?;
-            continue;
+/// The consumer while it runs: what it holds and where it stands.
+struct Consumer<'a> {
+    pool: &'a PgPool,
+    live: &'a LiveJob,
+    config: ConsumerConfig,
+    listener: Option<PgListener>,
+    held: Held,
+    shutdown: Shutdown,
+    position: LivePosition,
+    report: ConsumeReport,
+}
+
+impl Consumer<'_> {
+    async fn run(mut self) -> Result<ConsumeReport, RunError> {
+        while !self.shutdown.is_triggered() {
+            if !self.held.still_held().await {
+                tracing::warn!(
+                    execution = LIVE_EXECUTION,
+                    "lost the consumer's lock (database connection dropped); taking it again"
+                );
+                self.recover().await?;
+                continue;
+            }
+            self.step().await?;
         }
-        let batch = match archive::read_live(pool, position, live.batch_size).await {
+        let _ = execution::finish(self.pool, LIVE_EXECUTION, State::Interrupted, None).await;
+        self.held.release().await;
+        Ok(self.report)
+    }
+
+    /// Reads, applies and checkpoints one batch, or waits for one. Errors are waited out; only an
+    /// invalid event under `on_invalid_event: stop` (or a lock taken by another process) ends it.
+    async fn step(&mut self) -> Result<(), RunError> {
+        let batch = match archive::read_live(self.pool, self.position, self.live.batch_size).await {
             Ok(batch) => batch,
             Err(err) => {
                 tracing::warn!(error = %err, "reading the archive failed; retrying");
-                pause(&mut shutdown, config.failure_pause).await;
-                continue;
+                pause(&mut self.shutdown, self.config.failure_pause).await;
+                return Ok(());
             }
         };
         let Some(&(_, last_xid)) = batch.last() else {
-            wait_for_events(&mut listener, &mut shutdown, config.poll).await;
-            continue;
+            wait_for_events(&mut self.listener, &mut self.shutdown, self.config.poll).await;
+            return Ok(());
         };
         let events: Vec<_> = batch.into_iter().map(|(event, _)| event).collect();
         let last = LivePosition {
             xid: last_xid,
             posicao: events[events.len() - 1].posicao,
         };
-        let outcome = match held.applier().apply_batch(&events, &shutdown).await {
+        let outcome = match self
+            .held
+            .applier()
+            .apply_batch(&events, &self.shutdown)
+            .await
+        {
             Ok(outcome) => outcome,
             Err(err) => {
                 tracing::warn!(error = %err, "applying a batch failed; settling and retrying");
-                pause(&mut shutdown, config.failure_pause).await;
-                position = recover(&mut held, &mut shutdown, &config, position).await?;
-                continue;
+                pause(&mut self.shutdown, self.config.failure_pause).await;
+                return self.recover().await;
             }
         };
         if let Some(rejected) = outcome.halted_on {
-            if live.on_invalid_event == OnInvalidEvent::Stop {
-                execution::finish(pool, key, State::Failed, Some(&rejected.erro)).await?;
+            if self.live.on_invalid_event == OnInvalidEvent::Stop {
+                let (pool, erro) = (self.pool, Some(rejected.erro.as_str()));
+                execution::finish(pool, LIVE_EXECUTION, State::Failed, erro).await?;
                 return Err(RunError::InvalidEvent(rejected));
             }
         }
@@ -154,29 +194,56 @@ pub async fn consume(
             // checkpoint stays, and the batch is read again.
             if let Some(failure) = outcome.failure {
                 tracing::warn!(key = %failure.key, class = %failure.class, "effect failed after retries; the batch will be retried");
-                pause(&mut shutdown, config.failure_pause).await;
+                pause(&mut self.shutdown, self.config.failure_pause).await;
             }
-            continue;
+            return Ok(());
         }
-        report.summary.add(&outcome.summary);
-        report.events_this_run += outcome.summary.events_read;
-        let saved = db::retry("advance checkpoint", config.retries.db_backoff, || async {
-            let mut tx = pool.begin().await?;
-            execution::advance_live(&mut tx, key, last, &report.summary).await?;
-            tx.commit().await
-        })
+        self.report.summary.add(&outcome.summary);
+        self.report.events_this_run += outcome.summary.events_read;
+        self.advance(last).await;
+        Ok(())
+    }
+
+    /// Stores the checkpoint with the summary; a failure leaves the batch to be read again.
+    async fn advance(&mut self, last: LivePosition) {
+        let (pool, summary) = (self.pool, &self.report.summary);
+        let saved = db::retry(
+            "advance checkpoint",
+            self.config.retries.db_backoff,
+            || async {
+                let mut tx = pool.begin().await?;
+                execution::advance_live(&mut tx, LIVE_EXECUTION, last, summary).await?;
+                tx.commit().await
+            },
+        )
         .await;
         match saved {
-            Ok(()) => position = last,
+            Ok(()) => self.position = last,
             Err(err) => {
                 tracing::warn!(error = %err, "could not store the checkpoint; the batch will be read again");
             }
         }
-        report.checkpoint = Some(position);
+        self.report.checkpoint = Some(self.position);
     }
-    let _ = execution::finish(pool, key, State::Interrupted, None).await;
-    held.release().await;
-    Ok(report)
+
+    /// [`Held::recover`], then the stored checkpoint. A database still away is waited for (the
+    /// consumer never stops for it); a lock taken by another process ends the consumer.
+    async fn recover(&mut self) -> Result<(), RunError> {
+        match self.held.recover().await {
+            Ok(()) => {
+                if let Ok(Some(stored)) = self.held.stored().await {
+                    self.position = stored;
+                }
+                Ok(())
+            }
+            Err(RecoverError::Lock(err @ LockError::Held { .. })) => Err(err.into()),
+            Err(err) => {
+                tracing::warn!(error = %err, "could not recover yet; trying again");
+                pause(&mut self.shutdown, self.config.failure_pause).await;
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Without a checkpoint: the start of the archive (`--from-start`) or "now", stored at once.
@@ -197,25 +264,6 @@ async fn start_position(
     let mut conn = pool.acquire().await?;
     execution::advance_live(&mut conn, key, start, summary).await?;
     Ok(start)
-}
-
-/// [`Held::recover`], then the stored checkpoint. A database still away is waited for (the
-/// consumer never stops for it); a lock taken by another process ends the consumer.
-async fn recover(
-    held: &mut Held,
-    shutdown: &mut Shutdown,
-    config: &ConsumerConfig,
-    position: LivePosition,
-) -> Result<LivePosition, RunError> {
-    match held.recover().await {
-        Ok(()) => Ok(held.stored().await.ok().flatten().unwrap_or(position)),
-        Err(RecoverError::Lock(err @ LockError::Held { .. })) => Err(err.into()),
-        Err(err) => {
-            tracing::warn!(error = %err, "could not recover yet; trying again");
-            pause(shutdown, config.failure_pause).await;
-            Ok(position)
-        }
-    }
 }
 
 async fn listen(pool: &PgPool) -> Option<PgListener> {

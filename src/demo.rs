@@ -103,27 +103,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
     let pool = db::connect(url, "demo").await.context("connecting")?;
     db::migrate(&pool).await.context("applying migrations")?;
     let archive = seed_archive(&pool, events).await?;
-    println!(
-        "archive: {} events of 2026-10-14 for {} orders (+{} on the days around it)",
-        group(archive.in_window),
-        group(archive.orders),
-        group(archive.outside)
-    );
-    println!(
-        "  comissao as the buggy consumer left it (÷1.000 instead of ÷100): total {}",
-        money::brl(archive.bug_total)
-    );
-    println!(
-        "  seller notifications: {} sent on the day, {} missing; {} payloads are invalid",
-        group(archive.sent as u64),
-        group(archive.missing.len() as u64),
-        archive.invalid
-    );
-    println!(
-        "  order {} already got version 3 from the live consumer on 2026-10-15: the replay must keep it\n",
-        archive.newer_order
-    );
-
+    print_archive(&archive);
     let sink = Sink::start(SinkConfig {
         behavior: Behavior {
             dedup: true,
@@ -133,23 +113,10 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
     })
     .await
     .context("starting the loopback webhook")?;
-    let jobs = tempfile::tempdir()?;
-    std::fs::write(jobs.path().join("effects.yaml"), EFFECTS_YAML)?;
-    std::fs::write(jobs.path().join("replay-2026-10-14.yaml"), REPLAY_YAML)?;
-    // Before any provider is built: the example effects.yaml takes its URL and token from here.
-    std::env::set_var("SELLER_WEBHOOK_URL", sink.url());
-    std::env::set_var("SELLER_WEBHOOK_TOKEN", "demo-token");
-    let loaded = config::load_dir(jobs.path()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let job = loaded
-        .jobs
-        .iter()
-        .find(|j| matches!(j.kind, JobKind::Replay(_)))
-        .context("the example replay job")?
-        .clone();
+    let (_jobs, job, effects) = example_jobs(&sink)?;
     let JobKind::Replay(replay) = &job.kind else {
-        unreachable!()
+        unreachable!("example_jobs returns a replay job")
     };
-    let effects = Effects::from_catalog(&loaded.effects).context("providers")?;
     let mut ok = true;
 
     println!(
@@ -209,6 +176,49 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
         println!("demo: a check failed (see above).");
         Ok(ExitCode::from(1))
     }
+}
+
+/// What the generated archive holds, before anything runs.
+fn print_archive(archive: &Archive) {
+    println!(
+        "archive: {} events of 2026-10-14 for {} orders (+{} on the days around it)",
+        group(archive.in_window),
+        group(archive.orders),
+        group(archive.outside)
+    );
+    println!(
+        "  comissao as the buggy consumer left it (÷1.000 instead of ÷100): total {}",
+        money::brl(archive.bug_total)
+    );
+    println!(
+        "  seller notifications: {} sent on the day, {} missing; {} payloads are invalid",
+        group(archive.sent as u64),
+        group(archive.missing.len() as u64),
+        archive.invalid
+    );
+    println!(
+        "  order {} already got version 3 from the live consumer on 2026-10-15: the replay must keep it\n",
+        archive.newer_order
+    );
+}
+
+/// The example jobs directory, pointed at the loopback webhook: the replay job and its providers.
+fn example_jobs(sink: &Sink) -> anyhow::Result<(tempfile::TempDir, config::Job, Effects)> {
+    let jobs = tempfile::tempdir()?;
+    std::fs::write(jobs.path().join("effects.yaml"), EFFECTS_YAML)?;
+    std::fs::write(jobs.path().join("replay-2026-10-14.yaml"), REPLAY_YAML)?;
+    // Before any provider is built: the example effects.yaml takes its URL and token from here.
+    std::env::set_var("SELLER_WEBHOOK_URL", sink.url());
+    std::env::set_var("SELLER_WEBHOOK_TOKEN", "demo-token");
+    let loaded = config::load_dir(jobs.path()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let job = loaded
+        .jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Replay(_)))
+        .context("the example replay job")?
+        .clone();
+    let effects = Effects::from_catalog(&loaded.effects).context("providers")?;
+    Ok((jobs, job, effects))
 }
 
 async fn execute(

@@ -164,44 +164,84 @@ impl Sweeper {
         self.retake(&claim, claimed, outcome).await
     }
 
-    /// Re-executes claimed effects from their archived events.
+    /// Re-executes claimed effects from their archived events; what cannot be retaken safely (past
+    /// its `dedup_window`, or not rebuildable from the archive) becomes `incerto`.
     async fn retake(
         &self,
         claim: &Claim,
         claimed: Vec<StaleRow>,
         outcome: &mut SweepOutcome,
     ) -> Result<(), SweepError> {
-        let mut unknown = Vec::new();
-        let mut by_window: Vec<StaleRow> = Vec::new();
+        let (callable, mut unknown) = self.within_dedup_window(claimed).await?;
+        let (calls, unbuildable) = self.spawn_calls(callable).await?;
+        unknown.extend(unbuildable);
+        let answered = Answered::gather(calls).await;
+        if !answered.done_keys.is_empty() {
+            let changed = db::retry("complete", Backoff::default(), || {
+                let a = &answered;
+                ledger::complete(&self.pool, claim, &a.done_keys, &a.results, &a.tries)
+            })
+            .await?;
+            outcome.completed += changed.len() as u64;
+        }
+        if !answered.failed.is_empty() {
+            // Kept reserved under this claim: stale again after `stale_after`, then retried.
+            let mut tx = self.pool.begin().await?;
+            ledger::record_attempts(&mut tx, claim, &answered.failed).await?;
+            tx.commit().await?;
+            outcome.released += answered.failed.len() as u64;
+        }
+        if !unknown.is_empty() {
+            let moved = ledger::mark_uncertain(&self.pool, claim, &unknown, &[]).await?;
+            outcome.uncertain += moved.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Splits claimed rows into those the provider still deduplicates and the keys past their
+    /// type's `dedup_window` (the provider may have forgotten them: a retake could duplicate).
+    async fn within_dedup_window(
+        &self,
+        claimed: Vec<StaleRow>,
+    ) -> Result<(Vec<StaleRow>, Vec<String>), SweepError> {
+        let (mut callable, mut past) = (Vec::new(), Vec::new());
         for row in claimed {
             let window = self
                 .effects
                 .get(&row.tipo_efeito)
                 .and_then(|e| e.config.dedup_window);
-            match window {
-                Some(w) => {
-                    let mut conn = self.pool.acquire().await?;
-                    if ledger::past_dedup_window(&mut conn, std::slice::from_ref(&row.chave), w)
-                        .await?
-                        .is_empty()
-                    {
-                        by_window.push(row);
-                    } else {
-                        unknown.push(row.chave);
-                    }
-                }
-                None => by_window.push(row),
+            let Some(w) = window else {
+                callable.push(row);
+                continue;
+            };
+            let mut conn = self.pool.acquire().await?;
+            let key = std::slice::from_ref(&row.chave);
+            if ledger::past_dedup_window(&mut conn, key, w)
+                .await?
+                .is_empty()
+            {
+                callable.push(row);
+            } else {
+                past.push(row.chave);
             }
         }
-        let ids: Vec<String> = by_window.iter().map(|r| r.evento_id.clone()).collect();
+        Ok((callable, past))
+    }
+
+    /// Calls the provider again for each row, rebuilt from its archived event; returns the calls
+    /// and the keys that cannot be rebuilt (event gone, type not declared).
+    async fn spawn_calls(
+        &self,
+        rows: Vec<StaleRow>,
+    ) -> Result<(JoinSet<Call>, Vec<String>), SweepError> {
+        let ids: Vec<String> = rows.iter().map(|r| r.evento_id.clone()).collect();
         let events: HashMap<String, domain::Event> = archive::by_ids(&self.pool, &ids)
             .await?
             .into_iter()
             .map(|e| (e.id.clone(), e))
             .collect();
-        let mut calls: JoinSet<(String, Result<Option<serde_json::Value>, Attempt>, Attempt)> =
-            JoinSet::new();
-        for row in by_window {
+        let (mut calls, mut unknown) = (JoinSet::new(), Vec::new());
+        for row in rows {
             let body = events.get(&row.evento_id).and_then(|event| {
                 domain::handle(event).ok().flatten().and_then(|d| {
                     d.effects
@@ -231,39 +271,7 @@ impl Sweeper {
                 }
             });
         }
-        let (mut done_keys, mut results, mut tries, mut failed) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        while let Some(joined) = calls.join_next().await {
-            let (key, result, attempt) = joined.expect("sweeper calls do not panic");
-            match result {
-                Ok(r) => {
-                    done_keys.push(key);
-                    results.push(r);
-                    tries.push(attempt);
-                }
-                Err(a) => failed.push(a),
-            }
-        }
-        let backoff = Backoff::default();
-        if !done_keys.is_empty() {
-            let changed = db::retry("complete", backoff, || {
-                ledger::complete(&self.pool, claim, &done_keys, &results, &tries)
-            })
-            .await?;
-            outcome.completed += changed.len() as u64;
-        }
-        if !failed.is_empty() {
-            // Kept reserved under this claim: stale again after `stale_after`, then retried.
-            let mut tx = self.pool.begin().await?;
-            ledger::record_attempts(&mut tx, claim, &failed).await?;
-            tx.commit().await?;
-            outcome.released += failed.len() as u64;
-        }
-        if !unknown.is_empty() {
-            let moved = ledger::mark_uncertain(&self.pool, claim, &unknown, &[]).await?;
-            outcome.uncertain += moved.len() as u64;
-        }
-        Ok(())
+        Ok((calls, unknown))
     }
 
     /// Passes every `every` until shutdown (the `serve` daemon schedules passes by cron instead).
@@ -277,5 +285,35 @@ impl Sweeper {
                 _ = shutdown.triggered() => return,
             }
         }
+    }
+}
+
+/// One retake call's answer: the key, the provider's result or the failed attempt, the attempt.
+type Call = (String, Result<Option<serde_json::Value>, Attempt>, Attempt);
+
+/// The answers of a sweep's calls, split into done and failed.
+#[derive(Default)]
+struct Answered {
+    done_keys: Vec<String>,
+    results: Vec<Option<serde_json::Value>>,
+    tries: Vec<Attempt>,
+    failed: Vec<Attempt>,
+}
+
+impl Answered {
+    async fn gather(mut calls: JoinSet<Call>) -> Answered {
+        let mut answered = Answered::default();
+        while let Some(joined) = calls.join_next().await {
+            let (key, result, attempt) = joined.expect("sweeper calls do not panic");
+            match result {
+                Ok(r) => {
+                    answered.done_keys.push(key);
+                    answered.results.push(r);
+                    answered.tries.push(attempt);
+                }
+                Err(a) => answered.failed.push(a),
+            }
+        }
+        answered
     }
 }

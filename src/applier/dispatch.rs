@@ -9,7 +9,7 @@
 //!   kept until its call returns, so at most `concurrency` keys are reserved but not yet sent: a
 //!   crash can leave at most that many false `incerto` (invariant 2).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -79,6 +79,67 @@ pub(super) async fn perform(
     shutdown: &Shutdown,
     summary: &mut Summary,
 ) -> Result<Dispatched, ApplyError> {
+    let by_type = plan(applier, decided, summary)?;
+    let config = &applier.config;
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let completer = tokio::spawn(complete_as_they_arrive(
+        applier.pool.clone(),
+        config.claim.clone(),
+        done_rx,
+    ));
+    let mut running: JoinSet<(Task, Ended)> = JoinSet::new();
+    for (tipo, tasks) in by_type {
+        if tasks[0].effect.config.idempotent {
+            let held = reserve_for_calls(applier, tipo, &tasks, summary).await?;
+            for task in tasks {
+                if held.contains(&task.key) {
+                    // The slot is taken before the task exists, so at most `concurrency` call
+                    // futures are alive at once, whatever the batch size.
+                    let slot = task.effect.slot().await;
+                    let done = done_tx.clone();
+                    let backoff = config.retries.call_backoff;
+                    running.spawn(call_reserved(task, slot, shutdown.clone(), done, backoff));
+                } else {
+                    summary.count_effect(EffectOutcome::AlreadyRegistered, 1);
+                }
+            }
+        } else {
+            for task in tasks {
+                let slot = task.effect.slot().await;
+                running.spawn(reserve_then_call(
+                    task,
+                    slot,
+                    applier.pool.clone(),
+                    config.claim.clone(),
+                    config.retries.db_backoff,
+                    shutdown.clone(),
+                ));
+            }
+        }
+    }
+    drop(done_tx);
+
+    let mut ended = Collected::default();
+    while let Some(joined) = running.join_next().await {
+        let (task, end) = joined.expect("effect tasks do not panic");
+        ended.take(task, end, summary);
+    }
+    let lost = completer.await.expect("the completer does not panic")?;
+    if lost > 0 {
+        tracing::warn!(
+            keys = lost,
+            "completions found their reservation retaken by another worker"
+        );
+    }
+    ended.settle(applier, summary).await
+}
+
+/// Groups the batch's effect requests by type, counting the suppressed ones.
+fn plan(
+    applier: &Applier,
+    decided: &[Decided],
+    summary: &mut Summary,
+) -> Result<BTreeMap<&'static str, Vec<Task>>, ApplyError> {
     let mut by_type: BTreeMap<&'static str, Vec<Task>> = BTreeMap::new();
     for d in decided {
         for request in &d.decision.effects {
@@ -100,94 +161,72 @@ pub(super) async fn perform(
             });
         }
     }
+    Ok(by_type)
+}
 
-    let config = &applier.config;
-    let (done_tx, done_rx) = mpsc::unbounded_channel();
-    let completer = tokio::spawn(complete_as_they_arrive(
-        applier.pool.clone(),
-        config.claim.clone(),
-        done_rx,
-    ));
-    let mut running: JoinSet<(Task, Ended)> = JoinSet::new();
-    for (tipo, tasks) in by_type {
-        let idempotent = tasks[0].effect.config.idempotent;
-        if idempotent {
-            let mut held = reserve_idempotent(applier, tipo, &tasks).await?;
-            if let Some(window) = tasks[0].effect.config.dedup_window {
-                let expired = beyond_dedup_window(applier, &held, window).await?;
-                summary.count_effect(EffectOutcome::Uncertain, expired.len() as u64);
-                for key in expired {
-                    held.remove(&key);
-                }
-            }
-            for task in tasks {
-                if held.contains(&task.key) {
-                    // The slot is taken before the task exists, so at most `concurrency` call
-                    // futures are alive at once, whatever the batch size.
-                    let slot = task.effect.slot().await;
-                    running.spawn(call_reserved(
-                        task,
-                        slot,
-                        shutdown.clone(),
-                        done_tx.clone(),
-                        config.retries.call_backoff,
-                    ));
-                } else {
-                    summary.count_effect(EffectOutcome::AlreadyRegistered, 1);
-                }
-            }
-        } else {
-            for task in tasks {
-                let slot = task.effect.slot().await;
-                running.spawn(reserve_then_call(
-                    task,
-                    slot,
-                    applier.pool.clone(),
-                    config.claim.clone(),
-                    config.retries.db_backoff,
-                    shutdown.clone(),
-                ));
-            }
+/// An idempotent type's keys this run holds and may call: reserved in one statement, less those
+/// whose first attempt is past the provider's `dedup_window` (moved to `incerto`).
+async fn reserve_for_calls(
+    applier: &Applier,
+    tipo: &str,
+    tasks: &[Task],
+    summary: &mut Summary,
+) -> Result<HashSet<String>, sqlx::Error> {
+    let mut held = reserve_idempotent(applier, tipo, tasks).await?;
+    if let Some(window) = tasks[0].effect.config.dedup_window {
+        let expired = beyond_dedup_window(applier, &held, window).await?;
+        summary.count_effect(EffectOutcome::Uncertain, expired.len() as u64);
+        for key in expired {
+            held.remove(&key);
         }
     }
-    drop(done_tx);
+    Ok(held)
+}
 
-    let mut to_release = Vec::new();
-    let mut to_uncertain = Vec::new();
-    let mut failed_attempts = Vec::new();
-    let mut failure: Option<EffectFailure> = None;
-    let mut first_unsettled: Option<i64> = None;
-    let mut db_error = None;
-    let mut unsettled = |posicao: i64| {
-        first_unsettled = Some(first_unsettled.map_or(posicao, |p: i64| p.min(posicao)));
-    };
-    while let Some(joined) = running.join_next().await {
-        let (task, ended) = joined.expect("effect tasks do not panic");
+/// What the tasks of a batch left to settle, gathered as they end.
+#[derive(Default)]
+struct Collected {
+    to_release: Vec<String>,
+    to_uncertain: Vec<String>,
+    failed_attempts: Vec<Attempt>,
+    /// The earliest effect that failed after its retries under `release`: the run stops there.
+    failure: Option<EffectFailure>,
+    first_unsettled: Option<i64>,
+    /// The first database failure under a task: the batch fails with it, as itself.
+    db_error: Option<sqlx::Error>,
+}
+
+impl Collected {
+    fn unsettled(&mut self, posicao: i64) {
+        self.first_unsettled = Some(self.first_unsettled.map_or(posicao, |p| p.min(posicao)));
+    }
+
+    fn take(&mut self, task: Task, ended: Ended, summary: &mut Summary) {
         match ended {
             Ended::Completed => summary.count_effect(EffectOutcome::Applied, 1),
             Ended::AlreadyRegistered => summary.count_effect(EffectOutcome::AlreadyRegistered, 1),
             Ended::Uncertain => summary.count_effect(EffectOutcome::Uncertain, 1),
             Ended::NotStarted { reserved } => {
                 if reserved {
-                    to_release.push(task.key.clone());
+                    self.to_release.push(task.key.clone());
                 }
-                unsettled(task.posicao);
+                self.unsettled(task.posicao);
             }
             Ended::Database(err) => {
-                db_error.get_or_insert(err);
-                unsettled(task.posicao);
+                self.db_error.get_or_insert(err);
+                self.unsettled(task.posicao);
             }
             Ended::Failed(err, tries) => {
-                failed_attempts.extend(tries);
+                self.failed_attempts.extend(tries);
                 match task.policy.on_failure {
                     OnFailure::Keep => {
                         tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
-                        to_uncertain.push(task.key.clone());
+                        self.to_uncertain.push(task.key.clone());
                     }
                     OnFailure::Release => {
                         tracing::warn!(key = %task.key, class = err.class(), "effect failed after retries: released");
-                        to_release.push(task.key.clone());
-                        unsettled(task.posicao);
+                        self.to_release.push(task.key.clone());
+                        self.unsettled(task.posicao);
                         let candidate = EffectFailure {
                             key: task.key.clone(),
                             evento_id: task.evento_id.clone(),
@@ -195,49 +234,53 @@ pub(super) async fn perform(
                             tipo: task.effect.config.name.clone(),
                             class: err.class().to_string(),
                         };
-                        if failure
+                        if self
+                            .failure
                             .as_ref()
                             .is_none_or(|f| f.posicao > candidate.posicao)
                         {
-                            failure = Some(candidate);
+                            self.failure = Some(candidate);
                         }
                     }
                 }
             }
         }
     }
-    let lost = completer.await.expect("the completer does not panic")?;
-    if lost > 0 {
-        tracing::warn!(
-            keys = lost,
-            "completions found their reservation retaken by another worker"
-        );
-    }
-    let claim = &config.claim;
-    let (uncertain_tries, release_tries): (Vec<Attempt>, Vec<Attempt>) = failed_attempts
-        .into_iter()
-        .partition(|a| to_uncertain.contains(&a.key));
-    if !to_uncertain.is_empty() {
-        let moved = db::retry("mark uncertain", config.retries.db_backoff, || {
-            ledger::mark_uncertain(&applier.pool, claim, &to_uncertain, &uncertain_tries)
+
+    /// Moves the failed keys to `incerto` (`keep`) or releases them (`release`, and calls never
+    /// started), with the attempts that explain them.
+    async fn settle(
+        self,
+        applier: &Applier,
+        summary: &mut Summary,
+    ) -> Result<Dispatched, ApplyError> {
+        let (claim, backoff) = (&applier.config.claim, applier.config.retries.db_backoff);
+        let (uncertain_tries, release_tries): (Vec<Attempt>, Vec<Attempt>) = self
+            .failed_attempts
+            .into_iter()
+            .partition(|a| self.to_uncertain.contains(&a.key));
+        if !self.to_uncertain.is_empty() {
+            let moved = db::retry("mark uncertain", backoff, || {
+                ledger::mark_uncertain(&applier.pool, claim, &self.to_uncertain, &uncertain_tries)
+            })
+            .await?;
+            summary.count_effect(EffectOutcome::Uncertain, moved.len() as u64);
+        }
+        if !self.to_release.is_empty() {
+            let released = db::retry("release", backoff, || {
+                ledger::release(&applier.pool, claim, &self.to_release, &release_tries)
+            })
+            .await?;
+            summary.count_effect(EffectOutcome::Released, released.len() as u64);
+        }
+        if let Some(err) = self.db_error {
+            return Err(ApplyError::Database(err));
+        }
+        Ok(Dispatched {
+            failure: self.failure,
+            first_unsettled: self.first_unsettled,
         })
-        .await?;
-        summary.count_effect(EffectOutcome::Uncertain, moved.len() as u64);
     }
-    if !to_release.is_empty() {
-        let released = db::retry("release", config.retries.db_backoff, || {
-            ledger::release(&applier.pool, claim, &to_release, &release_tries)
-        })
-        .await?;
-        summary.count_effect(EffectOutcome::Released, released.len() as u64);
-    }
-    if let Some(err) = db_error {
-        return Err(ApplyError::Database(err));
-    }
-    Ok(Dispatched {
-        failure,
-        first_unsettled,
-    })
 }
 
 /// One set-based reservation for every key of an idempotent type in the batch.
@@ -245,7 +288,7 @@ async fn reserve_idempotent(
     applier: &Applier,
     tipo: &str,
     tasks: &[Task],
-) -> Result<std::collections::HashSet<String>, sqlx::Error> {
+) -> Result<HashSet<String>, sqlx::Error> {
     let items: Vec<Reservation<'_>> = tasks
         .iter()
         .map(|t| Reservation {
@@ -272,7 +315,7 @@ async fn reserve_idempotent(
 /// without a call.
 async fn beyond_dedup_window(
     applier: &Applier,
-    held: &std::collections::HashSet<String>,
+    held: &HashSet<String>,
     window: std::time::Duration,
 ) -> Result<Vec<String>, sqlx::Error> {
     if held.is_empty() {

@@ -35,12 +35,7 @@ pub fn subject(report: &Report) -> String {
 
 /// The attachment's file name, e.g. `replay-2026-10-14-v2-simulacao.csv`.
 pub fn csv_name(execution: &ExecutionReport) -> String {
-    let mode = if execution.mode == Mode::Simulation {
-        "simulacao"
-    } else {
-        "real"
-    };
-    format!("{}-{mode}.csv", execution.execution_id)
+    format!("{}-{}.csv", execution.execution_id, execution.mode.as_db())
 }
 
 /// The attachment: the full diff (see `csv`).

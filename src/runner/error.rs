@@ -1,0 +1,67 @@
+//! Why a run stopped with an error, and how a lost database is told: where and why.
+
+use sqlx::PgPool;
+
+use crate::applier::{ApplyError, EffectFailure};
+use crate::db;
+use crate::execution::{LockError, Rejected};
+use crate::held::RecoverError;
+
+/// Why a run stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Locked(#[from] LockError),
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error("effect {} of event {} (posicao {}) failed after retries: {}; its key was released and the checkpoint stays before it — rerun when the provider is back", .0.key, .0.evento_id, .0.posicao, .0.class)]
+    EffectFailed(EffectFailure),
+    #[error("invalid event {} (posicao {}) halted the run (on_invalid_event: stop): {}", .0.evento_id, .0.posicao, .0.erro)]
+    InvalidEvent(Rejected),
+    #[error("lost the lock on execution {0} (database connection dropped); stopped so that no two processes run it")]
+    LockLost(String),
+    #[error("job {0} is not a replay job")]
+    NotReplay(String),
+    /// `require_approved_simulation`: no approval, or the window changed since (`approval`).
+    #[error(transparent)]
+    NotApproved(#[from] crate::approval::GateError),
+    #[error(transparent)]
+    Recover(#[from] RecoverError),
+    /// The database stayed away past every retry and recovery.
+    #[error(
+        "lost the database at {target}: {cause}; the checkpoint is kept, run it again to resume"
+    )]
+    DatabaseLost { target: String, cause: String },
+}
+
+impl RunError {
+    /// The database failure under this error, if it is one.
+    pub(super) fn database(&self) -> Option<&sqlx::Error> {
+        match self {
+            RunError::Database(e) | RunError::Apply(ApplyError::Database(e)) => Some(e),
+            RunError::Locked(LockError::Database(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Why the database was lost, in words (see [`db::explain_loss`]).
+    pub(super) async fn cause(&self, pool: &PgPool) -> String {
+        match self.database() {
+            Some(e) => db::explain_loss(pool, e).await,
+            None => self.to_string(),
+        }
+    }
+
+    /// A lost database says where and why; any other error is returned as it is.
+    pub(super) async fn located(self, pool: &PgPool) -> RunError {
+        match self.database() {
+            Some(e) if db::is_transient(e) => RunError::DatabaseLost {
+                target: db::target(pool),
+                cause: db::explain_loss(pool, e).await,
+            },
+            _ => self,
+        }
+    }
+}
