@@ -72,7 +72,7 @@ pub enum Command {
     /// others to `incerto`.
     Sweep {
         /// Age past which a reservation is abandoned (default: the sweep job's `stale_after`, else 5m).
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = config::parse_stale_after)]
         stale_after: Option<std::time::Duration>,
     },
     /// Render an execution's report for finance (text, HTML, CSV of the diff) and e-mail it by

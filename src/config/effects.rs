@@ -9,7 +9,9 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::de::KeySeed;
-use super::scalar::{check_identifier, Concurrency, Dur, HeaderValue, HttpUrl, Rate};
+use super::scalar::{
+    check_identifier, Concurrency, DedupWindow, HeaderValue, HttpUrl, Rate, Timeout,
+};
 use super::{EffectCatalog, EffectType, WebhookConfig};
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,14 +31,14 @@ struct RawEffectType {
     idempotent: bool,
     concurrency: Option<Concurrency>,
     rate_per_second: Option<Rate>,
-    dedup_window: Option<Dur>,
+    dedup_window: Option<DedupWindow>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a webhook: a mapping with `url`")]
 struct RawWebhook {
     url: HttpUrl,
-    timeout: Option<Dur>,
+    timeout: Option<Timeout>,
     #[serde(default)]
     headers: Headers,
 }

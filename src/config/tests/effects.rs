@@ -45,16 +45,68 @@ fn limits_must_be_positive() {
     };
     assert!(with("concurrency: 0")
         .unwrap_err()
-        .starts_with("e.yaml:4:16: concurrency must be at least 1"));
+        .starts_with("e.yaml:4:16: concurrency must be from 1 to 4096"));
     assert!(with("rate_per_second: 0")
         .unwrap_err()
-        .starts_with("e.yaml:4:20: rate_per_second must be above 0"));
+        .starts_with("e.yaml:4:20: rate_per_second must be from 0.000001"));
     assert!(with("dedup_window: 0s")
         .unwrap_err()
         .contains("greater than zero"));
     assert_eq!(
         with("rate_per_second: 2.5").unwrap().types["t"].rate_per_second,
         Some(2.5)
+    );
+}
+
+#[test]
+fn limits_have_an_upper_bound_refused_at_the_value() {
+    let with = |kv: &str| {
+        effects(&format!(
+            "t:\n  webhook: {{ url: 'http://h/', timeout: 1h }}\n  idempotent: true\n  {kv}\n"
+        ))
+    };
+    for (kv, expected) in [
+        (
+            "concurrency: 18446744073709551615",
+            "e.yaml:4:16: concurrency must be from 1 to 4096, got 18446744073709551615",
+        ),
+        (
+            "concurrency: 4097",
+            "e.yaml:4:16: concurrency must be from 1 to 4096",
+        ),
+        (
+            "rate_per_second: 1e300",
+            "e.yaml:4:20: rate_per_second must be from 0.000001 (one call every 11.6 days) to 100000, got 1e300",
+        ),
+        (
+            "dedup_window: 99999999999y",
+            "e.yaml:4:17: dedup_window must be at most 10years",
+        ),
+        (
+            "dedup_window: 11y",
+            "e.yaml:4:17: dedup_window must be at most 10years",
+        ),
+    ] {
+        let err = with(kv).unwrap_err();
+        assert!(err.starts_with(expected), "{kv}: {err}");
+    }
+    let at_the_bounds =
+        with("concurrency: 4096\n  rate_per_second: 100000\n  dedup_window: 10y").unwrap();
+    let t = &at_the_bounds.types["t"];
+    assert_eq!((t.concurrency, t.rate_per_second), (4096, Some(100_000.0)));
+    assert_eq!(
+        (t.webhook.timeout, t.dedup_window),
+        (MAX_TIMEOUT, Some(MAX_DEDUP_WINDOW))
+    );
+}
+
+#[test]
+fn a_webhook_timeout_is_at_most_an_hour() {
+    let err = effects("t:\n  webhook: { url: 'http://h/', timeout: 61m }\n  idempotent: true\n")
+        .unwrap_err();
+    assert!(
+        err.starts_with("e.yaml:2:41: timeout must be at most 1h"),
+        "{err}"
     );
 }
 

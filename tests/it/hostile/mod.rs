@@ -4,5 +4,6 @@
 //! hang or blow memory; bad input ends as a clean error (config) or a rejected event (archive).
 
 mod archive;
+mod bounds;
 mod payloads;
 mod yaml;
