@@ -45,12 +45,17 @@ from_str_scalar!(EventType, plain_str, "an event type", |s| {
 /// `schedule`: cron with seconds, checked by the parser the scheduler uses.
 #[derive(Debug, Clone)]
 pub(super) struct Schedule(pub String);
-from_str_scalar!(Schedule, interpolated_str, "a cron schedule", |s| {
-    super::schedule_parser()
+from_str_scalar!(
+    Schedule,
+    interpolated_str,
+    "a cron schedule with seconds (`sec min hour day month weekday`, e.g. \"0 30 2 * * *\")",
+    |s| {
+        super::schedule_parser()
         .parse(&s)
         .map_err(|e| format!("invalid schedule `{s}`: {e} (cron with seconds: `sec min hour day month weekday`, e.g. \"0 30 2 * * *\")"))?;
-    Ok(s)
-});
+        Ok(s)
+    }
+);
 
 /// `timezone`: an IANA name.
 #[derive(Debug, Clone, Copy)]
@@ -89,36 +94,54 @@ from_str_scalar!(
 /// An RFC 3339 timestamp with an explicit offset.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Timestamp(pub DateTime<FixedOffset>);
-from_str_scalar!(Timestamp, interpolated_str, "an RFC 3339 timestamp", |s| {
-    DateTime::parse_from_rfc3339(s.trim()).map_err(|e| {
+from_str_scalar!(
+    Timestamp,
+    interpolated_str,
+    "an RFC 3339 timestamp with an offset (e.g. 2026-10-14T00:00:00-03:00)",
+    |s| {
+        DateTime::parse_from_rfc3339(s.trim()).map_err(|e| {
         format!("invalid timestamp `{s}`: {e} (RFC 3339 with an offset, e.g. 2026-10-14T00:00:00-03:00)")
     })
-});
+    }
+);
 
 /// A webhook URL: `http` or `https`, with a host. Never echoed in messages: it may hold a token.
 #[derive(Debug, Clone)]
 pub(super) struct HttpUrl(pub reqwest::Url);
-from_str_scalar!(HttpUrl, interpolated_str, "an http(s) URL", |s| {
-    parse_http_url(&s)
-});
+from_str_scalar!(
+    HttpUrl,
+    interpolated_str,
+    "an http(s) URL with a host",
+    |s| { parse_http_url(&s) }
+);
 
 /// An e-mail address (`local@domain` or `Name <local@domain>`).
 #[derive(Debug, Clone)]
 pub(super) struct Email(pub String);
-from_str_scalar!(Email, interpolated_str, "an e-mail address", |s| {
-    check_email(&s)?;
-    Ok(s.trim().to_owned())
-});
+from_str_scalar!(
+    Email,
+    interpolated_str,
+    "an e-mail address (`local@domain` or `Name <local@domain>`)",
+    |s| {
+        check_email(&s)?;
+        Ok(s.trim().to_owned())
+    }
+);
 
 /// A header value: interpolated, then held as a secret. Never echoed in messages.
 #[derive(Debug, Clone)]
 pub(super) struct HeaderValue(pub SecretString);
-from_str_scalar!(HeaderValue, interpolated_str, "a header value", |s| {
-    if reqwest::header::HeaderValue::from_str(&s).is_err() {
-        return Err("header value is not a valid HTTP header value (it holds a newline or another control character)".into());
+from_str_scalar!(
+    HeaderValue,
+    interpolated_str,
+    "a header value (no newline or other control character)",
+    |s| {
+        if reqwest::header::HeaderValue::from_str(&s).is_err() {
+            return Err("header value is not a valid HTTP header value (it holds a newline or another control character)".into());
+        }
+        Ok(SecretString::from(s))
     }
-    Ok(SecretString::from(s))
-});
+);
 
 /// `batch_size`: 1..=100000.
 #[derive(Debug, Clone, Copy)]

@@ -47,7 +47,8 @@ pub struct Recipients {
 
 #[derive(Debug, thiserror::Error)]
 pub enum MailError {
-    /// lettre's reason names no part of the URL but its scheme.
+    /// Our own reason, naming the part of the URL at fault, never its text (lettre's message may
+    /// quote a parameter's value, and the URL may hold a password).
     #[error("SMTP_URL is not a valid SMTP URL (smtp://[user:password@]host[:port][?tls=required|opportunistic] or smtps://…): {0}")]
     SmtpUrl(String),
     #[error("REPORT_FROM is required with SMTP_URL: the sender address of the reports")]
@@ -134,8 +135,14 @@ impl Mailer {
         from: &str,
         credentials: Option<(String, SecretString)>,
     ) -> Result<Mailer, MailError> {
+        check_smtp_url(url.expose_secret())?;
         let mut builder = AsyncSmtpTransport::<Tokio1Executor>::from_url(url.expose_secret())
-            .map_err(|e| MailError::SmtpUrl(e.to_string()))?
+            .map_err(|_| {
+                MailError::SmtpUrl(
+                    "the SMTP client refused it (its message is not shown: it may quote the URL)"
+                        .into(),
+                )
+            })?
             .timeout(Some(Duration::from_secs(15)));
         if let Some((user, password)) = credentials {
             builder =
@@ -323,6 +330,42 @@ fn mailbox(what: &'static str, value: &str) -> Result<Mailbox, MailError> {
     })
 }
 
+/// What lettre takes from an SMTP URL, checked before lettre sees it, so that each mistake gets a
+/// message naming the part at fault and never quoting the URL. A parameter lettre would ignore is
+/// refused: `tsl=required` must not mean "no TLS".
+fn check_smtp_url(url: &str) -> Result<url::Url, MailError> {
+    let invalid = |why: &str| MailError::SmtpUrl(why.to_string());
+    // url's parse errors are fixed descriptions ("invalid port number"), never the input.
+    let parsed = url::Url::parse(url).map_err(|e| invalid(&format!("it does not parse ({e})")))?;
+    if !matches!(parsed.scheme(), "smtp" | "smtps") {
+        return Err(invalid("the scheme must be `smtp` or `smtps`"));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("it has no host"));
+    }
+    for (name, value) in parsed.query_pairs() {
+        let known = match &*name {
+            "tls" => matches!(&*value, "required" | "opportunistic"),
+            "allow_insecure" => matches!(&*value, "true" | "false"),
+            _ => {
+                return Err(invalid(
+                    "it has a parameter other than `tls` and `allow_insecure` (not shown)",
+                ))
+            }
+        };
+        if !known {
+            let expected = match &*name {
+                "tls" => "`required` or `opportunistic`",
+                _ => "`true` or `false`",
+            };
+            return Err(invalid(&format!(
+                "the `{name}` parameter must be {expected} (the value given is not shown)"
+            )));
+        }
+    }
+    Ok(parsed)
+}
+
 /// `scheme://host:port` of an SMTP URL, without credentials, path or query.
 fn redacted(url: &str) -> String {
     match url::Url::parse(url) {
@@ -354,6 +397,44 @@ mod tests {
         let err = Mailer::smtp(&url, "relatorios@example.com").unwrap_err();
         assert!(matches!(err, MailError::SmtpUrl(_)));
         assert!(!err.to_string().contains("s3cret"));
+    }
+
+    #[test]
+    fn each_part_of_an_smtp_url_is_checked_and_named_without_echoing_it() {
+        let err = |url: &str| {
+            Mailer::smtp(&SecretString::from(url), "relatorios@example.com")
+                .unwrap_err()
+                .to_string()
+        };
+        for (url, expected) in [
+            (
+                "smtp://u:s3cret@h:25?tls=s3cret",
+                "the `tls` parameter must be `required` or `opportunistic`",
+            ),
+            (
+                "smtp://u:s3cret@h:25?allow_insecure=s3cret",
+                "the `allow_insecure` parameter must be `true` or `false`",
+            ),
+            (
+                "smtp://u:s3cret@h:25?tsl=required&s3cret=1",
+                "a parameter other than `tls` and `allow_insecure`",
+            ),
+            (
+                "smtpx://u:s3cret@h:25",
+                "the scheme must be `smtp` or `smtps`",
+            ),
+            (
+                "smtp://u:s3cret@h:99999",
+                "it does not parse (invalid port number)",
+            ),
+            ("s3cret", "it does not parse"),
+        ] {
+            let err = err(url);
+            assert!(
+                err.contains(expected) && !err.contains("s3cret"),
+                "{url}: {err}"
+            );
+        }
     }
 
     #[test]

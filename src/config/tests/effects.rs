@@ -101,6 +101,17 @@ fn limits_have_an_upper_bound_refused_at_the_value() {
 }
 
 #[test]
+fn a_token_where_a_duration_belongs_is_named_by_its_variable_and_not_shown() {
+    std::env::set_var("CONFIG_UNIT_TOKEN_45", "hunter2-token");
+    let err = effects("t:\n  webhook: { url: 'http://h/', timeout: '${CONFIG_UNIT_TOKEN_45}' }\n  idempotent: true\n").unwrap_err();
+    assert_eq!(
+        err,
+        "e.yaml:2:41: the value from `${CONFIG_UNIT_TOKEN_45}` is not valid here: expected a \
+         duration from 1ns to 1h such as `10s` (the value is not shown: it comes from the environment)"
+    );
+}
+
+#[test]
 fn a_webhook_timeout_is_at_most_an_hour() {
     let err = effects("t:\n  webhook: { url: 'http://h/', timeout: 61m }\n  idempotent: true\n")
         .unwrap_err();
@@ -131,7 +142,7 @@ fn a_header_value_is_never_quoted_in_an_error() {
     std::env::set_var("CONFIG_UNIT_TOKEN_44", "hunter2\nX: y");
     let newline = effects("t:\n  webhook:\n    url: 'http://h/'\n    headers: { A: '${CONFIG_UNIT_TOKEN_44}' }\n  idempotent: true\n").unwrap_err();
     assert!(
-        newline.starts_with("e.yaml:4:19: header value is not a valid")
+        newline.starts_with("e.yaml:4:19: the value from `${CONFIG_UNIT_TOKEN_44}` is not valid here: expected a header value")
             && !newline.contains("hunter2"),
         "{newline}"
     );
