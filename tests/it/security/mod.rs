@@ -6,6 +6,7 @@
 
 mod echo;
 mod privileges;
+mod redirect;
 mod tls;
 
 use std::process::Output;
