@@ -10,8 +10,10 @@
 //! - `de`: the visitor helpers; `interp`: `${VAR}` interpolation of one value at a time;
 //! - `context`: what a check needs beyond its value (the catalog, the names taken), per load;
 //! - `load`: files and directories; `limits`: size and nesting bounds checked before parsing;
+//! - `cleartext`: credentials that would go out in clear (webhooks, `DATABASE_URL`);
 //! - `error`: [`ConfigError`] / [`ConfigErrors`].
 
+mod cleartext;
 mod context;
 mod de;
 mod effects;
@@ -25,6 +27,7 @@ mod scalar;
 #[cfg(test)]
 mod tests;
 
+pub use cleartext::{cleartext_warnings, database_warning, is_loopback_host};
 pub use error::{ConfigError, ConfigErrors};
 pub use load::{find_job, load_dir, load_effects, load_job, LoadedConfig};
 pub use scalar::{

@@ -112,6 +112,26 @@ fn a_token_where_a_duration_belongs_is_named_by_its_variable_and_not_shown() {
 }
 
 #[test]
+fn a_token_over_plain_http_off_the_machine_needs_allow_insecure() {
+    let bearer = "headers: { Authorization: 'Bearer x' }";
+    let err = effects(&format!(
+        "t:\n  webhook: {{ url: 'http://h.example/', {bearer} }}\n  idempotent: true\n"
+    ))
+    .unwrap_err();
+    assert!(
+        err.starts_with("e.yaml:2:3: effect type `t` would send its credentials (a header, or user-info in the URL) in clear"),
+        "{err}"
+    );
+    let allowed = effects(&format!(
+        "t:\n  webhook: {{ url: 'http://h.example/', {bearer} }}\n  idempotent: true\n  allow_insecure: true\n"
+    ));
+    assert!(allowed.is_ok(), "{allowed:?}");
+    let flow = effects("{ t: { webhook: { url: 'http://u:p@h.example/' }, idempotent: true } }")
+        .unwrap_err();
+    assert!(flow.starts_with("e.yaml:1:6: effect type `t`"), "{flow}");
+}
+
+#[test]
 fn a_webhook_timeout_is_at_most_an_hour() {
     let err = effects("t:\n  webhook: { url: 'http://h/', timeout: 61m }\n  idempotent: true\n")
         .unwrap_err();
@@ -124,7 +144,7 @@ fn a_webhook_timeout_is_at_most_an_hour() {
 #[test]
 fn header_values_are_interpolated_and_never_shown_in_debug_output() {
     std::env::set_var("CONFIG_UNIT_TOKEN_43", "hunter2: not yaml");
-    let cat = effects("t:\n  webhook:\n    url: 'http://h/path?token=abc'\n    headers: { Authorization: 'Bearer ${CONFIG_UNIT_TOKEN_43}' }\n  idempotent: true\n").unwrap();
+    let cat = effects("t:\n  webhook:\n    url: 'https://h/path?token=abc'\n    headers: { Authorization: 'Bearer ${CONFIG_UNIT_TOKEN_43}' }\n  idempotent: true\n").unwrap();
     let (name, value) = &cat.types["t"].webhook.headers[0];
     assert_eq!(
         (name.as_str(), value.expose_secret()),
