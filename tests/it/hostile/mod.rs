@@ -5,5 +5,6 @@
 
 mod archive;
 mod bounds;
+mod files;
 mod payloads;
 mod yaml;
