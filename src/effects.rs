@@ -16,7 +16,8 @@ use tokio::time::Instant;
 use crate::config::{EffectCatalog, EffectType};
 
 /// A failed call. `Retryable` may succeed if tried again (timeout, connection, 5xx, 408, 429);
-/// `Fatal` will not (another 4xx: the request itself is wrong).
+/// `Fatal` will not (another 4xx: the request itself is wrong; a 3xx, class `redirect`: the
+/// webhook URL is wrong).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EffectError {
     #[error("{class}")]
@@ -49,6 +50,11 @@ pub trait Provider: Send + Sync {
 /// verbatim), `Content-Type: application/json` and the configured headers. A 2xx answer is
 /// success (its JSON body, if any, is the result); anything else, a timeout or a connection error
 /// is a failure.
+///
+/// Redirects are never followed: a 307 or 308 would re-send the body, the key and the headers (a
+/// token) to another origin, whose answer would then conclude the key. A 3xx is a failure of class
+/// `redirect`, and fatal — the configured URL is wrong, asking again will not help; the job's
+/// `on_failure` settles the key (released for an idempotent type, `incerto` under `keep`).
 pub struct WebhookProvider {
     client: reqwest::Client,
     url: reqwest::Url,
@@ -77,6 +83,7 @@ impl WebhookProvider {
             .timeout(effect.webhook.timeout)
             .connect_timeout(effect.webhook.timeout.min(Duration::from_secs(5)))
             .pool_max_idle_per_host(effect.concurrency)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| EffectError::Fatal {
                 class: format!("http client: {e}"),
@@ -102,6 +109,11 @@ impl Provider for WebhookProvider {
             .await
             .map_err(|e| classify_transport(&e))?;
         let status = response.status();
+        if status.is_redirection() {
+            return Err(EffectError::Fatal {
+                class: "redirect".into(),
+            });
+        }
         if !status.is_success() {
             let class = format!("http {}", status.as_u16());
             return Err(

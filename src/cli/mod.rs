@@ -72,7 +72,7 @@ pub enum Command {
     /// others to `incerto`.
     Sweep {
         /// Age past which a reservation is abandoned (default: the sweep job's `stale_after`, else 5m).
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = config::parse_stale_after)]
         stale_after: Option<std::time::Duration>,
     },
     /// Render an execution's report for finance (text, HTML, CSV of the diff) and e-mail it by
@@ -244,10 +244,33 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The jobs directory, and the SMTP settings of the environment (`SMTP_URL`, `REPORT_FROM`).
 fn check(jobs_dir: &Path) -> anyhow::Result<ExitCode> {
-    let loaded = config::load_dir(jobs_dir)?;
-    println!("ok: {} jobs", loaded.jobs.len());
-    Ok(ExitCode::SUCCESS)
+    let loaded = config::load_dir(jobs_dir);
+    let mail = crate::report::Mailer::from_env();
+    if let (Ok(loaded), Ok(_)) = (&loaded, &mail) {
+        println!("ok: {} jobs", loaded.jobs.len());
+        return Ok(ExitCode::SUCCESS);
+    }
+    for e in loaded.err().into_iter().flatten() {
+        eprintln!("{e}");
+    }
+    if let Err(e) = mail {
+        eprintln!("error: {e}");
+    }
+    Ok(ExitCode::from(2))
+}
+
+/// Logs, at the start of a process that calls providers, every accepted exception to "no
+/// credentials in clear" (see `config::cleartext_warnings`).
+fn warn_in_clear(catalog: &config::EffectCatalog, cli: &Cli) {
+    let smtp = crate::report::Mailer::cleartext_warning_from_env();
+    for warning in config::cleartext_warnings(catalog, cli.database_url.as_deref())
+        .into_iter()
+        .chain(smtp)
+    {
+        tracing::warn!("{warning}");
+    }
 }
 
 /// Connects, retrying while the server is unreachable, and applies migrations unless told not to.
@@ -279,6 +302,7 @@ async fn run(
         return Err(RunError::NotReplay(job.name.clone()).into());
     };
     let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
+    warn_in_clear(&catalog, cli);
     let pool = connect(cli, true).await?;
     let url = cli.database_url.clone().unwrap_or_default();
     let (trigger, stop) = shutdown::channel();
@@ -345,6 +369,7 @@ async fn consume(cli: &Cli, job_ref: Option<&str>, from_start: bool) -> anyhow::
         return Ok(ExitCode::from(2));
     };
     let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
+    warn_in_clear(&catalog, cli);
     let pool = connect(cli, true).await?;
     let url = cli.database_url.clone().unwrap_or_default();
     let (trigger, stop) = shutdown::channel();
@@ -395,6 +420,7 @@ async fn serve(
 ) -> anyhow::Result<ExitCode> {
     let loaded = config::load_dir(&cli.jobs_dir)?;
     let effects = Effects::from_catalog(&loaded.effects).context("setting up effect providers")?;
+    warn_in_clear(&loaded.effects, cli);
     let pool = connect(cli, true).await?;
     let config = scheduler::SchedulerConfig {
         metrics_addr,

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::interp::interpolate;
+use super::interp::{interpolate, referenced};
 
 /// The outcome of a check: the message says what is wrong and how to fix it.
 pub(super) type Check<T> = Result<T, String>;
@@ -62,13 +62,32 @@ impl<'de, T, F: FnOnce(String) -> Check<T>> Visitor<'de> for StrVisitor<F> {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
-        let text = if self.interpolate {
-            interpolate(v).map_err(E::custom)?
-        } else {
-            v.to_owned()
-        };
-        (self.parse)(text).map_err(E::custom)
+        if !self.interpolate {
+            return (self.parse)(v.to_owned()).map_err(E::custom);
+        }
+        let text = interpolate(v).map_err(E::custom)?;
+        let expecting = self.expecting;
+        (self.parse)(text).map_err(|message| {
+            let variables = referenced(v);
+            if variables.is_empty() {
+                E::custom(message)
+            } else {
+                E::custom(from_environment(&variables, expecting))
+            }
+        })
     }
+}
+
+/// The error of a value that came (wholly or in part) from `variables` and did not pass its check:
+/// the check's own message may quote the value (a token put where a duration belongs), so this
+/// one names the variables and what was expected instead.
+fn from_environment(variables: &[String], expecting: &str) -> String {
+    let names: Vec<String> = variables.iter().map(|n| format!("`${{{n}}}`")).collect();
+    format!(
+        "the value from {} is not valid here: expected {expecting} (the value is not shown: it \
+         comes from the environment)",
+        names.join(", ")
+    )
 }
 
 /// An unsigned integer scalar, checked by `check`.

@@ -1,15 +1,20 @@
-//! `jobs/effects.yaml`: effect type name → webhook, idempotence and limits.
+//! `jobs/effects.yaml`: effect type name → webhook, idempotence and limits. A webhook that would
+//! send credentials in clear off this machine is refused unless its type says `allow_insecure:
+//! true` (see `cleartext`).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use secrecy::SecretString;
-use serde::de::{self, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::de::KeySeed;
-use super::scalar::{check_identifier, Concurrency, Dur, HeaderValue, HttpUrl, Rate};
+use super::cleartext::webhook_in_clear;
+use super::de::{checked_map, Check, KeySeed};
+use super::scalar::{
+    check_identifier, Concurrency, DedupWindow, HeaderValue, HttpUrl, Rate, Timeout,
+};
 use super::{EffectCatalog, EffectType, WebhookConfig};
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,21 +34,34 @@ struct RawEffectType {
     idempotent: bool,
     concurrency: Option<Concurrency>,
     rate_per_second: Option<Rate>,
-    dedup_window: Option<Dur>,
+    dedup_window: Option<DedupWindow>,
+    /// Accepts sending the webhook's credentials over plain `http` off this machine.
+    #[serde(default)]
+    allow_insecure: bool,
 }
+
+const EFFECT_TYPE: &str = "an effect type: a mapping with `webhook` and `idempotent`";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a webhook: a mapping with `url`")]
 struct RawWebhook {
     url: HttpUrl,
-    timeout: Option<Dur>,
+    timeout: Option<Timeout>,
     #[serde(default)]
     headers: Headers,
 }
 
 impl RawEffectType {
-    fn into_checked(self, name: String) -> EffectType {
-        EffectType {
+    fn into_checked(self, name: String) -> Check<EffectType> {
+        let in_clear = webhook_in_clear(&self.webhook.url.0, !self.webhook.headers.0.is_empty());
+        if in_clear && !self.allow_insecure {
+            return Err(format!(
+                "effect type `{name}` would send its credentials (a header, or user-info in the \
+                 URL) in clear: its webhook URL is plain `http://` to a host off this machine; use \
+                 https, or accept it with `allow_insecure: true` on the type (serve warns at start)"
+            ));
+        }
+        Ok(EffectType {
             name,
             webhook: WebhookConfig {
                 url: self.webhook.url.0,
@@ -54,7 +72,20 @@ impl RawEffectType {
             concurrency: self.concurrency.map_or(DEFAULT_CONCURRENCY, |c| c.0),
             rate_per_second: self.rate_per_second.map(|r| r.0),
             dedup_window: self.dedup_window.map(|d| d.0),
-        }
+        })
+    }
+}
+
+/// One effect type's settings, checked as a whole (the error gets the position of its mapping).
+struct TypeSeed(String);
+
+impl<'de> DeserializeSeed<'de> for TypeSeed {
+    type Value = EffectType;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<EffectType, D::Error> {
+        checked_map(d, EFFECT_TYPE, |raw: RawEffectType| {
+            raw.into_checked(self.0)
+        })
     }
 }
 
@@ -78,8 +109,8 @@ impl<'de> Deserialize<'de> for Catalog {
                         Ok(s)
                     },
                 })? {
-                    let raw: RawEffectType = map.next_value()?;
-                    types.insert(name.clone(), raw.into_checked(name));
+                    let effect = map.next_value_seed(TypeSeed(name.clone()))?;
+                    types.insert(name, effect);
                 }
                 Ok(Catalog(EffectCatalog { types }))
             }

@@ -4,7 +4,8 @@
 //! anything else is kept as is.
 //!
 //! Error messages name the variable, never its value nor the surrounding text (a header value is
-//! typically a secret once interpolated).
+//! typically a secret once interpolated). So does the error of a value that does not pass its
+//! check once interpolated (a token where a duration belongs): see [`referenced`].
 
 /// Interpolates `${VAR}` references in `text` from the process environment.
 pub(super) fn interpolate(text: &str) -> Result<String, String> {
@@ -48,6 +49,17 @@ pub(super) fn interpolate_with(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The variables `text` refers to (`${VAR}`, not `$${`), in order: the names an error about the
+/// interpolated value gives instead of the value.
+pub(super) fn referenced(text: &str) -> Vec<String> {
+    let names = std::cell::RefCell::new(Vec::new());
+    let _ = interpolate_with(text, |name| {
+        names.borrow_mut().push(name.to_owned());
+        Ok(Some(String::new()))
+    });
+    names.into_inner()
 }
 
 /// A variable name: a letter or `_`, then letters, digits and `_`.
@@ -121,6 +133,12 @@ mod tests {
         assert!(interpolate_with("${}", env).is_err());
         assert!(interpolate_with("${1X}", env).is_err());
         assert!(interpolate_with("${A-B}", env).is_err());
+    }
+
+    #[test]
+    fn the_referenced_variables_are_listed_and_literal_ones_are_not() {
+        assert_eq!(referenced("a ${X} $${Y} ${Z_1}"), ["X", "Z_1"]);
+        assert!(referenced("no reference $5").is_empty());
     }
 
     #[test]

@@ -43,7 +43,8 @@ pub fn load_dir(dir: &Path) -> Result<LoadedConfig, ConfigErrors> {
     let files = job_files(dir).map_err(|e| ConfigErrors(vec![e]))?;
     let mut errors = Vec::new();
     let effects_file = dir.join(EFFECTS_FILE);
-    let effects = if effects_file.is_file() {
+    // Any entry by that name is read (and refused if it is not a regular file).
+    let effects = if std::fs::symlink_metadata(&effects_file).is_ok() {
         load_effects(&effects_file).map_err(|e| errors.push(e)).ok()
     } else {
         let message = "not found: every jobs directory needs one, it defines the effect types";
@@ -117,7 +118,9 @@ pub(super) fn parse_job(text: &str, file: &Path) -> Result<Job, serde_yaml::Erro
     })
 }
 
-/// The job files of `dir`: `*.yaml` / `*.yml` except the effect catalog and hidden files, sorted.
+/// The job files of `dir`: every entry named `*.yaml` / `*.yml` except the effect catalog and
+/// hidden ones, sorted. Whatever it is: reading it refuses anything but a regular file (or a
+/// symlink to one), naming it, rather than skip it silently.
 fn job_files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| ConfigError::new(dir, None, format!("cannot read the jobs directory: {e}")))?;
@@ -126,7 +129,7 @@ fn job_files(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
         .filter(|path| {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let yaml = name.ends_with(".yaml") || name.ends_with(".yml");
-            yaml && !name.starts_with('.') && name != EFFECTS_FILE && path.is_file()
+            yaml && !name.starts_with('.') && name != EFFECTS_FILE
         })
         .collect();
     files.sort();

@@ -10,8 +10,10 @@
 //! - `de`: the visitor helpers; `interp`: `${VAR}` interpolation of one value at a time;
 //! - `context`: what a check needs beyond its value (the catalog, the names taken), per load;
 //! - `load`: files and directories; `limits`: size and nesting bounds checked before parsing;
+//! - `cleartext`: credentials that would go out in clear (webhooks, `DATABASE_URL`);
 //! - `error`: [`ConfigError`] / [`ConfigErrors`].
 
+mod cleartext;
 mod context;
 mod de;
 mod effects;
@@ -25,8 +27,13 @@ mod scalar;
 #[cfg(test)]
 mod tests;
 
+pub use cleartext::{cleartext_warnings, database_warning, is_loopback_host};
 pub use error::{ConfigError, ConfigErrors};
 pub use load::{find_job, load_dir, load_effects, load_job, LoadedConfig};
+pub use scalar::{
+    parse_stale_after, MAX_CONCURRENCY, MAX_DEDUP_WINDOW, MAX_RATE, MAX_STALE_AFTER, MAX_TIMEOUT,
+    MIN_RATE,
+};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -58,18 +65,19 @@ pub struct EffectType {
     /// The provider deduplicates by the `Idempotency-Key` header.
     pub idempotent: bool,
     /// At most this many calls of this type in flight (and, for a non-idempotent type, at most
-    /// this many keys reserved but not yet answered). At least 1; default 16.
+    /// this many keys reserved but not yet answered). 1 to [`MAX_CONCURRENCY`]; default 16.
     pub concurrency: usize,
-    /// Calls started per second at most; `None` = unlimited.
+    /// Calls started per second at most, [`MIN_RATE`] to [`MAX_RATE`]; `None` = unlimited.
     pub rate_per_second: Option<f64>,
-    /// How long the provider remembers a key (issue 3); `None` = forever.
+    /// How long the provider remembers a key (issue 3), at most [`MAX_DEDUP_WINDOW`]; `None` =
+    /// forever.
     pub dedup_window: Option<Duration>,
 }
 
 #[derive(Clone)]
 pub struct WebhookConfig {
     pub url: reqwest::Url,
-    /// Default 10s.
+    /// Default 10s; at most [`MAX_TIMEOUT`].
     pub timeout: Duration,
     /// Extra headers (e.g. `Authorization`); values are secrets, never logged.
     pub headers: Vec<(String, SecretString)>,
@@ -174,7 +182,7 @@ pub struct LiveJob {
 
 #[derive(Debug, Clone)]
 pub struct SweepJob {
-    /// Must exceed the timeout of every provider in the catalog.
+    /// Must exceed the timeout of every provider in the catalog; at most [`MAX_STALE_AFTER`].
     pub stale_after: Duration,
 }
 

@@ -45,12 +45,17 @@ from_str_scalar!(EventType, plain_str, "an event type", |s| {
 /// `schedule`: cron with seconds, checked by the parser the scheduler uses.
 #[derive(Debug, Clone)]
 pub(super) struct Schedule(pub String);
-from_str_scalar!(Schedule, interpolated_str, "a cron schedule", |s| {
-    super::schedule_parser()
+from_str_scalar!(
+    Schedule,
+    interpolated_str,
+    "a cron schedule with seconds (`sec min hour day month weekday`, e.g. \"0 30 2 * * *\")",
+    |s| {
+        super::schedule_parser()
         .parse(&s)
         .map_err(|e| format!("invalid schedule `{s}`: {e} (cron with seconds: `sec min hour day month weekday`, e.g. \"0 30 2 * * *\")"))?;
-    Ok(s)
-});
+        Ok(s)
+    }
+);
 
 /// `timezone`: an IANA name.
 #[derive(Debug, Clone, Copy)]
@@ -61,49 +66,82 @@ from_str_scalar!(Zone, interpolated_str, "an IANA timezone name", |s| {
     })
 });
 
-/// A positive duration such as `10s`, `5m`, `1h 30m`.
+/// A webhook's `timeout`: a positive duration of at most [`MAX_TIMEOUT`].
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Dur(pub Duration);
+pub(super) struct Timeout(pub Duration);
 from_str_scalar!(
-    Dur,
+    Timeout,
     interpolated_str,
-    "a duration such as `10s` or `5m`",
-    |s| { parse_duration(&s) }
+    "a duration from 1ns to 1h such as `10s`",
+    |s| parse_bounded(&s, "timeout", MAX_TIMEOUT, "a webhook call takes seconds")
+);
+
+/// `dedup_window`: a positive duration of at most [`MAX_DEDUP_WINDOW`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DedupWindow(pub Duration);
+from_str_scalar!(
+    DedupWindow,
+    interpolated_str,
+    "a duration from 1ns to 10 years such as `24h`",
+    |s| parse_bounded(
+        &s,
+        "dedup_window",
+        MAX_DEDUP_WINDOW,
+        "leave it out for a provider that never forgets a key"
+    )
 );
 
 /// An RFC 3339 timestamp with an explicit offset.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Timestamp(pub DateTime<FixedOffset>);
-from_str_scalar!(Timestamp, interpolated_str, "an RFC 3339 timestamp", |s| {
-    DateTime::parse_from_rfc3339(s.trim()).map_err(|e| {
+from_str_scalar!(
+    Timestamp,
+    interpolated_str,
+    "an RFC 3339 timestamp with an offset (e.g. 2026-10-14T00:00:00-03:00)",
+    |s| {
+        DateTime::parse_from_rfc3339(s.trim()).map_err(|e| {
         format!("invalid timestamp `{s}`: {e} (RFC 3339 with an offset, e.g. 2026-10-14T00:00:00-03:00)")
     })
-});
+    }
+);
 
 /// A webhook URL: `http` or `https`, with a host. Never echoed in messages: it may hold a token.
 #[derive(Debug, Clone)]
 pub(super) struct HttpUrl(pub reqwest::Url);
-from_str_scalar!(HttpUrl, interpolated_str, "an http(s) URL", |s| {
-    parse_http_url(&s)
-});
+from_str_scalar!(
+    HttpUrl,
+    interpolated_str,
+    "an http(s) URL with a host",
+    |s| { parse_http_url(&s) }
+);
 
 /// An e-mail address (`local@domain` or `Name <local@domain>`).
 #[derive(Debug, Clone)]
 pub(super) struct Email(pub String);
-from_str_scalar!(Email, interpolated_str, "an e-mail address", |s| {
-    check_email(&s)?;
-    Ok(s.trim().to_owned())
-});
+from_str_scalar!(
+    Email,
+    interpolated_str,
+    "an e-mail address (`local@domain` or `Name <local@domain>`)",
+    |s| {
+        check_email(&s)?;
+        Ok(s.trim().to_owned())
+    }
+);
 
 /// A header value: interpolated, then held as a secret. Never echoed in messages.
 #[derive(Debug, Clone)]
 pub(super) struct HeaderValue(pub SecretString);
-from_str_scalar!(HeaderValue, interpolated_str, "a header value", |s| {
-    if reqwest::header::HeaderValue::from_str(&s).is_err() {
-        return Err("header value is not a valid HTTP header value (it holds a newline or another control character)".into());
+from_str_scalar!(
+    HeaderValue,
+    interpolated_str,
+    "a header value (no newline or other control character)",
+    |s| {
+        if reqwest::header::HeaderValue::from_str(&s).is_err() {
+            return Err("header value is not a valid HTTP header value (it holds a newline or another control character)".into());
+        }
+        Ok(SecretString::from(s))
     }
-    Ok(SecretString::from(s))
-});
+);
 
 /// `batch_size`: 1..=100000.
 #[derive(Debug, Clone, Copy)]
@@ -129,52 +167,83 @@ impl<'de> Deserialize<'de> for Partitions {
     }
 }
 
-/// `concurrency`: at least 1.
+/// `concurrency`: 1 to [`MAX_CONCURRENCY`].
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Concurrency(pub usize);
 impl<'de> Deserialize<'de> for Concurrency {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        checked_u64(d, "an integer of at least 1", |n| {
+        checked_u64(d, "an integer from 1 to 4096", |n| {
             match usize::try_from(n) {
-                Ok(n) if n >= 1 => Ok(Concurrency(n)),
-                _ => Err(format!("concurrency must be at least 1, got {n}")),
-            }
+            Ok(c @ 1..=MAX_CONCURRENCY) => Ok(Concurrency(c)),
+            _ => Err(format!(
+                "concurrency must be from 1 to {MAX_CONCURRENCY}, got {n} (calls of one type in flight at once)"
+            )),
+        }
         })
     }
 }
 
-/// `rate_per_second`: a finite number of at least [`MIN_RATE`] (one call every ~11.6 days; a
-/// smaller one would make the interval between calls overflow a `Duration`).
+/// `rate_per_second`: a finite number from [`MIN_RATE`] (one call every ~11.6 days; a smaller
+/// one would make the interval between calls overflow a `Duration`) to [`MAX_RATE`].
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Rate(pub f64);
-const MIN_RATE: f64 = 1e-6;
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        checked_f64(d, "a number above 0", |r| {
-            if r.is_finite() && r >= MIN_RATE {
+        checked_f64(d, "a number from 0.000001 to 100000", |r| {
+            if r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r) {
                 Ok(Rate(r))
             } else {
+                let got = if (1e-6..1e7).contains(&r.abs()) {
+                    r.to_string()
+                } else {
+                    format!("{r:e}")
+                };
                 Err(format!(
-                    "rate_per_second must be above 0, at least {MIN_RATE} (one call every 11.6 days), got {r}"
+                    "rate_per_second must be from 0.000001 (one call every 11.6 days) to 100000, got {got} (leave it out for no limit)"
                 ))
             }
         })
     }
 }
 
-/// `stale_after`: a duration above every webhook timeout of the effect catalog.
+/// `stale_after`: a duration above every webhook timeout of the effect catalog, of at most
+/// [`MAX_STALE_AFTER`].
 #[derive(Debug, Clone, Copy)]
 pub(super) struct StaleAfter(pub Duration);
 from_str_scalar!(
     StaleAfter,
     interpolated_str,
-    "a duration such as `5m`",
+    "a duration from 1ns to 30 days such as `5m`, above every webhook timeout",
     |s| {
-        let stale_after = parse_duration(&s)?;
+        let stale_after = parse_stale_after(&s)?;
         context::check_stale_after(stale_after)?;
         Ok(stale_after)
     }
 );
+
+/// The most calls of one type in flight at once.
+pub const MAX_CONCURRENCY: usize = 4096;
+/// The fewest calls per second a limit may allow.
+pub const MIN_RATE: f64 = 1e-6;
+/// The most calls per second a limit may allow (more is "unlimited": leave it out).
+pub const MAX_RATE: f64 = 100_000.0;
+/// The longest webhook `timeout`.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The longest `dedup_window`: ten of humantime's years (365.25 days).
+pub const MAX_DEDUP_WINDOW: Duration = Duration::from_secs(10 * 31_557_600);
+/// The longest `stale_after`.
+pub const MAX_STALE_AFTER: Duration = Duration::from_secs(30 * 86_400);
+
+/// A `stale_after` (of a sweep job, or `sweep --stale-after`): a positive duration of at most
+/// [`MAX_STALE_AFTER`]. The bounds keep every interval bound into SQL within PostgreSQL's range.
+pub fn parse_stale_after(s: &str) -> Result<Duration, String> {
+    parse_bounded(
+        s,
+        "stale_after",
+        MAX_STALE_AFTER,
+        "a crashed call is settled within minutes",
+    )
+}
 
 pub(super) fn check_identifier(s: &str, what: &str, why: &str) -> Check<()> {
     let ok = !s.is_empty()
@@ -194,6 +263,19 @@ pub(super) fn parse_duration(s: &str) -> Check<Duration> {
         .map_err(|e| format!("invalid duration `{s}`: {e} (e.g. `10s`, `5m`, `1h 30m`)"))?;
     if d.is_zero() {
         return Err(format!("duration `{s}` must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// A positive duration of at most `max`; `why` says why the bound is enough.
+fn parse_bounded(s: &str, what: &str, max: Duration, why: &str) -> Check<Duration> {
+    let d = parse_duration(s)?;
+    if d > max {
+        return Err(format!(
+            "{what} must be at most {} ({why}), got `{}`",
+            humantime::format_duration(max),
+            s.trim()
+        ));
     }
     Ok(d)
 }

@@ -5,6 +5,10 @@
 //! `SMTP_PASSWORD`. The URL and the credentials are held as secrets: only the URL's scheme, host
 //! and port are ever shown.
 //!
+//! Credentials are never sent without TLS to a host off this machine (`smtp://` without
+//! `tls=required`: `tls=opportunistic` is stripped by whoever sits in between) unless the URL says
+//! `allow_insecure=true`; `check` refuses such a URL, and `serve` warns at start when it is allowed.
+//!
 //! # Which failures mean "certainly not accepted"
 //!
 //! An SMTP server takes responsibility for a message only when it answers 250 to the end of DATA.
@@ -47,11 +51,14 @@ pub struct Recipients {
 
 #[derive(Debug, thiserror::Error)]
 pub enum MailError {
-    /// lettre's reason names no part of the URL but its scheme.
+    /// Our own reason, naming the part of the URL at fault, never its text (lettre's message may
+    /// quote a parameter's value, and the URL may hold a password).
     #[error("SMTP_URL is not a valid SMTP URL (smtp://[user:password@]host[:port][?tls=required|opportunistic] or smtps://…): {0}")]
     SmtpUrl(String),
     #[error("REPORT_FROM is required with SMTP_URL: the sender address of the reports")]
     MissingFrom,
+    #[error("SMTP_URL would send the SMTP password without TLS to {target}, off this machine: use smtps:// or ?tls=required, or accept it with allow_insecure=true in SMTP_URL (serve warns at start)")]
+    Cleartext { target: String },
     #[error("{what} is not a valid e-mail address: {value}")]
     Address { what: &'static str, value: String },
     #[error("building the e-mail: {0}")]
@@ -134,8 +141,19 @@ impl Mailer {
         from: &str,
         credentials: Option<(String, SecretString)>,
     ) -> Result<Mailer, MailError> {
+        let parsed = check_smtp_url(url.expose_secret())?;
+        if in_clear(&parsed, credentials.is_some()) && !allows_insecure(&parsed) {
+            return Err(MailError::Cleartext {
+                target: redacted(url.expose_secret()),
+            });
+        }
         let mut builder = AsyncSmtpTransport::<Tokio1Executor>::from_url(url.expose_secret())
-            .map_err(|e| MailError::SmtpUrl(e.to_string()))?
+            .map_err(|_| {
+                MailError::SmtpUrl(
+                    "the SMTP client refused it (its message is not shown: it may quote the URL)"
+                        .into(),
+                )
+            })?
             .timeout(Some(Duration::from_secs(15)));
         if let Some((user, password)) = credentials {
             builder =
@@ -165,6 +183,24 @@ impl Mailer {
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// The warning for `serve`'s start when `SMTP_URL` sends the SMTP password without TLS off
+    /// this machine (allowed by `allow_insecure=true`; else every send is refused, and said so).
+    pub fn cleartext_warning_from_env() -> Option<String> {
+        let url = std::env::var("SMTP_URL").ok()?;
+        let parsed = check_smtp_url(&url).ok()?;
+        let env_credentials = std::env::var_os("SMTP_USERNAME").is_some()
+            && std::env::var_os("SMTP_PASSWORD").is_some();
+        if !in_clear(&parsed, env_credentials) {
+            return None;
+        }
+        let target = redacted(&url);
+        Some(if allows_insecure(&parsed) {
+            format!("SMTP_URL sends the SMTP password in clear (no TLS) to {target}, off this machine (allow_insecure=true)")
+        } else {
+            format!("SMTP_URL would send the SMTP password in clear (no TLS) to {target}, off this machine: reports will not be sent (use TLS, or allow_insecure=true)")
+        })
     }
 
     /// `smtp://host:port` or the outbox directory; never credentials.
@@ -323,6 +359,59 @@ fn mailbox(what: &'static str, value: &str) -> Result<Mailbox, MailError> {
     })
 }
 
+/// What lettre takes from an SMTP URL, checked before lettre sees it, so that each mistake gets a
+/// message naming the part at fault and never quoting the URL. A parameter lettre would ignore is
+/// refused: `tsl=required` must not mean "no TLS".
+fn check_smtp_url(url: &str) -> Result<url::Url, MailError> {
+    let invalid = |why: &str| MailError::SmtpUrl(why.to_string());
+    // url's parse errors are fixed descriptions ("invalid port number"), never the input.
+    let parsed = url::Url::parse(url).map_err(|e| invalid(&format!("it does not parse ({e})")))?;
+    if !matches!(parsed.scheme(), "smtp" | "smtps") {
+        return Err(invalid("the scheme must be `smtp` or `smtps`"));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("it has no host"));
+    }
+    for (name, value) in parsed.query_pairs() {
+        let known = match &*name {
+            "tls" => matches!(&*value, "required" | "opportunistic"),
+            "allow_insecure" => matches!(&*value, "true" | "false"),
+            _ => {
+                return Err(invalid(
+                    "it has a parameter other than `tls` and `allow_insecure` (not shown)",
+                ))
+            }
+        };
+        if !known {
+            let expected = match &*name {
+                "tls" => "`required` or `opportunistic`",
+                _ => "`true` or `false`",
+            };
+            return Err(invalid(&format!(
+                "the `{name}` parameter must be {expected} (the value given is not shown)"
+            )));
+        }
+    }
+    Ok(parsed)
+}
+
+/// Whether lettre would `AUTH` (a password in the URL, or `env_credentials`) without TLS to a
+/// host off this machine: `smtp://` without `tls=required`.
+fn in_clear(url: &url::Url, env_credentials: bool) -> bool {
+    let tls_required = url.scheme() == "smtps"
+        || url
+            .query_pairs()
+            .any(|(name, value)| name == "tls" && value == "required");
+    let credentials = url.password().is_some() || env_credentials;
+    credentials && !tls_required && !url.host_str().is_some_and(crate::config::is_loopback_host)
+}
+
+/// `allow_insecure=true` in the URL's query.
+fn allows_insecure(url: &url::Url) -> bool {
+    url.query_pairs()
+        .any(|(name, value)| name == "allow_insecure" && value == "true")
+}
+
 /// `scheme://host:port` of an SMTP URL, without credentials, path or query.
 fn redacted(url: &str) -> String {
     match url::Url::parse(url) {
@@ -354,6 +443,71 @@ mod tests {
         let err = Mailer::smtp(&url, "relatorios@example.com").unwrap_err();
         assert!(matches!(err, MailError::SmtpUrl(_)));
         assert!(!err.to_string().contains("s3cret"));
+    }
+
+    #[test]
+    fn each_part_of_an_smtp_url_is_checked_and_named_without_echoing_it() {
+        let err = |url: &str| {
+            Mailer::smtp(&SecretString::from(url), "relatorios@example.com")
+                .unwrap_err()
+                .to_string()
+        };
+        for (url, expected) in [
+            (
+                "smtp://u:s3cret@h:25?tls=s3cret",
+                "the `tls` parameter must be `required` or `opportunistic`",
+            ),
+            (
+                "smtp://u:s3cret@h:25?allow_insecure=s3cret",
+                "the `allow_insecure` parameter must be `true` or `false`",
+            ),
+            (
+                "smtp://u:s3cret@h:25?tsl=required&s3cret=1",
+                "a parameter other than `tls` and `allow_insecure`",
+            ),
+            (
+                "smtpx://u:s3cret@h:25",
+                "the scheme must be `smtp` or `smtps`",
+            ),
+            (
+                "smtp://u:s3cret@h:99999",
+                "it does not parse (invalid port number)",
+            ),
+            ("s3cret", "it does not parse"),
+        ] {
+            let err = err(url);
+            assert!(
+                err.contains(expected) && !err.contains("s3cret"),
+                "{url}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_password_without_tls_off_the_machine_needs_allow_insecure() {
+        let mailer = |url: &str, env: bool| {
+            let credentials = env.then(|| ("u".to_string(), SecretString::from("pw")));
+            Mailer::smtp_with(&SecretString::from(url), "r@example.com", credentials)
+        };
+        for (url, env) in [
+            ("smtp://u:s3cret@mail.example.com:25", false),
+            ("smtp://mail.example.com:587?tls=opportunistic", true),
+            ("smtp://u:s3cret@[2001:db8::1]", false),
+        ] {
+            let err = mailer(url, env).unwrap_err();
+            assert!(matches!(err, MailError::Cleartext { .. }), "{url}: {err}");
+            assert!(!err.to_string().contains("s3cret"), "{err}");
+        }
+        for (url, env) in [
+            ("smtp://u:pw@mail.example.com:25?allow_insecure=true", false),
+            ("smtp://u:pw@mail.example.com:587?tls=required", false),
+            ("smtps://mail.example.com", true),
+            ("smtp://u:pw@localhost:25", false),
+            ("smtp://mail.example.com:25", false),
+            ("smtp://u@mail.example.com:25", false),
+        ] {
+            assert!(mailer(url, env).is_ok(), "{url}");
+        }
     }
 
     #[test]

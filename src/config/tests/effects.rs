@@ -45,10 +45,10 @@ fn limits_must_be_positive() {
     };
     assert!(with("concurrency: 0")
         .unwrap_err()
-        .starts_with("e.yaml:4:16: concurrency must be at least 1"));
+        .starts_with("e.yaml:4:16: concurrency must be from 1 to 4096"));
     assert!(with("rate_per_second: 0")
         .unwrap_err()
-        .starts_with("e.yaml:4:20: rate_per_second must be above 0"));
+        .starts_with("e.yaml:4:20: rate_per_second must be from 0.000001"));
     assert!(with("dedup_window: 0s")
         .unwrap_err()
         .contains("greater than zero"));
@@ -59,9 +59,92 @@ fn limits_must_be_positive() {
 }
 
 #[test]
+fn limits_have_an_upper_bound_refused_at_the_value() {
+    let with = |kv: &str| {
+        effects(&format!(
+            "t:\n  webhook: {{ url: 'http://h/', timeout: 1h }}\n  idempotent: true\n  {kv}\n"
+        ))
+    };
+    for (kv, expected) in [
+        (
+            "concurrency: 18446744073709551615",
+            "e.yaml:4:16: concurrency must be from 1 to 4096, got 18446744073709551615",
+        ),
+        (
+            "concurrency: 4097",
+            "e.yaml:4:16: concurrency must be from 1 to 4096",
+        ),
+        (
+            "rate_per_second: 1e300",
+            "e.yaml:4:20: rate_per_second must be from 0.000001 (one call every 11.6 days) to 100000, got 1e300",
+        ),
+        (
+            "dedup_window: 99999999999y",
+            "e.yaml:4:17: dedup_window must be at most 10years",
+        ),
+        (
+            "dedup_window: 11y",
+            "e.yaml:4:17: dedup_window must be at most 10years",
+        ),
+    ] {
+        let err = with(kv).unwrap_err();
+        assert!(err.starts_with(expected), "{kv}: {err}");
+    }
+    let at_the_bounds =
+        with("concurrency: 4096\n  rate_per_second: 100000\n  dedup_window: 10y").unwrap();
+    let t = &at_the_bounds.types["t"];
+    assert_eq!((t.concurrency, t.rate_per_second), (4096, Some(100_000.0)));
+    assert_eq!(
+        (t.webhook.timeout, t.dedup_window),
+        (MAX_TIMEOUT, Some(MAX_DEDUP_WINDOW))
+    );
+}
+
+#[test]
+fn a_token_where_a_duration_belongs_is_named_by_its_variable_and_not_shown() {
+    std::env::set_var("CONFIG_UNIT_TOKEN_45", "hunter2-token");
+    let err = effects("t:\n  webhook: { url: 'http://h/', timeout: '${CONFIG_UNIT_TOKEN_45}' }\n  idempotent: true\n").unwrap_err();
+    assert_eq!(
+        err,
+        "e.yaml:2:41: the value from `${CONFIG_UNIT_TOKEN_45}` is not valid here: expected a \
+         duration from 1ns to 1h such as `10s` (the value is not shown: it comes from the environment)"
+    );
+}
+
+#[test]
+fn a_token_over_plain_http_off_the_machine_needs_allow_insecure() {
+    let bearer = "headers: { Authorization: 'Bearer x' }";
+    let err = effects(&format!(
+        "t:\n  webhook: {{ url: 'http://h.example/', {bearer} }}\n  idempotent: true\n"
+    ))
+    .unwrap_err();
+    assert!(
+        err.starts_with("e.yaml:2:3: effect type `t` would send its credentials (a header, or user-info in the URL) in clear"),
+        "{err}"
+    );
+    let allowed = effects(&format!(
+        "t:\n  webhook: {{ url: 'http://h.example/', {bearer} }}\n  idempotent: true\n  allow_insecure: true\n"
+    ));
+    assert!(allowed.is_ok(), "{allowed:?}");
+    let flow = effects("{ t: { webhook: { url: 'http://u:p@h.example/' }, idempotent: true } }")
+        .unwrap_err();
+    assert!(flow.starts_with("e.yaml:1:6: effect type `t`"), "{flow}");
+}
+
+#[test]
+fn a_webhook_timeout_is_at_most_an_hour() {
+    let err = effects("t:\n  webhook: { url: 'http://h/', timeout: 61m }\n  idempotent: true\n")
+        .unwrap_err();
+    assert!(
+        err.starts_with("e.yaml:2:41: timeout must be at most 1h"),
+        "{err}"
+    );
+}
+
+#[test]
 fn header_values_are_interpolated_and_never_shown_in_debug_output() {
     std::env::set_var("CONFIG_UNIT_TOKEN_43", "hunter2: not yaml");
-    let cat = effects("t:\n  webhook:\n    url: 'http://h/path?token=abc'\n    headers: { Authorization: 'Bearer ${CONFIG_UNIT_TOKEN_43}' }\n  idempotent: true\n").unwrap();
+    let cat = effects("t:\n  webhook:\n    url: 'https://h/path?token=abc'\n    headers: { Authorization: 'Bearer ${CONFIG_UNIT_TOKEN_43}' }\n  idempotent: true\n").unwrap();
     let (name, value) = &cat.types["t"].webhook.headers[0];
     assert_eq!(
         (name.as_str(), value.expose_secret()),
@@ -79,7 +162,7 @@ fn a_header_value_is_never_quoted_in_an_error() {
     std::env::set_var("CONFIG_UNIT_TOKEN_44", "hunter2\nX: y");
     let newline = effects("t:\n  webhook:\n    url: 'http://h/'\n    headers: { A: '${CONFIG_UNIT_TOKEN_44}' }\n  idempotent: true\n").unwrap_err();
     assert!(
-        newline.starts_with("e.yaml:4:19: header value is not a valid")
+        newline.starts_with("e.yaml:4:19: the value from `${CONFIG_UNIT_TOKEN_44}` is not valid here: expected a header value")
             && !newline.contains("hunter2"),
         "{newline}"
     );

@@ -4,5 +4,7 @@
 //! hang or blow memory; bad input ends as a clean error (config) or a rejected event (archive).
 
 mod archive;
+mod bounds;
+mod files;
 mod payloads;
 mod yaml;

@@ -4,7 +4,10 @@
 //! URL's query, an SMTP password, and a marker inside every payload: none of them appears in
 //! stdout or stderr. `check` on broken files that hold a secret does not echo it either.
 
+mod cleartext;
+mod echo;
 mod privileges;
+mod redirect;
 mod tls;
 
 use std::process::Output;
