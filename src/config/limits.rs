@@ -64,7 +64,7 @@ fn open_regular(path: &Path) -> std::io::Result<Result<std::fs::File, Refusal>> 
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(
         &mut options,
-        libc::O_NONBLOCK | libc::O_NOCTTY,
+        (nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY).bits(),
     );
     let file = options.open(path)?;
     Ok(match not_regular(file.metadata()?.file_type()) {

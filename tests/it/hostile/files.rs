@@ -2,8 +2,6 @@
 //! a device or a directory is an error naming its path (never skipped, never opened so that it
 //! blocks or reads forever); symlinks to regular files work, as Kubernetes mounts ConfigMaps.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::time::Duration;
@@ -14,10 +12,11 @@ use crate::helpers::*;
 const CHECK_LIMIT: Duration = Duration::from_secs(30);
 
 fn mkfifo(path: &Path) {
-    let c = CString::new(path.as_os_str().as_bytes()).expect("a path without NUL");
-    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
-    assert_eq!(rc, 0, "mkfifo {}", path.display());
+    nix::unistd::mkfifo(
+        path,
+        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+    )
+    .unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
 }
 
 /// Makes an odd entry at a path.
