@@ -36,7 +36,7 @@ async fn a_dangling_symlink_a_fifo_a_device_or_a_directory_named_yaml_is_an_erro
     let db = TestDb::new().await;
     let odd: [(&str, MakeEntry); 4] = [
         ("gone.yaml", |p| {
-            symlink("/nonexistent/replay-ledger/x.yaml", p).expect("symlink")
+            symlink("/nonexistent/replay-ledger/x.yaml", p).expect("symlink");
         }),
         ("pipe.yaml", mkfifo),
         ("zero.yaml", |p| symlink("/dev/zero", p).expect("symlink")),
