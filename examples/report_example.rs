@@ -88,6 +88,7 @@ fn example() -> Report {
         finished_at: Some(at(12, 4)),
         error: None,
         summary,
+        definition: None,
         checkpoint: Some(1_010_000),
     };
     let rejected = vec![

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use sqlx::{PgConnection, PgPool};
 
 use crate::domain::CommissionRow;
+use crate::summary::Summary;
 
 /// A row of `comissao` as it stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,49 +107,101 @@ pub async fn upsert_guarded(
     .await
 }
 
-/// Writes a simulation's diff rows; a row already computed from a newer version is kept.
+/// Writes a simulation's diff rows; a row already computed from a newer version is kept, and a
+/// row that would not change is not written. Returns what the writes added to the simulation's
+/// figures (orders in the diff, orders that would change, their totals before and after), to be
+/// tallied in the same transaction: a batch written again adds nothing.
 pub async fn upsert_diff(
     conn: &mut PgConnection,
     execucao_id: &str,
     changes: &[Change],
-) -> Result<u64, sqlx::Error> {
-    insert_changes(
+) -> Result<Summary, sqlx::Error> {
+    tallied_changes(
         conn,
         execucao_id,
+        None,
         changes,
         r#"
-        insert into reprocessamento_diff (execucao_id, pedido_id, antes, depois, versao_evento)
-        select $1, * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
-        on conflict (execucao_id, pedido_id) do update
-        set antes = excluded.antes, depois = excluded.depois, versao_evento = excluded.versao_evento
-        where reprocessamento_diff.versao_evento is null
-           or reprocessamento_diff.versao_evento <= excluded.versao_evento
+        with dados as (
+            select * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+              as u(pedido_id, antes, depois, versao)
+        ),
+        anterior as (
+            select d.pedido_id, d.antes, d.depois from reprocessamento_diff d
+            where d.execucao_id = $1 and d.pedido_id in (select pedido_id from dados)
+        ),
+        gravadas as (
+            insert into reprocessamento_diff (execucao_id, pedido_id, antes, depois, versao_evento)
+            select $1, pedido_id, antes, depois, versao from dados
+            on conflict (execucao_id, pedido_id) do update
+            set antes = excluded.antes, depois = excluded.depois,
+                versao_evento = excluded.versao_evento
+            where (reprocessamento_diff.versao_evento is null
+                   or reprocessamento_diff.versao_evento <= excluded.versao_evento)
+              and (reprocessamento_diff.antes, reprocessamento_diff.depois,
+                   reprocessamento_diff.versao_evento)
+                  is distinct from (excluded.antes, excluded.depois, excluded.versao_evento)
+            returning pedido_id, antes, depois
+        ),
+        -- Each written row replaces its previous state in the figures: + new, - old.
+        lados as (
+            select 1 as sinal, g.antes, g.depois, (a.pedido_id is null) as novo
+            from gravadas g left join anterior a using (pedido_id)
+            union all
+            select -1, a.antes, a.depois, false
+            from anterior a join gravadas g using (pedido_id)
+        )
+        select coalesce(sum(case when novo then 1 else 0 end), 0)::bigint,
+               coalesce(sum(case when antes is distinct from depois then sinal else 0 end), 0)
+                 ::bigint,
+               least(greatest(coalesce(sum(case when antes is distinct from depois
+                                 then sinal * coalesce(antes, 0)::numeric end), 0),
+                      -9223372036854775808), 9223372036854775807)::bigint,
+               least(greatest(coalesce(sum(case when antes is distinct from depois
+                                 then sinal * depois::numeric end), 0),
+                      -9223372036854775808), 9223372036854775807)::bigint
+        from lados
         "#,
     )
     .await
 }
 
-/// Runs a set-based insert of changes: `$1` the execution, `$2..$5` the columns of `changes`
-/// (pedido_id, antes, depois, versao), one statement for the whole batch.
-async fn insert_changes(
+/// Runs a set-based write of changes that selects its figures: `$1` the execution, `$2..$5` the
+/// columns of `changes` (pedido_id, antes, depois, versao), `$6` the pass when there is one; the
+/// statement selects (orders added, orders changed, total before, total after), the totals summed
+/// as `numeric` and saturated into `bigint` (commissions of up to 2^53 each can sum past it).
+async fn tallied_changes(
     conn: &mut PgConnection,
     execucao_id: &str,
+    pass: Option<i32>,
     changes: &[Change],
     statement: &'static str,
-) -> Result<u64, sqlx::Error> {
+) -> Result<Summary, sqlx::Error> {
+    if changes.is_empty() {
+        return Ok(Summary::default());
+    }
     let ids: Vec<&str> = changes.iter().map(|c| c.pedido_id.as_str()).collect();
     let antes: Vec<Option<i64>> = changes.iter().map(|c| c.antes).collect();
     let depois: Vec<i64> = changes.iter().map(|c| c.depois).collect();
     let versoes: Vec<i64> = changes.iter().map(|c| c.versao).collect();
-    let done = sqlx::query(statement)
+    let mut query = sqlx::query_as(statement)
         .bind(execucao_id)
         .bind(ids)
         .bind(antes)
         .bind(depois)
-        .bind(versoes)
-        .execute(conn)
-        .await?;
-    Ok(done.rows_affected())
+        .bind(versoes);
+    if let Some(pass) = pass {
+        query = query.bind(pass);
+    }
+    let (added, changed, before, after): (i64, i64, i64, i64) = query.fetch_one(conn).await?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(Summary {
+        orders_in_diff: if pass.is_none() { count(added) } else { 0 },
+        orders_changed: count(changed),
+        total_before_centavos: before,
+        total_after_centavos: after,
+        ..Summary::default()
+    })
 }
 
 /// Forgets a simulation's diff, for a new pass (`--restart`).
@@ -180,29 +233,85 @@ pub fn corrections(
         .collect()
 }
 
-/// Records a real run's corrections (`reprocessamento_correcao`), in the transaction of the state
-/// write. An order corrected again by a later batch keeps the value from before the execution
-/// first changed it, so the row says what the whole execution did to it.
+/// Records what a real run changed, per order, in the pass that changed it: the value before the
+/// pass's first change (kept when a later batch of the same pass changes the order again), the
+/// value after, the version — in the transaction of the state write. Returns what the writes
+/// added to the pass's figures (orders changed, totals before and after), to be tallied in the
+/// same transaction: only rows the upsert changed are passed, so a batch read again adds nothing.
 pub async fn record_corrections(
     conn: &mut PgConnection,
     execucao_id: &str,
+    pass: i32,
     changes: &[Change],
-) -> Result<u64, sqlx::Error> {
-    if changes.is_empty() {
-        return Ok(0);
-    }
-    insert_changes(
+) -> Result<Summary, sqlx::Error> {
+    tallied_changes(
         conn,
         execucao_id,
+        Some(pass),
         changes,
         r#"
-        insert into reprocessamento_correcao (execucao_id, pedido_id, antes, depois, versao_evento)
-        select $1, * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
-        on conflict (execucao_id, pedido_id) do update
-        set depois = excluded.depois, versao_evento = excluded.versao_evento, atualizado_em = now()
+        with dados as (
+            select * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+              as u(pedido_id, antes, depois, versao)
+        ),
+        anterior as (
+            select c.pedido_id, c.depois from reprocessamento_correcao c
+            where c.execucao_id = $1 and c.passagem = $6
+              and c.pedido_id in (select pedido_id from dados)
+        ),
+        gravadas as (
+            insert into reprocessamento_correcao
+              (execucao_id, pedido_id, antes, depois, versao_evento, passagem)
+            select $1, pedido_id, antes, depois, versao, $6 from dados
+            on conflict (execucao_id, pedido_id) do update
+            set antes = case when reprocessamento_correcao.passagem = excluded.passagem
+                             then reprocessamento_correcao.antes else excluded.antes end,
+                depois = excluded.depois, versao_evento = excluded.versao_evento,
+                passagem = excluded.passagem, atualizado_em = now()
+            returning pedido_id, antes, depois
+        )
+        select count(*) filter (where a.pedido_id is null)::bigint,
+               count(*) filter (where a.pedido_id is null)::bigint,
+               least(greatest(coalesce(sum(coalesce(g.antes, 0)::numeric)
+                                       filter (where a.pedido_id is null), 0),
+                      -9223372036854775808), 9223372036854775807)::bigint,
+               least(greatest(coalesce(sum(g.depois::numeric - coalesce(a.depois, 0)::numeric), 0),
+                      -9223372036854775808), 9223372036854775807)::bigint
+        from gravadas g left join anterior a using (pedido_id)
         "#,
     )
     .await
+}
+
+/// The orders of `pedido_ids` this pass has already corrected, with the value and version it
+/// wrote: after an interruption, what an earlier attempt of the same pass did.
+pub async fn corrected_in_pass(
+    conn: &mut PgConnection,
+    execucao_id: &str,
+    pass: i32,
+    pedido_ids: &[String],
+) -> Result<HashMap<String, Current>, sqlx::Error> {
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        r#"
+        select pedido_id, depois, versao_evento from reprocessamento_correcao
+        where execucao_id = $1 and passagem = $2 and pedido_id = any($3)
+        "#,
+    )
+    .bind(execucao_id)
+    .bind(pass)
+    .bind(pedido_ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, valor_centavos, versao_evento)| {
+            let current = Current {
+                valor_centavos,
+                versao_evento,
+            };
+            (id, current)
+        })
+        .collect())
 }
 
 /// One order of a report: its commission before and after, in cents.
@@ -235,21 +344,77 @@ pub async fn diff_rows(pool: &PgPool, execucao_id: &str) -> Result<Vec<DiffRow>,
     Ok(into_diff_rows(rows))
 }
 
-/// The corrections a real run wrote, by `pedido_id`.
+/// What a real run's pass changed, per order, in `pedido_id` order.
 pub async fn correction_rows(
     pool: &PgPool,
     execucao_id: &str,
+    pass: i32,
 ) -> Result<Vec<DiffRow>, sqlx::Error> {
     let rows: Vec<(String, Option<i64>, i64)> = sqlx::query_as(
         r#"
         select pedido_id, antes, depois from reprocessamento_correcao
-        where execucao_id = $1 order by pedido_id
+        where execucao_id = $1 and passagem = $2 order by pedido_id
         "#,
     )
     .bind(execucao_id)
+    .bind(pass)
     .fetch_all(pool)
     .await?;
     Ok(into_diff_rows(rows))
+}
+
+/// An order whose applied value differs from the approved one; `None` = not in that side.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Divergence {
+    pub pedido_id: String,
+    pub approved: Option<i64>,
+    pub applied: Option<i64>,
+}
+
+/// The orders where a real run's pass did not apply what the simulation's diff approved: an
+/// approved change not applied (or applied to another value), or a change nobody approved.
+/// Returns the first `limit` by `pedido_id` and how many in all.
+pub async fn approved_vs_applied(
+    pool: &PgPool,
+    execucao_id: &str,
+    pass: i32,
+    limit: usize,
+) -> Result<(Vec<Divergence>, u64), sqlx::Error> {
+    let rows: Vec<(String, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
+        r#"
+        with aprovado as (
+            select pedido_id, depois from reprocessamento_diff
+            where execucao_id = $1 and antes is distinct from depois
+        ),
+        aplicado as (
+            select pedido_id, depois from reprocessamento_correcao
+            where execucao_id = $1 and passagem = $2
+        ),
+        diferentes as (
+            select coalesce(a.pedido_id, c.pedido_id) as pedido_id, a.depois as aprovado,
+                   c.depois as aplicado
+            from aprovado a full join aplicado c using (pedido_id)
+            where a.depois is distinct from c.depois
+        )
+        select pedido_id, aprovado, aplicado, count(*) over ()
+        from diferentes order by pedido_id limit $3
+        "#,
+    )
+    .bind(execucao_id)
+    .bind(pass)
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_all(pool)
+    .await?;
+    let total = rows.first().map_or(0, |r| r.3.max(0) as u64);
+    let listed = rows
+        .into_iter()
+        .map(|(pedido_id, approved, applied, _)| Divergence {
+            pedido_id,
+            approved,
+            applied,
+        })
+        .collect();
+    Ok((listed, total))
 }
 
 fn into_diff_rows(rows: Vec<(String, Option<i64>, i64)>) -> Vec<DiffRow> {

@@ -27,6 +27,7 @@ use crate::held::{Held, HeldSpec, RecoverError};
 use crate::runner::RunError;
 use crate::shutdown::Shutdown;
 use crate::summary::Summary;
+use crate::tally::Scope;
 
 /// The live consumer's execution id, as in the seed.
 pub const LIVE_EXECUTION: &str = "ao-vivo";
@@ -86,13 +87,19 @@ pub async fn consume(
         partition: None,
         role: "consume",
     };
-    let held = Held::take(pool, database_url, spec, effects).await?;
-    let summary = execution::ensure_live(pool, key, &job.name, &config.started_by)
+    let mut held = Held::take(pool, database_url, spec, effects).await?;
+    let (pass, started_at) =
+        execution::ensure_live(pool, key, &job.name, &config.started_by).await?;
+    // Everything the live execution did since it first started is its own, so every batch may
+    // meet keys it sent in an earlier attempt.
+    held.begin(Scope::whole(key, pass), started_at, true);
+    let summary = execution::load(pool, key)
         .await?
+        .map(|e| e.summary)
         .unwrap_or_default();
     let position = match held.stored::<LivePosition>().await? {
         Some(position) => position,
-        None => start_position(pool, key, config.from_start, &summary).await?,
+        None => start_position(pool, &Scope::whole(key, pass), config.from_start).await?,
     };
     tracing::info!(
         execution = key,
@@ -145,6 +152,9 @@ impl Consumer<'_> {
             self.step().await?;
         }
         let _ = execution::finish(self.pool, LIVE_EXECUTION, State::Interrupted, None).await;
+        if let Ok(Some(e)) = execution::load(self.pool, LIVE_EXECUTION).await {
+            self.report.summary = e.summary;
+        }
         self.held.release().await;
         Ok(self.report)
     }
@@ -200,19 +210,20 @@ impl Consumer<'_> {
         }
         self.report.summary.add(&outcome.summary);
         self.report.events_this_run += outcome.summary.events_read;
-        self.advance(last).await;
+        self.advance(last, &outcome.summary).await;
         Ok(())
     }
 
-    /// Stores the checkpoint with the summary; a failure leaves the batch to be read again.
-    async fn advance(&mut self, last: LivePosition) {
-        let (pool, summary) = (self.pool, &self.report.summary);
+    /// Stores the checkpoint and adds the batch's figures; a failure leaves the batch to be read
+    /// again.
+    async fn advance(&mut self, last: LivePosition, batch: &Summary) {
+        let (pool, scope) = (self.pool, &self.held.applier().config().pass.tally);
         let saved = db::retry(
             "advance checkpoint",
             self.config.retries.db_backoff,
             || async {
                 let mut tx = pool.begin().await?;
-                execution::advance_live(&mut tx, LIVE_EXECUTION, last, summary).await?;
+                execution::advance_live(&mut tx, scope, last, batch).await?;
                 tx.commit().await
             },
         )
@@ -249,9 +260,8 @@ impl Consumer<'_> {
 /// Without a checkpoint: the start of the archive (`--from-start`) or "now", stored at once.
 async fn start_position(
     pool: &PgPool,
-    key: &str,
+    scope: &Scope,
     from_start: bool,
-    summary: &Summary,
 ) -> Result<LivePosition, sqlx::Error> {
     let start = if from_start {
         LivePosition {
@@ -262,7 +272,7 @@ async fn start_position(
         archive::live_horizon(pool).await?
     };
     let mut conn = pool.acquire().await?;
-    execution::advance_live(&mut conn, key, start, summary).await?;
+    execution::advance_live(&mut conn, scope, start, &Summary::default()).await?;
     Ok(start)
 }
 

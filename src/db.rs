@@ -183,3 +183,9 @@ pub async fn explain_loss(pool: &PgPool, err: &sqlx::Error) -> String {
         Err(_) => "the server does not answer within 5 s".into(),
     }
 }
+
+/// PostgreSQL refused the statement for want of a privilege (42501): the role connected may not
+/// do this (see `grants`).
+pub fn is_permission_denied(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("42501"))
+}

@@ -8,6 +8,12 @@ use serde_json::{json, Value};
 pub const ORDER_PAID: &str = "pedido.pago";
 /// The one effect type the domain requests: tell the seller about the commission.
 pub const NOTIFY_SELLER: &str = "notificar-vendedor";
+/// Every effect type the domain requests.
+pub const EFFECT_TYPES: &[&str] = &[NOTIFY_SELLER];
+/// The version of the commission rule and of what the handler decides. Change it whenever the
+/// domain's rule changes: an approval binds it, so a release that computes differently cannot
+/// apply an approval given for the old computation.
+pub const RULE_VERSION: &str = "calcularComissao/1";
 /// `Number.MAX_SAFE_INTEGER`: the largest integer a JavaScript number holds exactly.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 

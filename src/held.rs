@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::applier::{Applier, ApplierConfig, Policy, Retries};
+use chrono::{DateTime, Utc};
+
+use crate::applier::{Applier, ApplierConfig, Pass, Policy, Retries};
 use crate::archive::{LivePosition, Partition};
 use crate::db::{self, Backoff};
 use crate::effects::Effects;
@@ -41,6 +43,8 @@ pub struct Held {
     lock: ExecutionLock,
     applier: Applier,
     partition: Option<Partition>,
+    /// When the pass being applied started (set by [`Held::begin`]).
+    pass_started_at: Option<DateTime<Utc>>,
 }
 
 /// Why the held execution could not be recovered.
@@ -81,6 +85,10 @@ impl Held {
                 mode: spec.mode,
                 policy: spec.policy,
                 retries: spec.retries,
+                pass: Pass {
+                    tally: crate::tally::Scope::whole(spec.key, 1),
+                    earlier_attempts_since: None,
+                },
             },
             effects,
         );
@@ -91,7 +99,18 @@ impl Held {
             lock,
             applier,
             partition: spec.partition,
+            pass_started_at: None,
         })
+    }
+
+    /// Says which pass is applied: where its figures go, when it started, and whether it is
+    /// resumed (an earlier process of this pass may have acted on the batches read now).
+    pub fn begin(&mut self, tally: crate::tally::Scope, started_at: DateTime<Utc>, resumed: bool) {
+        self.pass_started_at = Some(started_at);
+        self.applier.set_pass(Pass {
+            tally,
+            earlier_attempts_since: resumed.then_some(started_at),
+        });
     }
 
     pub fn applier(&self) -> &Applier {
@@ -146,6 +165,12 @@ impl Held {
         }
         self.settle_own().await?;
         self.applier.renew_claim();
+        // What this process did before the loss is now an earlier attempt of the pass.
+        if let Some(started_at) = self.pass_started_at {
+            let mut pass = self.applier.config().pass.clone();
+            pass.earlier_attempts_since = Some(started_at);
+            self.applier.set_pass(pass);
+        }
         Ok(())
     }
 

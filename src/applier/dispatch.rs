@@ -88,10 +88,15 @@ pub(super) async fn perform(
         done_rx,
     ));
     let mut running: JoinSet<(Task, Ended)> = JoinSet::new();
+    // Keys the ledger already held: before this execution, or from an earlier attempt of it.
+    let mut registered: Vec<String> = Vec::new();
     for (tipo, tasks) in by_type {
         if tasks[0].effect.config.idempotent {
-            let held = reserve_for_calls(applier, tipo, &tasks, summary).await?;
+            let (held, expired) = reserve_for_calls(applier, tipo, &tasks, summary).await?;
             for task in tasks {
+                if expired.contains(&task.key) {
+                    continue;
+                }
                 if held.contains(&task.key) {
                     // The slot is taken before the task exists, so at most `concurrency` call
                     // futures are alive at once, whatever the batch size.
@@ -100,7 +105,7 @@ pub(super) async fn perform(
                     let backoff = config.retries.call_backoff;
                     running.spawn(call_reserved(task, slot, shutdown.clone(), done, backoff));
                 } else {
-                    summary.count_effect(EffectOutcome::AlreadyRegistered, 1);
+                    registered.push(task.key);
                 }
             }
         } else {
@@ -122,8 +127,13 @@ pub(super) async fn perform(
     let mut ended = Collected::default();
     while let Some(joined) = running.join_next().await {
         let (task, end) = joined.expect("effect tasks do not panic");
-        ended.take(task, end, summary);
+        if matches!(end, Ended::AlreadyRegistered) {
+            registered.push(task.key);
+        } else {
+            ended.take(task, end, summary);
+        }
     }
+    count_registered(applier, &registered, summary).await?;
     let lost = completer.await.expect("the completer does not panic")?;
     if lost > 0 {
         tracing::warn!(
@@ -132,6 +142,42 @@ pub(super) async fn perform(
         );
     }
     ended.settle(applier, summary).await
+}
+
+/// Counts the keys the ledger already held: `aplicado-anteriormente` (done) or `incerto` when an
+/// earlier attempt of this execution's pass registered them, `ja-registrado` otherwise. A fresh
+/// pass's first attempt cannot meet its own keys, so it needs no lookup.
+async fn count_registered(
+    applier: &Applier,
+    keys: &[String],
+    summary: &mut Summary,
+) -> Result<(), ApplyError> {
+    let config = &applier.config;
+    let since = match config.pass.earlier_attempts_since {
+        Some(since) if !keys.is_empty() => since,
+        _ => {
+            summary.count_effect(EffectOutcome::AlreadyRegistered, keys.len() as u64);
+            return Ok(());
+        }
+    };
+    let execution_id = &config.claim.execution_id;
+    let own = db::retry("ledger lookup", config.retries.db_backoff, || {
+        ledger::registered_by(&applier.pool, keys, execution_id, since)
+    })
+    .await?;
+    let (mut done, mut uncertain) = (0u64, 0u64);
+    for state in own.values() {
+        match state {
+            ledger::State::Done => done += 1,
+            ledger::State::Uncertain => uncertain += 1,
+            ledger::State::Reserved => {}
+        }
+    }
+    summary.count_effect(EffectOutcome::AppliedEarlier, done);
+    summary.count_effect(EffectOutcome::Uncertain, uncertain);
+    let before = keys.len() as u64 - done - uncertain;
+    summary.count_effect(EffectOutcome::AlreadyRegistered, before);
+    Ok(())
 }
 
 /// Groups the batch's effect requests by type, counting the suppressed ones.
@@ -165,22 +211,22 @@ fn plan(
 }
 
 /// An idempotent type's keys this run holds and may call: reserved in one statement, less those
-/// whose first attempt is past the provider's `dedup_window` (moved to `incerto`).
+/// whose first attempt is past the provider's `dedup_window` (moved to `incerto`, counted, and
+/// returned apart).
 async fn reserve_for_calls(
     applier: &Applier,
     tipo: &str,
     tasks: &[Task],
     summary: &mut Summary,
-) -> Result<HashSet<String>, sqlx::Error> {
+) -> Result<(HashSet<String>, HashSet<String>), sqlx::Error> {
     let mut held = reserve_idempotent(applier, tipo, tasks).await?;
+    let mut expired = HashSet::new();
     if let Some(window) = tasks[0].effect.config.dedup_window {
-        let expired = beyond_dedup_window(applier, &held, window).await?;
+        expired.extend(beyond_dedup_window(applier, &held, window).await?);
         summary.count_effect(EffectOutcome::Uncertain, expired.len() as u64);
-        for key in expired {
-            held.remove(&key);
-        }
+        held.retain(|k| !expired.contains(k));
     }
-    Ok(held)
+    Ok((held, expired))
 }
 
 /// What the tasks of a batch left to settle, gathered as they end.
@@ -204,7 +250,7 @@ impl Collected {
     fn take(&mut self, task: Task, ended: Ended, summary: &mut Summary) {
         match ended {
             Ended::Completed => summary.count_effect(EffectOutcome::Applied, 1),
-            Ended::AlreadyRegistered => summary.count_effect(EffectOutcome::AlreadyRegistered, 1),
+            Ended::AlreadyRegistered => {}
             Ended::Uncertain => summary.count_effect(EffectOutcome::Uncertain, 1),
             Ended::NotStarted { reserved } => {
                 if reserved {

@@ -6,7 +6,7 @@
 
 mod dispatch;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use sqlx::PgPool;
@@ -90,6 +90,21 @@ pub struct ApplierConfig {
     pub mode: Mode,
     pub policy: Policy,
     pub retries: Retries,
+    /// The pass being applied: where its figures are tallied, and whether this execution may
+    /// already have acted on a batch (see [`Pass`]).
+    pub pass: Pass,
+}
+
+/// The pass an applier works in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pass {
+    /// Where the figures are added up.
+    pub tally: crate::tally::Scope,
+    /// `Some(start of the pass)` when an earlier attempt of this pass may have acted on the
+    /// batches read now (a resumed pass, a recovery, the live consumer): what it did then is
+    /// told apart from what was there before the execution. `None` for a fresh pass, whose
+    /// first attempt needs no such lookup.
+    pub earlier_attempts_since: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The applier of one execution.
@@ -148,6 +163,11 @@ impl Applier {
     /// (a long-lived consumer recovering from an error does what a restart would).
     pub fn renew_claim(&mut self) {
         self.config.claim = Claim::new(self.config.claim.execution_id.clone());
+    }
+
+    /// The pass this applier works in, once the holder knows it.
+    pub fn set_pass(&mut self, pass: Pass) {
+        self.config.pass = pass;
     }
 
     /// Applies one batch of events, given in `posicao` order.
@@ -226,8 +246,9 @@ impl Applier {
         (decided, rejected, None, events)
     }
 
-    /// The state step, in one transaction with the rejected events: the version-guarded upsert,
-    /// or, in a simulation, the diff rows (none for an order whose current row is newer).
+    /// The state step, in one transaction with the rejected events and the figures it adds
+    /// (orders changed, totals): the version-guarded upsert and the corrections, or, in a
+    /// simulation, the diff rows (none for an order whose current row is newer).
     async fn write_state(
         &self,
         decided: &[Decided],
@@ -240,30 +261,93 @@ impl Applier {
         let rows =
             commission::newest_per_order(decided.iter().map(|d| d.decision.commission.clone()));
         let ids: Vec<String> = rows.iter().map(|r| r.pedido_id.clone()).collect();
-        let simulate = self.config.mode == Mode::Simulation;
-        let (current, written) = db::retry("state", self.config.retries.db_backoff, || async {
+        let written = db::retry("state", self.config.retries.db_backoff, || async {
             let mut tx = self.pool.begin().await?;
-            let current = commission::current(&mut tx, &ids, !simulate).await?;
-            let written: Vec<String> = if simulate {
-                let changes = would_write(&rows, &current);
-                commission::upsert_diff(&mut tx, self.diff_execution_id(), &changes).await?;
-                changes.into_iter().map(|c| c.pedido_id).collect()
-            } else {
-                let written = commission::upsert_guarded(&mut tx, &rows).await?;
-                if self.config.mode == Mode::Real {
-                    let corrections = commission::corrections(&rows, &current, &written);
-                    commission::record_corrections(&mut tx, self.diff_execution_id(), &corrections)
-                        .await?;
-                }
-                written
-            };
+            let written = self.write_rows(&mut tx, &rows, &ids).await?;
             execution::record_rejected(&mut tx, &self.config.checkpoint_key, rejected).await?;
             tx.commit().await?;
-            Ok((current, written))
+            Ok(written)
         })
         .await?;
-        count_state(decided, &rows, &current, &written, summary);
+        count_state(decided, &written, summary);
         Ok(())
+    }
+
+    /// The writes of the state step in `tx`, with their figures tallied there too.
+    async fn write_rows(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        rows: &[CommissionRow],
+        ids: &[String],
+    ) -> Result<Written, sqlx::Error> {
+        let mode = self.config.mode;
+        let current = commission::current(tx, ids, mode != Mode::Simulation).await?;
+        let (changed, figures) = match mode {
+            Mode::Simulation => {
+                let changes = would_write(rows, &current);
+                let figures =
+                    commission::upsert_diff(tx, self.diff_execution_id(), &changes).await?;
+                let changed = changes
+                    .iter()
+                    .filter(|c| {
+                        c.antes != Some(c.depois) || current_version(&current, c) != Some(c.versao)
+                    })
+                    .map(|c| c.pedido_id.clone())
+                    .collect();
+                (changed, figures)
+            }
+            Mode::Real => {
+                let written = commission::upsert_guarded(tx, rows).await?;
+                let corrections = commission::corrections(rows, &current, &written);
+                let pass = self.config.pass.tally.pass;
+                let id = self.diff_execution_id();
+                let figures = commission::record_corrections(tx, id, pass, &corrections).await?;
+                let mut changed: HashSet<String> = written.into_iter().collect();
+                if self.config.pass.earlier_attempts_since.is_some() {
+                    changed.extend(self.changed_earlier(tx, rows, &current).await?);
+                }
+                (changed, figures)
+            }
+            Mode::Live => {
+                let written = commission::upsert_guarded(tx, rows).await?;
+                let figures = live_figures(rows, &current, &written);
+                (written.into_iter().collect(), figures)
+            }
+        };
+        crate::tally::add(tx, &self.config.pass.tally, &figures).await?;
+        Ok(Written {
+            current,
+            changed,
+            newest: rows.to_vec(),
+        })
+    }
+
+    /// Orders whose row an earlier attempt of this pass changed to exactly the batch's value and
+    /// version (the row is in place now, so this attempt writes nothing to them).
+    async fn changed_earlier(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        rows: &[CommissionRow],
+        current: &HashMap<String, commission::Current>,
+    ) -> Result<Vec<String>, sqlx::Error> {
+        let in_place: Vec<String> = rows
+            .iter()
+            .filter(|r| {
+                current.get(&r.pedido_id).is_some_and(|c| {
+                    c.valor_centavos == r.valor_centavos && c.versao_evento == r.versao
+                })
+            })
+            .map(|r| r.pedido_id.clone())
+            .collect();
+        if in_place.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (id, pass) = (self.diff_execution_id(), self.config.pass.tally.pass);
+        let corrected = commission::corrected_in_pass(tx, id, pass, &in_place).await?;
+        Ok(in_place
+            .into_iter()
+            .filter(|o| corrected.contains_key(o))
+            .collect())
     }
 
     /// A simulation's effects: what the ledger already holds, and what would be performed.
@@ -332,52 +416,64 @@ fn would_write(
         .collect()
 }
 
-/// Counts the state outcome of every event and the changes of the orders written.
-fn count_state(
-    decided: &[Decided],
-    rows: &[CommissionRow],
-    current: &HashMap<String, commission::Current>,
-    written: &[String],
-    summary: &mut Summary,
-) {
-    let written: std::collections::HashSet<&str> = written.iter().map(String::as_str).collect();
-    // An order counts as written when the upsert wrote it or its row already held exactly the
-    // value and version of the batch (the upsert leaves such a row untouched).
-    let in_place: std::collections::HashSet<&str> = rows
+/// What the state step found and did for a batch's orders.
+struct Written {
+    /// The orders' rows before the batch.
+    current: HashMap<String, commission::Current>,
+    /// Orders whose row this execution changed to the batch's newest value and version (now, or
+    /// in an earlier attempt of this pass); in a simulation, the orders whose row would change.
+    changed: HashSet<String>,
+    /// The batch's newest row per order.
+    newest: Vec<CommissionRow>,
+}
+
+/// The state outcome of every event (the seed's per-event words, as if applied one by one):
+/// an order's row newer than the event → `ignorado-versao-mais-nova`; a row this execution
+/// changed to the order's newest value → `gravado` (an older event of the same order too: it
+/// was written, then overwritten); a row already holding that value and version → `inalterado`.
+fn count_state(decided: &[Decided], written: &Written, summary: &mut Summary) {
+    let newest: HashMap<&str, &CommissionRow> = written
+        .newest
         .iter()
-        .filter(|r| {
-            written.contains(r.pedido_id.as_str())
-                || current.get(&r.pedido_id).is_some_and(|c| {
-                    c.valor_centavos == r.valor_centavos && c.versao_evento == r.versao
-                })
-        })
-        .map(|r| r.pedido_id.as_str())
+        .map(|r| (r.pedido_id.as_str(), r))
         .collect();
     for d in decided {
         let row = &d.decision.commission;
-        let newer_in_db = current
-            .get(&row.pedido_id)
-            .is_some_and(|c| c.versao_evento > row.versao);
-        if in_place.contains(row.pedido_id.as_str()) && !newer_in_db {
-            summary.count_state(StateOutcome::Written, 1);
+        let before = written.current.get(&row.pedido_id);
+        let outcome = if before.is_some_and(|c| c.versao_evento > row.versao) {
+            StateOutcome::NewerKept
+        } else if written.changed.contains(&row.pedido_id) {
+            StateOutcome::Written
+        } else if newest.get(row.pedido_id.as_str()).is_some_and(|n| {
+            before.is_some_and(|c| {
+                c.valor_centavos == n.valor_centavos && c.versao_evento == n.versao
+            })
+        }) {
+            StateOutcome::Unchanged
         } else {
-            summary.count_state(StateOutcome::NewerKept, 1);
-        }
+            StateOutcome::NewerKept
+        };
+        summary.count_state(outcome, 1);
     }
-    for row in rows
-        .iter()
-        .filter(|r| written.contains(r.pedido_id.as_str()))
-    {
-        let before = current.get(&row.pedido_id).map(|c| c.valor_centavos);
-        if before != Some(row.valor_centavos) {
-            summary.orders_changed += 1;
-            // Saturating: commissions of up to 2^53 each can sum past i64 (hostile payloads).
-            summary.total_before_centavos = summary
-                .total_before_centavos
-                .saturating_add(before.unwrap_or(0));
-            summary.total_after_centavos = summary
-                .total_after_centavos
-                .saturating_add(row.valor_centavos);
-        }
+}
+
+/// The live consumer's figures for a batch: the orders whose value the upsert changed.
+fn live_figures(
+    rows: &[CommissionRow],
+    current: &HashMap<String, commission::Current>,
+    written: &[String],
+) -> Summary {
+    let mut figures = Summary::default();
+    for change in commission::corrections(rows, current, written) {
+        figures.orders_changed += 1;
+        let before = change.antes.unwrap_or(0);
+        figures.total_before_centavos = figures.total_before_centavos.saturating_add(before);
+        figures.total_after_centavos = figures.total_after_centavos.saturating_add(change.depois);
     }
+    figures
+}
+
+/// The version of the order's current row, if it has one.
+fn current_version(current: &HashMap<String, commission::Current>, change: &Change) -> Option<i64> {
+    current.get(&change.pedido_id).map(|c| c.versao_evento)
 }

@@ -67,6 +67,9 @@ pub enum Command {
         /// processes, on this machine or others, may run the same job at the same time.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
         workers: u16,
+        /// Print the final summary as one JSON object (the same fields as `status --json`).
+        #[arg(long)]
+        json: bool,
     },
     /// One sweeper pass over stale reservations: retake those of idempotent types, move the
     /// others to `incerto`.
@@ -90,13 +93,26 @@ pub enum Command {
         job: Option<String>,
     },
     /// Approve the finished simulation of a replay job, so that its real run may start
-    /// (`require_approved_simulation: true`); records who, when, and the diff totals approved.
+    /// (`require_approved_simulation: true`). The approval binds what the real run will do: the
+    /// job's definition (window, event types, each effect's mode, on_failure and provider,
+    /// on_invalid_event), the commission rule's version, the window's events and the diff's
+    /// commissions. Who approved is the database role you are connected as.
     Approve {
         /// A replay job's `name`, or a path to its YAML file.
         job: String,
-        /// Who approves (default: $USER@host).
+        /// A note kept with the approval (at most 500 characters, plain text).
         #[arg(long)]
+        note: Option<String>,
+        /// Deprecated: kept as a note, never as who approved.
+        #[arg(long, hide = true)]
         by: Option<String>,
+    },
+    /// The approvals recorded: job, execution, simulation pass, totals, what they bind, who
+    /// approved, the note, when; newest first.
+    Approvals {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
     },
     /// The manual-review queue of `incerto` effects (outcome unknown; never resent automatically).
     Review {
@@ -225,7 +241,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             simulate,
             restart,
             workers,
-        } => run(&cli, job, *simulate, *restart, usize::from(*workers)).await,
+            json,
+        } => {
+            let how = RunHow {
+                simulate: *simulate,
+                restart: *restart,
+                workers: usize::from(*workers),
+                json: *json,
+            };
+            run(&cli, job, how).await
+        }
         Command::Status { json } => ops::status(&cli, *json).await,
         Command::Sweep { stale_after } => ops::sweep(&cli, *stale_after).await,
         Command::Review { action } => ops::review(&cli, action).await,
@@ -234,7 +259,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             out,
             job,
         } => reports::report(&cli, execution, out.as_deref(), job.as_deref()).await,
-        Command::Approve { job, by } => reports::approve(&cli, job, by.as_deref()).await,
+        Command::Approve { job, note, by } => {
+            if by.is_some() {
+                eprintln!("note: --by is kept as a note; who approves is the database role you are connected as");
+            }
+            reports::approve(&cli, job, note.as_deref().or(by.as_deref())).await
+        }
+        Command::Approvals { json } => reports::approvals(&cli, *json).await,
         Command::Consume { job, from_start } => consume(&cli, job.as_deref(), *from_start).await,
         Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events).await,
         Command::Serve {
@@ -290,13 +321,15 @@ async fn connect(cli: &Cli, migrate: bool) -> anyhow::Result<PgPool> {
     Ok(pool)
 }
 
-async fn run(
-    cli: &Cli,
-    job_ref: &str,
+/// How `run` was asked to run.
+struct RunHow {
     simulate: bool,
     restart: bool,
     workers: usize,
-) -> anyhow::Result<ExitCode> {
+    json: bool,
+}
+
+async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> anyhow::Result<ExitCode> {
     let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
     let JobKind::Replay(replay) = &job.kind else {
         return Err(RunError::NotReplay(job.name.clone()).into());
@@ -308,20 +341,34 @@ async fn run(
     let (trigger, stop) = shutdown::channel();
     shutdown::on_signals(trigger);
     let config = RunnerConfig {
-        simulate: simulate.then_some(true),
-        restart,
-        workers,
-        progress: workers == 1,
+        simulate: how.simulate.then_some(true),
+        restart: how.restart,
+        workers: how.workers,
+        progress: how.workers == 1 && !how.json,
         retries: crate::applier::Retries {
             stale_after: sweep_stale_after(&cli.jobs_dir),
             ..Default::default()
         },
         ..RunnerConfig::default()
     };
+    let mode = if how.simulate || replay.simulate {
+        crate::execution::Mode::Simulation
+    } else {
+        crate::execution::Mode::Real
+    };
+    let key = crate::execution::checkpoint_key(
+        &job.resolve_window(&replay.window, config.now).execution_id,
+        mode,
+    );
     let result = runner::run(&pool, &url, &job, replay, effects, config, stop).await;
+    if how.json {
+        print_execution_json(&pool, &key).await;
+    }
     match result {
         Ok(report) => {
-            print!("{report}");
+            if !how.json {
+                print!("{report}");
+            }
             let mailed = reports::after_run(&pool, &job, replay, &report).await;
             Ok(match report.ended {
                 Ended::Interrupted => ExitCode::from(130),
@@ -332,6 +379,22 @@ async fn run(
             eprintln!("error: {err}");
             Ok(ExitCode::from(1))
         }
+    }
+}
+
+/// `run --json`: the execution as stored, one JSON object on stdout (nothing if it was never
+/// started, e.g. the approval gate refused it).
+async fn print_execution_json(pool: &PgPool, key: &str) {
+    match crate::execution::load(pool, key).await {
+        Ok(Some(e)) => {
+            let view = crate::execution::ExecutionView::from(&e);
+            match serde_json::to_string(&view) {
+                Ok(json) => println!("{json}"),
+                Err(err) => eprintln!("error: could not write the summary as JSON: {err}"),
+            }
+        }
+        Ok(None) => {}
+        Err(err) => eprintln!("error: could not read the execution's figures: {err}"),
     }
 }
 

@@ -7,6 +7,7 @@ use anyhow::Context;
 use super::{connect, counts, sweep_stale_after, Cli, ReviewAction};
 use crate::config::{self, ConfigErrors};
 use crate::effects::Effects;
+use crate::execution::ExecutionView;
 use crate::ledger::{self, Resolution, ReviewError};
 use crate::runner::RunnerConfig;
 use crate::scheduler;
@@ -105,44 +106,63 @@ pub(super) async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
         .map(|l| scheduler::job_statuses(&l.jobs, &executions, chrono::Utc::now()))
         .map_err(|e| e.to_string());
     if json {
-        let value = serde_json::json!({ "executions": executions, "review_queue": review,
+        let views: Vec<ExecutionView<'_>> = executions.iter().map(ExecutionView::from).collect();
+        let value = serde_json::json!({ "executions": views, "review_queue": review,
             "jobs": jobs.as_ref().ok(), "jobs_error": jobs.as_ref().err() });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
     }
-    if executions.is_empty() {
-        println!("no executions yet");
-    }
-    for e in &executions {
-        let progress = match (e.first, e.last, e.checkpoint) {
-            (Some(first), Some(last), Some(cp)) if last >= first => {
-                // In i128: a window may span all of i64.
-                let (done, total) = (
-                    i128::from(cp) - i128::from(first) + 1,
-                    i128::from(last) - i128::from(first) + 1,
-                );
-                let pct = (done.max(0) as f64 / total as f64 * 100.0).min(100.0);
-                format!("checkpoint {cp} of {first}..{last} ({pct:.0}%)")
-            }
-            _ => "empty window".into(),
-        };
-        println!(
-            "{:<40} {:<10} {:<13} {}  events {}  effects: {}",
-            e.key,
-            e.mode,
-            e.state,
-            progress,
-            e.summary.events_read,
-            counts(&e.summary.effects)
-        );
-        if let Some(err) = &e.error {
-            println!("    last error: {err}");
-        }
-    }
+    print!("{}", status_table(&executions, chrono::Utc::now()));
     println!("review queue: {review} effect(s) incerto");
     match jobs {
         Ok(jobs) => print!("jobs:\n{}", scheduler::status::render(&jobs)),
         Err(e) => println!("jobs: cannot load {}: {e}", cli.jobs_dir.display()),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The executions as a table with a header: what each is, how far, how long, its figures.
+fn status_table(
+    executions: &[crate::execution::Execution],
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    use std::fmt::Write;
+    if executions.is_empty() {
+        return "no executions yet\n".into();
+    }
+    let mut out = format!(
+        "{:<40} {:<9} {:<12} {:>8} {:>10} {:>10} {:>9}  {}\n",
+        "EXECUTION", "MODE", "STATE", "PROGRESS", "DURATION", "EVENTS", "ORDERS", "EFFECTS"
+    );
+    for e in executions {
+        let progress = e
+            .progress_percent()
+            .map_or_else(|| "-".into(), |p| format!("{p:.0}%"));
+        let end = e.finished_at.unwrap_or(now);
+        let took = (end - e.started_at).to_std().unwrap_or_default();
+        let took = humantime::format_duration(std::time::Duration::from_secs(took.as_secs()));
+        let _ = writeln!(
+            out,
+            "{:<40} {:<9} {:<12} {:>8} {:>10} {:>10} {:>9}  {}",
+            crate::text::inert(&e.key),
+            e.mode,
+            e.state,
+            progress,
+            took.to_string(),
+            e.summary.events_read,
+            e.summary.orders_changed,
+            counts(&e.summary.effects)
+        );
+        if e.summary.events_skipped + e.summary.events_rejected > 0 {
+            let _ = writeln!(
+                out,
+                "    skipped {} (other types), rejected {} (invalid)",
+                e.summary.events_skipped, e.summary.events_rejected
+            );
+        }
+        if let Some(err) = &e.error {
+            let _ = writeln!(out, "    last error: {}", crate::text::inert(err));
+        }
+    }
+    out
 }

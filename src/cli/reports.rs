@@ -8,16 +8,18 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use chrono::Utc;
 use sqlx::PgPool;
 
 use super::{connect, Cli};
 use crate::approval::{self, ApprovalError};
 use crate::config::{self, Job, JobKind, ReplayJob};
+use crate::effects::Effects;
 use crate::execution;
 use crate::money::{brl, brl_signed, group_thousands};
 use crate::report::{self, Mailer, ReportError, Sender};
-use crate::runner::{Ended, RunReport, RunnerConfig};
+use crate::runner::{Ended, RunReport};
 
 /// `replay-ledger report EXECUTION [--out FILE] [--job NAME]`.
 pub(super) async fn report(
@@ -97,9 +99,9 @@ async fn sender(
 pub(super) async fn approve(
     cli: &Cli,
     job_ref: &str,
-    by: Option<&str>,
+    note: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
-    let (_, job) = config::find_job(&cli.jobs_dir, job_ref)?;
+    let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
     let JobKind::Replay(replay) = &job.kind else {
         eprintln!(
             "error: job {} is not a replay job: only a replay's simulation can be approved",
@@ -107,39 +109,113 @@ pub(super) async fn approve(
         );
         return Ok(ExitCode::from(2));
     };
+    if let Some(Err(err)) = note.map(crate::identity::check_note) {
+        eprintln!("error: --note: {err}");
+        return Ok(ExitCode::from(2));
+    }
+    let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
     let pool = connect(cli, true).await?;
-    let by = by.map_or_else(|| RunnerConfig::default().started_by, str::to_string);
-    match approval::approve(&pool, &job, replay, &by, Utc::now()).await {
+    match approval::approve(&pool, &job, replay, &effects, note, Utc::now()).await {
         Ok(a) => {
-            let t = &a.totals;
-            println!(
-                "approved {} (simulation pass {}, finished {}) by {} at {}",
-                a.execution_id,
-                a.simulation_pass,
-                a.simulation_finished_at.format("%Y-%m-%d %H:%M:%S UTC"),
-                a.by,
-                a.at.format("%Y-%m-%d %H:%M:%S UTC")
-            );
-            println!(
-                "  {} orders in the diff, {} changed; total {} -> {} ({})",
-                group_thousands(t.orders),
-                group_thousands(t.changed),
-                brl(t.before_centavos),
-                brl(t.after_centavos),
-                brl_signed(t.difference())
-            );
-            println!(
-                "  the real run may start while the window's {} events and these orders' commissions stay as they are",
-                group_thousands(a.fingerprint.events.count.max(0) as u64)
-            );
+            print_approval(&a);
             Ok(ExitCode::SUCCESS)
+        }
+        Err(ApprovalError::Database(e)) if crate::db::is_permission_denied(&e) => {
+            eprintln!(
+                "error: the database role you are connected as may not approve simulations: connect as a role granted `replay-ledger grants --approver ROLE` (see the README, Least privileges)"
+            );
+            Ok(ExitCode::from(1))
         }
         Err(ApprovalError::Database(e)) => Err(e.into()),
         Err(err) => {
-            eprintln!("error: {err}");
+            eprintln!("error: {}", crate::text::inert(&err.to_string()));
             Ok(ExitCode::from(1))
         }
     }
+}
+
+fn print_approval(a: &approval::Approval) {
+    let t = &a.totals;
+    println!(
+        "approved {} (simulation pass {}, finished {}) by {} at {}",
+        a.execution_id,
+        a.simulation_pass,
+        a.simulation_finished_at.format("%Y-%m-%d %H:%M:%S UTC"),
+        crate::text::inert(&a.by),
+        a.at.format("%Y-%m-%d %H:%M:%S UTC")
+    );
+    println!(
+        "  {} orders in the diff, {} changed; total {} -> {} ({})",
+        group_thousands(t.orders),
+        group_thousands(t.changed),
+        brl(t.before_centavos),
+        brl(t.after_centavos),
+        brl_signed(t.difference())
+    );
+    if let Some(note) = &a.note {
+        println!("  note: {}", crate::text::inert(note));
+    }
+    println!(
+        "  the real run may start while the job's definition, the window's {} events and these orders' commissions stay as they are",
+        group_thousands(a.fingerprint.events.count.max(0) as u64)
+    );
+}
+
+/// `approvals [--json]`: every approval, newest first.
+pub(super) async fn approvals(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
+    let pool = connect(cli, true).await?;
+    let all = approval::list(&pool).await?;
+    if json {
+        let rows: Vec<serde_json::Value> = all.iter().map(approval_json).collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if all.is_empty() {
+        println!("no approvals yet");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<20} {:<34} {:>4} {:>9} {:>18}  {:<24} NOTE",
+        "APPROVED AT", "EXECUTION", "PASS", "ORDERS", "DIFFERENCE", "BY"
+    );
+    for a in &all {
+        println!(
+            "{:<20} {:<34} {:>4} {:>9} {:>18}  {:<24} {}",
+            a.at.format("%Y-%m-%d %H:%M:%S"),
+            crate::text::inert(&a.execution_id),
+            a.simulation_pass,
+            group_thousands(a.totals.changed),
+            brl_signed(a.totals.difference()),
+            crate::text::inert(&a.by),
+            crate::text::inert(a.note.as_deref().unwrap_or("-"))
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn approval_json(a: &approval::Approval) -> serde_json::Value {
+    let f = &a.fingerprint;
+    serde_json::json!({
+        "id": a.id,
+        "job": a.job,
+        "execution": a.execution_id,
+        "simulation_pass": a.simulation_pass,
+        "simulation_finished_at": a.simulation_finished_at,
+        "orders_in_diff": a.totals.orders,
+        "orders_changed": a.totals.changed,
+        "total_before_cents": a.totals.before_centavos,
+        "total_after_cents": a.totals.after_centavos,
+        "fingerprint": {
+            "definition": f.definition.as_ref().map(|d| &d.0),
+            "events": f.events.count,
+            "events_max_posicao": f.events.max_posicao,
+            "events_hash": f.events.hash,
+            "commissions_hash": f.comissao,
+        },
+        "approved_by": a.by,
+        "note": a.note,
+        "approved_at": a.at,
+    })
 }
 
 /// After `run`: the execution's report to the job's `report_to`, once. Returns the exit status to

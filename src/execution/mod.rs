@@ -9,11 +9,14 @@ use sqlx::{PgConnection, PgPool};
 
 use crate::archive::Window;
 use crate::summary::Summary;
+use crate::tally::{self, Scope};
 use crate::words::db_words;
 
 mod lock;
+mod view;
 
 pub use lock::{ExecutionLock, LockError};
+pub use view::ExecutionView;
 
 db_words! {
     /// How an execution treats state and effects (`reprocessamento_execucao.modo`).
@@ -77,57 +80,82 @@ pub struct Execution {
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
+    /// Its figures, from the tallies of its pass (a partitioned execution's: its partitions').
     pub summary: Summary,
+    /// The job's outcome-deciding definition when the pass started (see `approval`).
+    pub definition: Option<serde_json::Value>,
     pub checkpoint: Option<i64>,
 }
 
-type ExecutionTuple = (
-    String,
-    String,
-    Mode,
-    Option<DateTime<Utc>>,
-    Option<DateTime<Utc>>,
-    Option<i64>,
-    Option<i64>,
-    i64,
-    State,
-    i32,
-    String,
-    DateTime<Utc>,
-    Option<DateTime<Utc>>,
-    Option<String>,
-    sqlx::types::Json<Summary>,
-    Option<i64>,
-);
+/// A row as selected by [`select_execution`].
+#[derive(sqlx::FromRow)]
+struct ExecutionRow {
+    execucao_id: String,
+    job: String,
+    modo: Mode,
+    janela_inicio: Option<DateTime<Utc>>,
+    janela_fim: Option<DateTime<Utc>>,
+    posicao_inicial: Option<i64>,
+    posicao_final: Option<i64>,
+    total_eventos: i64,
+    estado: State,
+    passagem: i32,
+    iniciada_por: String,
+    iniciada_em: DateTime<Utc>,
+    concluida_em: Option<DateTime<Utc>>,
+    erro: Option<String>,
+    /// What versions before the tallies stored; read only when no tally exists.
+    resumo: sqlx::types::Json<Summary>,
+    contagem: serde_json::Value,
+    definicao: Option<serde_json::Value>,
+    ultima_posicao: Option<i64>,
+}
 
-fn from_tuple(t: ExecutionTuple) -> Execution {
-    Execution {
-        key: t.0,
-        job: t.1,
-        mode: t.2,
-        window_from: t.3,
-        window_to: t.4,
-        first: t.5,
-        last: t.6,
-        total_events: t.7,
-        state: t.8,
-        pass: t.9,
-        started_by: t.10,
-        started_at: t.11,
-        finished_at: t.12,
-        error: t.13,
-        summary: t.14 .0,
-        checkpoint: t.15,
+impl From<ExecutionRow> for Execution {
+    fn from(r: ExecutionRow) -> Self {
+        let tallied = r.contagem.as_object().is_some_and(|o| !o.is_empty());
+        Execution {
+            key: r.execucao_id,
+            job: r.job,
+            mode: r.modo,
+            window_from: r.janela_inicio,
+            window_to: r.janela_fim,
+            first: r.posicao_inicial,
+            last: r.posicao_final,
+            total_events: r.total_eventos,
+            state: r.estado,
+            pass: r.passagem,
+            started_by: r.iniciada_por,
+            started_at: r.iniciada_em,
+            finished_at: r.concluida_em,
+            error: r.erro,
+            summary: if tallied {
+                crate::tally::summary_of(&r.contagem)
+            } else {
+                r.resumo.0
+            },
+            definition: r.definicao,
+            checkpoint: r.ultima_posicao,
+        }
     }
 }
 
-const SELECT_EXECUTION: &str = r#"
-    select e.execucao_id, e.job, e.modo, e.janela_inicio, e.janela_fim, e.posicao_inicial,
-           e.posicao_final, e.total_eventos, e.estado, e.passagem, e.iniciada_por, e.iniciada_em,
-           e.concluida_em, e.erro, e.resumo, c.ultima_posicao
-    from reprocessamento_execucao e
-    left join reprocessamento_checkpoint c using (execucao_id)
-"#;
+/// Executions with their checkpoint and their figures, summed from the tallies of their pass.
+fn select_execution(filter: &str) -> String {
+    format!(
+        r#"
+        select e.execucao_id, e.job, e.modo, e.janela_inicio, e.janela_fim, e.posicao_inicial,
+               e.posicao_final, e.total_eventos, e.estado, e.passagem, e.iniciada_por,
+               e.iniciada_em, e.concluida_em, e.erro, e.resumo,
+               {tallies} as contagem,
+               e.definicao, c.ultima_posicao
+        from reprocessamento_execucao e
+        left join reprocessamento_checkpoint c using (execucao_id)
+        {filter}
+        "#,
+        tallies = crate::tally::SUMMED_FOR_EXECUTION,
+    )
+}
 
 impl Execution {
     /// The window fixed when its pass started; `None` when it held no event.
@@ -146,25 +174,25 @@ impl Execution {
 
 /// One execution by checkpoint key.
 pub async fn load(pool: &PgPool, key: &str) -> Result<Option<Execution>, sqlx::Error> {
-    let sql = format!("{SELECT_EXECUTION} where e.execucao_id = $1");
-    let row: Option<ExecutionTuple> = sqlx::query_as(&sql).bind(key).fetch_optional(pool).await?;
-    Ok(row.map(from_tuple))
+    let sql = select_execution("where e.execucao_id = $1");
+    let row: Option<ExecutionRow> = sqlx::query_as(&sql).bind(key).fetch_optional(pool).await?;
+    Ok(row.map(Execution::from))
 }
 
 /// Executions by key, in the order of `keys` (missing ones left out).
 pub async fn load_many(pool: &PgPool, keys: &[String]) -> Result<Vec<Execution>, sqlx::Error> {
-    let sql = format!("{SELECT_EXECUTION} where e.execucao_id = any($1)");
-    let rows: Vec<ExecutionTuple> = sqlx::query_as(&sql).bind(keys).fetch_all(pool).await?;
-    let mut found: Vec<Execution> = rows.into_iter().map(from_tuple).collect();
+    let sql = select_execution("where e.execucao_id = any($1)");
+    let rows: Vec<ExecutionRow> = sqlx::query_as(&sql).bind(keys).fetch_all(pool).await?;
+    let mut found: Vec<Execution> = rows.into_iter().map(Execution::from).collect();
     found.sort_by_key(|e| keys.iter().position(|k| *k == e.key));
     Ok(found)
 }
 
 /// Every execution, newest first.
 pub async fn list(pool: &PgPool) -> Result<Vec<Execution>, sqlx::Error> {
-    let sql = format!("{SELECT_EXECUTION} order by e.iniciada_em desc, e.execucao_id");
-    let rows: Vec<ExecutionTuple> = sqlx::query_as(&sql).fetch_all(pool).await?;
-    Ok(rows.into_iter().map(from_tuple).collect())
+    let sql = select_execution("order by e.iniciada_em desc, e.execucao_id");
+    let rows: Vec<ExecutionRow> = sqlx::query_as(&sql).fetch_all(pool).await?;
+    Ok(rows.into_iter().map(Execution::from).collect())
 }
 
 /// What a new pass of an execution is.
@@ -180,22 +208,28 @@ pub struct NewPass<'a> {
     pub started_by: &'a str,
     /// The pass number to record (a partition takes its parent's); `None` = the next one.
     pub pass: Option<i32>,
+    /// The job's outcome-deciding definition (`approval::Definition`), recorded with the pass.
+    pub definition: Option<&'a serde_json::Value>,
 }
 
 /// Starts a pass (the first, or a new one after `--restart`): fixes the `posicao` range, resets
-/// the checkpoint to before the window and the summary to zero, in one transaction.
-pub async fn start_pass(pool: &PgPool, pass: &NewPass<'_>) -> Result<(), sqlx::Error> {
+/// the checkpoint to before the window, records the job's definition, in one transaction. The
+/// pass's figures start from zero (tallies are per pass). Returns the pass number and its start.
+pub async fn start_pass(
+    pool: &PgPool,
+    pass: &NewPass<'_>,
+) -> Result<(i32, DateTime<Utc>), sqlx::Error> {
     let mut tx = pool.begin().await?;
     let (first, last, count) = match pass.window {
         Some(w) => (Some(w.first), Some(w.last), w.count),
         None => (None, None, 0),
     };
-    sqlx::query(
+    let (number, started_at): (i32, DateTime<Utc>) = sqlx::query_as(
         r#"
         insert into reprocessamento_execucao
           (execucao_id, job, modo, janela_inicio, janela_fim, posicao_inicial, posicao_final,
-           total_eventos, estado, iniciada_por, passagem)
-        values ($1, $2, $3, $4, $5, $6, $7, $8, 'em-andamento', $9, coalesce($10, 1))
+           total_eventos, estado, iniciada_por, passagem, definicao)
+        values ($1, $2, $3, $4, $5, $6, $7, $8, 'em-andamento', $9, coalesce($10, 1), $11)
         on conflict (execucao_id) do update
         set job = excluded.job, modo = excluded.modo, janela_inicio = excluded.janela_inicio,
             janela_fim = excluded.janela_fim, posicao_inicial = excluded.posicao_inicial,
@@ -203,7 +237,9 @@ pub async fn start_pass(pool: &PgPool, pass: &NewPass<'_>) -> Result<(), sqlx::E
             estado = 'em-andamento',
             passagem = coalesce($10, reprocessamento_execucao.passagem + 1),
             iniciada_por = excluded.iniciada_por, iniciada_em = now(), concluida_em = null,
-            erro = null, resumo = '{}'::jsonb, atualizado_em = now()
+            erro = null, resumo = '{}'::jsonb, definicao = excluded.definicao,
+            atualizado_em = now()
+        returning passagem, iniciada_em
         "#,
     )
     .bind(pass.key)
@@ -216,8 +252,14 @@ pub async fn start_pass(pool: &PgPool, pass: &NewPass<'_>) -> Result<(), sqlx::E
     .bind(count)
     .bind(pass.started_by)
     .bind(pass.pass)
-    .execute(&mut *tx)
+    .bind(pass.definition)
+    .fetch_one(&mut *tx)
     .await?;
+    sqlx::query("delete from reprocessamento_contagem where execucao_id = $1 and passagem = $2")
+        .bind(pass.key)
+        .bind(number)
+        .execute(&mut *tx)
+        .await?;
     // Before the window: the position before its first event, or no checkpoint row at all when
     // that event is at i64::MIN (no position lies before it; the runner reads from the start).
     match first.map(|f| f.checked_sub(1)) {
@@ -229,7 +271,8 @@ pub async fn start_pass(pool: &PgPool, pass: &NewPass<'_>) -> Result<(), sqlx::E
         .bind(pass.key)
         .execute(&mut *tx)
         .await?;
-    tx.commit().await
+    tx.commit().await?;
+    Ok((number, started_at))
 }
 
 /// Marks a resumed execution as running again.
@@ -276,25 +319,26 @@ async fn clear_checkpoint(conn: &mut PgConnection, key: &str) -> Result<(), sqlx
     Ok(())
 }
 
-/// Advances the checkpoint past a settled prefix of the window and stores the summary so far,
-/// together (invariant 7: the caller passes only a position whose events are all settled).
+/// Advances the checkpoint past a settled prefix of the window and adds the figures of the
+/// batches it passes to the tallies, together (invariant 7: the caller passes only a position
+/// whose events are all settled), so each batch is counted exactly once.
 pub async fn advance(
     conn: &mut PgConnection,
-    key: &str,
+    scope: &Scope,
     posicao: i64,
-    summary: &Summary,
+    batch: &Summary,
 ) -> Result<(), sqlx::Error> {
-    set_checkpoint(conn, key, posicao).await?;
-    sqlx::query(
-        r#"
-        update reprocessamento_execucao set resumo = $2, atualizado_em = now()
-        where execucao_id = $1
-        "#,
-    )
-    .bind(key)
-    .bind(sqlx::types::Json(summary))
-    .execute(conn)
-    .await?;
+    set_checkpoint(conn, &scope.key, posicao).await?;
+    tally::add(conn, scope, batch).await?;
+    touch(conn, &scope.key).await
+}
+
+/// Marks an execution's row as just updated (what `status` shows as its last activity).
+async fn touch(conn: &mut PgConnection, key: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("update reprocessamento_execucao set atualizado_em = now() where execucao_id = $1")
+        .bind(key)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
@@ -317,12 +361,12 @@ pub async fn live_checkpoint(
     }))
 }
 
-/// Moves the live consumer's checkpoint and stores its summary, together.
+/// Moves the live consumer's checkpoint and adds the batch's figures, together.
 pub async fn advance_live(
     conn: &mut PgConnection,
-    key: &str,
+    scope: &Scope,
     to: crate::archive::LivePosition,
-    summary: &Summary,
+    batch: &Summary,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
         r#"
@@ -333,44 +377,38 @@ pub async fn advance_live(
             atualizado_em = now()
         "#,
     )
-    .bind(key)
+    .bind(&scope.key)
     .bind(to.posicao)
     .bind(to.xid.to_string())
     .execute(&mut *conn)
     .await?;
-    sqlx::query(
-        "update reprocessamento_execucao set resumo = $2, atualizado_em = now() where execucao_id = $1",
-    )
-    .bind(key)
-    .bind(sqlx::types::Json(summary))
-    .execute(conn)
-    .await?;
-    Ok(())
+    tally::add(conn, scope, batch).await?;
+    touch(conn, &scope.key).await
 }
 
-/// Makes sure the live consumer's execution row exists and says it is running.
+/// Makes sure the live consumer's execution row exists and says it is running; returns its pass
+/// and when it first started (everything it did since is its own).
 pub async fn ensure_live(
     pool: &PgPool,
     key: &str,
     job: &str,
     started_by: &str,
-) -> Result<Option<Summary>, sqlx::Error> {
-    let summary: sqlx::types::Json<Summary> = sqlx::query_scalar(
+) -> Result<(i32, DateTime<Utc>), sqlx::Error> {
+    sqlx::query_as(
         r#"
         insert into reprocessamento_execucao (execucao_id, job, modo, estado, iniciada_por)
         values ($1, $2, 'ao-vivo', 'em-andamento', $3)
         on conflict (execucao_id) do update
         set job = excluded.job, estado = 'em-andamento', erro = null,
             iniciada_por = excluded.iniciada_por, atualizado_em = now()
-        returning resumo
+        returning passagem, iniciada_em
         "#,
     )
     .bind(key)
     .bind(job)
     .bind(started_by)
     .fetch_one(pool)
-    .await?;
-    Ok(Some(summary.0))
+    .await
 }
 
 /// Ends an execution's process: `concluida`, `falhou` (with the error) or `interrompida`.

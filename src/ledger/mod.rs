@@ -224,6 +224,28 @@ pub async fn registered(pool: &PgPool, keys: &[String]) -> Result<HashSet<String
     Ok(rows.into_iter().collect())
 }
 
+/// Of these keys, those `execucao_id` registered since `since` (an earlier attempt of its pass),
+/// with their state.
+pub async fn registered_by(
+    pool: &PgPool,
+    keys: &[String],
+    execucao_id: &str,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<std::collections::HashMap<String, State>, sqlx::Error> {
+    let rows: Vec<(String, State)> = sqlx::query_as(
+        r#"
+        select chave, estado from efeito_aplicado
+        where chave = any($1) and execucao_id = $2 and criado_em >= $3
+        "#,
+    )
+    .bind(keys)
+    .bind(execucao_id)
+    .bind(since)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
 /// What [`settle_abandoned`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Settled {

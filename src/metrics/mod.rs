@@ -295,12 +295,82 @@ impl DbGauges {
                 remaining,
             );
         }
+        self.render_figures(out);
         out.family(
             "replay_ledger_review_queue",
             "gauge",
             "Effects in incerto, waiting for a human (review list / review resolve).",
         );
         out.sample("replay_ledger_review_queue", &[], self.review_queue);
+    }
+
+    /// Each reported execution's figures, read from its tallies (the numbers `status --json`,
+    /// `run --json` and the report show).
+    fn render_figures(&self, out: &mut Exposition) {
+        out.family(
+            "replay_ledger_execution_events",
+            "gauge",
+            "Events of the execution's window by what became of them (read, skipped: another type, rejected: invalid), from its tallies.",
+        );
+        for e in &self.executions {
+            let s = &e.summary;
+            for (kind, n) in [
+                ("read", s.events_read),
+                ("skipped", s.events_skipped),
+                ("rejected", s.events_rejected),
+            ] {
+                out.sample(
+                    "replay_ledger_execution_events",
+                    &[("execution", &e.key), ("kind", kind)],
+                    n,
+                );
+            }
+        }
+        out.family(
+            "replay_ledger_execution_orders_changed",
+            "gauge",
+            "Orders whose commission the execution changed (a simulation: would change), from its tallies.",
+        );
+        for e in &self.executions {
+            let key = [("execution", e.key.as_str())];
+            out.sample(
+                "replay_ledger_execution_orders_changed",
+                &key,
+                e.summary.orders_changed,
+            );
+        }
+        out.family(
+            "replay_ledger_execution_commission_cents",
+            "gauge",
+            "Sum of those orders' commissions before and after the execution, in cents, from its tallies.",
+        );
+        for e in &self.executions {
+            let s = &e.summary;
+            for (side, cents) in [
+                ("before", s.total_before_centavos),
+                ("after", s.total_after_centavos),
+            ] {
+                out.sample(
+                    "replay_ledger_execution_commission_cents",
+                    &[("execution", &e.key), ("side", side)],
+                    cents,
+                );
+            }
+        }
+        out.family(
+            "replay_ledger_execution_effects",
+            "gauge",
+            "Effects of the execution by outcome (the seed's words), from its tallies.",
+        );
+        for e in &self.executions {
+            for (outcome, n) in &e.summary.effects {
+                out.sample(
+                    "replay_ledger_execution_effects",
+                    &[("execution", &e.key), ("outcome", outcome.as_db())],
+                    n,
+                );
+            }
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 //!
 //! Money is integer cents throughout, formatted by [`crate::money`]; never floating point.
 
+pub mod approved;
 mod csv;
 pub mod deliver;
 mod escape;
@@ -44,37 +45,7 @@ pub const LIST_LIMIT: usize = 20;
 /// How many effects of the review queue a report lists (with the total count).
 pub const REVIEW_LIMIT: usize = 50;
 
-/// Sums over a diff, in cents. A missing `antes` counts as 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    /// Rows of the diff.
-    pub orders: u64,
-    /// Rows whose value changes.
-    pub changed: u64,
-    pub before_centavos: i64,
-    pub after_centavos: i64,
-}
-
-impl Totals {
-    pub fn of(rows: &[DiffRow]) -> Totals {
-        let mut totals = Totals::default();
-        for row in rows {
-            totals.orders += 1;
-            if row.antes != Some(row.depois) {
-                totals.changed += 1;
-            }
-            totals.before_centavos = totals
-                .before_centavos
-                .saturating_add(row.antes.unwrap_or(0));
-            totals.after_centavos = totals.after_centavos.saturating_add(row.depois);
-        }
-        totals
-    }
-
-    pub fn difference(&self) -> i64 {
-        self.after_centavos.saturating_sub(self.before_centavos)
-    }
-}
+pub use crate::summary::Totals;
 
 /// The part of a report about one execution.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,6 +78,8 @@ pub struct ExecutionReport {
     pub rejected: Vec<Rejected>,
     /// The full diff, by `pedido_id`: the CSV attachment.
     pub rows: Vec<DiffRow>,
+    /// A real run of an approved simulation: whether it applied exactly what was approved.
+    pub approved: Option<approved::Check>,
 }
 
 impl ExecutionReport {
@@ -119,14 +92,20 @@ impl ExecutionReport {
         let id = execution_id(&execution.key);
         let rows = match mode {
             Mode::Simulation => commission::diff_rows(pool, id).await?,
-            _ => commission::correction_rows(pool, id).await?,
+            _ => commission::correction_rows(pool, id, execution.pass).await?,
+        };
+        let approved = match mode {
+            Mode::Real => approved::check(pool, id, execution.pass, &execution.summary).await?,
+            _ => None,
         };
         let mut rejected = execution::rejected(pool, key).await?;
         for part in partitions_of(pool, key).await? {
             rejected.extend(execution::rejected(pool, &part).await?);
         }
         rejected.sort_by_key(|r| r.posicao);
-        Ok(ExecutionReport::from_parts(execution, mode, rows, rejected))
+        let mut report = ExecutionReport::from_parts(execution, mode, rows, rejected);
+        report.approved = approved;
+        Ok(report)
     }
 
     /// The report of an execution from its parts (pure: the example and the tests use it).
@@ -165,8 +144,9 @@ impl ExecutionReport {
             started_by: execution.started_by,
             started_at: execution.started_at,
             finished_at: execution.finished_at,
-            summary: execution.summary,
-            totals: Totals::of(&rows),
+            summary: execution.summary.clone(),
+            totals: Totals::of_summary(mode == Mode::Simulation, &execution.summary),
+            approved: None,
             largest,
             new_count: new.len(),
             new_orders: new.into_iter().take(LIST_LIMIT).cloned().collect(),

@@ -136,6 +136,9 @@ fn sections(report: &Report) -> Vec<Section> {
     if let Some(e) = &report.execution {
         out.push(identity(e, report.timezone));
         out.push(summary(e));
+        if let Some(check) = &e.approved {
+            out.push(approval(check, report.timezone));
+        }
         out.push(rows_section(
             format!("As {} maiores alterações", e.largest.len()),
             &e.largest,
@@ -223,6 +226,51 @@ fn summary(e: &ExecutionReport) -> Section {
     }
 }
 
+/// Approved = applied: whether the real run changed exactly what was approved.
+fn approval(check: &super::approved::Check, tz: Tz) -> Section {
+    let (a, b) = (&check.approved, &check.applied);
+    let who = format!("aprovado por {} em {}", check.by, time(check.at, tz));
+    let mut lines = vec![if check.exact() {
+        format!(
+            "Aplicou exatamente o que foi {who}: {} pedidos, {}.",
+            group_thousands(b.changed),
+            brl_signed(b.difference())
+        )
+    } else {
+        format!(
+            "Não aplicou exatamente o que foi {who}: aprovado {} pedidos, {}; aplicado {} pedidos, {}.",
+            group_thousands(a.changed),
+            brl_signed(a.difference()),
+            group_thousands(b.changed),
+            brl_signed(b.difference())
+        )
+    }];
+    if check.difference_count > check.differences.len() as u64 {
+        lines.push(format!(
+            "Os primeiros {} de {} pedidos diferentes.",
+            check.differences.len(),
+            group_thousands(check.difference_count)
+        ));
+    }
+    let table = (!check.differences.is_empty()).then(|| Table {
+        headers: vec!["pedido", "aprovado", "aplicado"],
+        right: vec![false, true, true],
+        rows: check
+            .differences
+            .iter()
+            .map(|d| {
+                let show = |v: Option<i64>| v.map_or("-".into(), brl);
+                vec![d.pedido_id.clone(), show(d.approved), show(d.applied)]
+            })
+            .collect(),
+    });
+    Section {
+        heading: Some("Aprovação".into()),
+        lines,
+        table,
+    }
+}
+
 fn rows_section(heading: String, rows: &[DiffRow], total: usize, empty: &str) -> Section {
     let mut lines = Vec::new();
     if rows.is_empty() {
@@ -259,8 +307,11 @@ fn rows_section(heading: String, rows: &[DiffRow], total: usize, empty: &str) ->
 /// What each effect outcome means, for a reader who does not know the seed's names.
 fn meaning(outcome: EffectOutcome) -> &'static str {
     match outcome {
-        EffectOutcome::Applied => "executado agora",
-        EffectOutcome::AlreadyRegistered => "já constava no ledger (feito antes)",
+        EffectOutcome::Applied => "executado por esta execução",
+        EffectOutcome::AppliedEarlier => {
+            "executado por esta execução numa tentativa anterior (interrompida)"
+        }
+        EffectOutcome::AlreadyRegistered => "já constava no ledger antes desta execução",
         EffectOutcome::WouldApply => "seria executado pela execução real",
         EffectOutcome::Suppressed => "não executado, por política do job",
         EffectOutcome::Uncertain => "resultado desconhecido: aguarda revisão",

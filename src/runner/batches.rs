@@ -15,6 +15,7 @@ use crate::domain::Event;
 use crate::execution;
 use crate::held::Held;
 use crate::shutdown::Shutdown;
+use crate::summary::Summary;
 
 /// The batch loop of one held execution over its window: reads batches after the checkpoint,
 /// applies them `depth` at a time, and moves the checkpoint past whole, settled batches.
@@ -175,7 +176,7 @@ impl<'a> Batches<'a> {
         self.progress.advance(outcome.summary.events_read);
         if self.advancing && outcome.settled_through >= Some(last) {
             self.report.summary.add(&outcome.summary);
-            if let Err(err) = self.advance(last).await {
+            if let Err(err) = self.advance(last, &outcome.summary).await {
                 self.advancing = false;
                 self.stop.get_or_insert(Err(err.into()));
                 return;
@@ -196,15 +197,15 @@ impl<'a> Batches<'a> {
         }
     }
 
-    /// Stores the checkpoint and the summary so far, together.
-    async fn advance(&self, last: i64) -> Result<(), sqlx::Error> {
-        let (pool, key, summary) = (self.pool, self.held.key(), &self.report.summary);
+    /// Stores the checkpoint past the batch and adds the batch's figures, together.
+    async fn advance(&self, last: i64, batch: &Summary) -> Result<(), sqlx::Error> {
+        let (pool, scope) = (self.pool, &self.held.applier().config().pass.tally);
         db::retry(
             "advance checkpoint",
             self.config.retries.db_backoff,
             || async {
                 let mut tx = pool.begin().await?;
-                execution::advance(&mut tx, key, last, summary).await?;
+                execution::advance(&mut tx, scope, last, batch).await?;
                 tx.commit().await
             },
         )

@@ -146,6 +146,7 @@ pub async fn run(
     run_scope(
         &ctx,
         Scope {
+            aggregate: key.clone(),
             key,
             partition: None,
             parent: None,
@@ -167,9 +168,29 @@ pub(crate) struct Context<'a> {
     mode: Mode,
 }
 
+impl Context<'_> {
+    /// The job's outcome-deciding definition for this run's window.
+    fn definition(&self) -> crate::definition::Definition {
+        crate::definition::Definition::of(self.job, self.replay, self.resolved, self.effects)
+    }
+
+    fn approval_context(&self) -> crate::approval::RunStart<'_> {
+        crate::approval::RunStart {
+            pool: self.pool,
+            job: self.job,
+            replay: self.replay,
+            mode: self.mode,
+            resolved: self.resolved,
+            definition: self.definition(),
+        }
+    }
+}
+
 /// One execution: a whole window, or one partition of it.
 struct Scope {
     key: String,
+    /// Where its figures add up: the partitioned parent's key, or its own.
+    aggregate: String,
     partition: Option<Partition>,
     /// For a partition: the window and pass fixed by the partitioned execution.
     parent: Option<Parent>,
@@ -214,14 +235,22 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
             return Ok(report);
         }
         Some(ref e) if same_pass(e) => {
+            if scope.parent.is_none() {
+                crate::approval::check_resumed(ctx.approval_context(), e)?;
+            }
             execution::resume(pool, &key).await?;
+            held.begin(scope.tally(e.pass), e.started_at, true);
             report.summary = e.summary.clone();
             e.window().map(|w| Window {
                 partition: scope.partition,
                 ..w
             })
         }
-        _ => start_pass(ctx, &scope).await?,
+        _ => {
+            let (window, pass, started_at) = start_pass(ctx, &scope).await?;
+            held.begin(scope.tally(pass), started_at, false);
+            window
+        }
     };
     held.settle_own().await?;
 
@@ -240,9 +269,23 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     })
     .await?;
     report.rejected = execution::rejected(pool, &key).await.unwrap_or_default();
+    // The figures are the tallies, not what this process counted.
+    if let Ok(Some(e)) = execution::load(pool, &key).await {
+        report.summary = e.summary;
+    }
     held.release().await;
     report.ended = result?;
     Ok(report)
+}
+
+impl Scope {
+    fn tally(&self, pass: i32) -> crate::tally::Scope {
+        crate::tally::Scope {
+            key: self.key.clone(),
+            aggregate: self.aggregate.clone(),
+            pass,
+        }
+    }
 }
 
 /// The batch loop, again after each loss of the database (up to [`MAX_RECOVERIES`] times):
@@ -292,8 +335,12 @@ fn recoverable(err: &RunError) -> bool {
 }
 
 /// Starts a pass of an execution: fixes its window (a partition takes its parent's), resets the
-/// checkpoint, and for a whole window checks the approval gate and clears an old diff.
-async fn start_pass(ctx: &Context<'_>, scope: &Scope) -> Result<Option<Window>, RunError> {
+/// checkpoint, records the job's definition, and for a whole window checks the approval gate and
+/// clears an old diff. Returns the window, the pass and when it started.
+async fn start_pass(
+    ctx: &Context<'_>,
+    scope: &Scope,
+) -> Result<(Option<Window>, i32, DateTime<Utc>), RunError> {
     let pool = ctx.pool;
     let window = match (scope.parent, scope.partition) {
         (Some(parent), Some(partition)) => match parent.window {
@@ -301,14 +348,15 @@ async fn start_pass(ctx: &Context<'_>, scope: &Scope) -> Result<Option<Window>, 
             None => None,
         },
         _ => {
-            crate::approval::gate(pool, ctx.job, ctx.replay, ctx.mode, ctx.resolved).await?;
+            crate::approval::gate(ctx.approval_context()).await?;
             if ctx.mode == Mode::Simulation {
                 crate::commission::clear_diff(pool, &ctx.resolved.execution_id).await?;
             }
             archive::bounds(pool, ctx.resolved.from, ctx.resolved.to).await?
         }
     };
-    execution::start_pass(
+    let definition = ctx.definition().to_json();
+    let (pass, started_at) = execution::start_pass(
         pool,
         &NewPass {
             key: &scope.key,
@@ -319,8 +367,9 @@ async fn start_pass(ctx: &Context<'_>, scope: &Scope) -> Result<Option<Window>, 
             window,
             started_by: &ctx.config.started_by,
             pass: scope.parent.map(|p| p.pass),
+            definition: Some(&definition),
         },
     )
     .await?;
-    Ok(window)
+    Ok((window, pass, started_at))
 }

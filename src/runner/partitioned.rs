@@ -70,9 +70,7 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
     }
     let keys: Vec<String> = (0..count).map(|i| partition_key(&key, i)).collect();
     let parts = execution::load_many(ctx.pool, &keys).await?;
-    report.summary = Summary::default();
     for part in parts.iter().filter(|p| p.pass == fixed.pass) {
-        report.summary.add(&part.summary);
         report
             .rejected
             .extend(execution::rejected(ctx.pool, &part.key).await?);
@@ -83,7 +81,11 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
         Ok(_) => State::Interrupted,
         Err(_) => State::Failed,
     };
-    finish_parent(ctx, &key, state, &outcome, &report.summary).await?;
+    finish_parent(ctx, &key, state, &outcome).await?;
+    // The parent's figures: its partitions' tallies, summed.
+    if let Some(e) = execution::load(ctx.pool, &key).await? {
+        report.summary = e.summary;
+    }
     report.ended = outcome?;
     Ok(report)
 }
@@ -96,6 +98,10 @@ async fn setup(ctx: &Context<'_>, key: &str) -> Result<Execution, RunError> {
     let result = match existing {
         Some(e) if !ctx.config.restart => {
             if e.state != State::Finished {
+                if let Err(err) = crate::approval::check_resumed(ctx.approval_context(), &e) {
+                    lock.release().await;
+                    return Err(err.into());
+                }
                 execution::resume(ctx.pool, key).await?;
             }
             Ok(e)
@@ -107,11 +113,12 @@ async fn setup(ctx: &Context<'_>, key: &str) -> Result<Execution, RunError> {
 }
 
 async fn start_parent_pass(ctx: &Context<'_>, key: &str) -> Result<Execution, RunError> {
-    crate::approval::gate(ctx.pool, ctx.job, ctx.replay, ctx.mode, ctx.resolved).await?;
+    crate::approval::gate(ctx.approval_context()).await?;
     if ctx.mode == execution::Mode::Simulation {
         crate::commission::clear_diff(ctx.pool, &ctx.resolved.execution_id).await?;
     }
     let window = crate::archive::bounds(ctx.pool, ctx.resolved.from, ctx.resolved.to).await?;
+    let definition = ctx.definition().to_json();
     execution::start_pass(
         ctx.pool,
         &NewPass {
@@ -123,6 +130,7 @@ async fn start_parent_pass(ctx: &Context<'_>, key: &str) -> Result<Execution, Ru
             window,
             started_by: &ctx.config.started_by,
             pass: None,
+            definition: Some(&definition),
         },
     )
     .await?;
@@ -163,6 +171,7 @@ async fn worker(
         for index in open {
             let scope = Scope {
                 key: keys[index as usize].clone(),
+                aggregate: key.to_string(),
                 partition: Some(Partition { index, count }),
                 parent: Some(parent),
             };
@@ -188,25 +197,26 @@ async fn worker(
     }
 }
 
-/// Records the parent's outcome and the sum of its partitions' summaries.
+/// Records the parent's outcome (its figures are its partitions' tallies).
 async fn finish_parent(
     ctx: &Context<'_>,
     key: &str,
     state: State,
     outcome: &Result<Ended, RunError>,
-    summary: &Summary,
 ) -> Result<(), RunError> {
     let lock = ExecutionLock::acquire_waiting(ctx.database_url, key, "run", SETUP_PATIENCE).await?;
     let mut tx = ctx.pool.begin().await?;
-    let last = execution::load(ctx.pool, key).await?.and_then(|e| {
+    let parent = execution::load(ctx.pool, key).await?;
+    let last = parent.as_ref().and_then(|e| {
         if state == State::Finished {
             e.last
         } else {
             e.checkpoint
         }
     });
-    if let Some(last) = last {
-        execution::advance(&mut tx, key, last, summary).await?;
+    if let (Some(last), Some(e)) = (last, &parent) {
+        let scope = crate::tally::Scope::whole(key, e.pass);
+        execution::advance(&mut tx, &scope, last, &Summary::default()).await?;
     }
     tx.commit().await?;
     let error = outcome.as_ref().err().map(|e| e.to_string());

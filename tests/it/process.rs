@@ -267,13 +267,12 @@ async fn an_execution_stopped_by_a_signal_and_resumed_counts_each_event_once_in_
     let resumed = run_bin_within(&db.url, jobs.path(), &["run", JOB]).await;
 
     assert_success(&resumed, "the rerun");
-    let events_read: i64 = sqlx::query_scalar(
-        "select (resumo->>'events_read')::bigint from reprocessamento_execucao where execucao_id = $1",
-    )
-    .bind(JOB)
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
+    let events_read = replay_ledger::execution::load(&db.pool, JOB)
+        .await
+        .unwrap()
+        .expect("the execution")
+        .summary
+        .events_read as i64;
     assert_eq!(
         events_read,
         events.len() as i64,

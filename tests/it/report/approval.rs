@@ -51,23 +51,25 @@ async fn the_real_run_waits_for_an_approved_simulation() {
 
     assert_success(&approve, "approve");
     assert_success(&real, "the approved real run");
-    let (by, before, after): (String, i64, i64) = sqlx::query_as(
-        "select aprovado_por, total_antes_centavos, total_depois_centavos from reprocessamento_aprovacao where execucao_id = $1",
+    let (by, note, before, after): (String, Option<String>, i64, i64) = sqlx::query_as(
+        "select aprovado_por, nota, total_antes_centavos, total_depois_centavos from reprocessamento_aprovacao where execucao_id = $1",
     )
     .bind(JOB)
     .fetch_one(&f.db.pool)
     .await
     .unwrap();
     let (sum_before, sum_after): (i64, i64) = sqlx::query_as(
-        "select sum(coalesce(antes, 0))::bigint, sum(depois)::bigint from reprocessamento_diff where execucao_id = $1",
+        "select sum(coalesce(antes, 0))::bigint, sum(depois)::bigint from reprocessamento_diff where execucao_id = $1 and antes is distinct from depois",
     )
     .bind(JOB)
     .fetch_one(&f.db.pool)
     .await
     .unwrap();
+    // Who approved is the database role connected (the tests' superuser), never a name given on
+    // the command line: `--by` is kept as a note.
     assert_eq!(
-        (by.as_str(), before, after),
-        ("ana@financeiro", sum_before, sum_after)
+        (by.as_str(), note.as_deref(), before, after),
+        ("postgres", Some("ana@financeiro"), sum_before, sum_after)
     );
     assert_ne!(
         checksum(&f.db.pool, "comissao", "pedido_id").await,

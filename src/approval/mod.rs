@@ -13,15 +13,20 @@
 //!   is not gated again: it continues the pass the gate let through (whose own writes change
 //!   `comissao`). Refusals are [`GateError`]s; `run` exits 1 with the message.
 
+mod store;
+
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
+
+pub use store::{latest, list};
 
 use crate::archive;
 use crate::commission;
 use crate::config::{Job, ReplayJob, ResolvedWindow};
-use crate::execution::State;
-use crate::execution::{self, Execution, Mode};
-use crate::report::Totals;
+use crate::definition::{self, Definition, FieldChange};
+use crate::effects::Effects;
+use crate::execution::{self, Execution, Mode, State};
+use crate::summary::Totals;
 
 /// A recorded approval.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,15 +36,23 @@ pub struct Approval {
     pub job: String,
     pub simulation_pass: i32,
     pub simulation_finished_at: DateTime<Utc>,
+    /// The authenticated identity: the database role that recorded it (`session_user`), or the
+    /// console's logged-in user.
     pub by: String,
     pub at: DateTime<Utc>,
+    /// Free text given with the approval (`--note`); never an identity.
+    pub note: Option<String>,
     pub totals: Totals,
     pub fingerprint: Fingerprint,
 }
 
-/// What the approval was given for: the window's events and the diff's commissions.
+/// What the approval was given for: the job's outcome-deciding definition (with the rule's
+/// version), the window's events and the diff's commissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprint {
+    /// `None` for an approval recorded before definitions were (it binds nothing, so the gate
+    /// refuses it: approve a new simulation).
+    pub definition: Option<Definition>,
     pub events: archive::Fingerprint,
     pub comissao: String,
 }
@@ -52,6 +65,7 @@ impl Fingerprint {
         to: DateTime<Utc>,
     ) -> Result<Fingerprint, sqlx::Error> {
         Ok(Fingerprint {
+            definition: None,
             events: archive::fingerprint(pool, from, to).await?,
             comissao: commission::diff_fingerprint(pool, execution_id).await?,
         })
@@ -75,6 +89,14 @@ pub enum ApprovalError {
         execution: String,
         what: String,
     },
+    #[error("{execution}: the job changed since the simulation ({changes}); run a new one (`replay-ledger run {job} --simulate --restart`) and approve that")]
+    Redefined {
+        job: String,
+        execution: String,
+        changes: String,
+    },
+    #[error(transparent)]
+    Note(#[from] crate::identity::NoteError),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -96,40 +118,61 @@ pub enum GateError {
         execution: String,
         what: String,
     },
+    #[error("{execution}: the job changed since the approved simulation: {changes}. A new simulation needs approval: `replay-ledger run {job} --simulate --restart`, then `replay-ledger approve {job}`")]
+    Redefined {
+        job: String,
+        execution: String,
+        changes: String,
+    },
+    #[error("{execution}: the job changed since this pass of the real run started (it was approved as it was): {changes}. Put the job back as it was to resume, or start a new approved pass")]
+    RedefinedMidPass { execution: String, changes: String },
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
 }
 
-/// Approves the finished simulation of `job`'s execution at `now`, by `by`.
+/// A real run about to start or resume a pass: what the gate checks.
+pub struct RunStart<'a> {
+    pub pool: &'a PgPool,
+    pub job: &'a Job,
+    pub replay: &'a ReplayJob,
+    pub mode: Mode,
+    pub resolved: &'a ResolvedWindow,
+    /// The job's definition as it is now.
+    pub definition: Definition,
+}
+
+/// Approves the finished simulation of `job`'s execution at `now`. The approval records the
+/// database role of the session (`session_user`) as who approved, with `note` as free text.
 #[tracing::instrument(skip_all, fields(job = %job.name), err)]
 pub async fn approve(
     pool: &PgPool,
     job: &Job,
     replay: &ReplayJob,
-    by: &str,
+    effects: &Effects,
+    note: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Approval, ApprovalError> {
+    let note = note.map(crate::identity::check_note).transpose()?;
     let resolved = job.resolve_window(&replay.window, now);
     let id = resolved.execution_id.clone();
-    let key = execution::checkpoint_key(&id, Mode::Simulation);
-    let simulation =
-        execution::load(pool, &key)
-            .await?
-            .ok_or_else(|| ApprovalError::NoSimulation {
-                job: job.name.clone(),
-                execution: id.clone(),
-            })?;
-    let (Some(finished_at), State::Finished) = (simulation.finished_at, simulation.state) else {
-        return Err(ApprovalError::Unfinished {
+    let simulation = finished_simulation(pool, job, &id).await?;
+    let definition = Definition::of(job, replay, &resolved, effects);
+    let changes = match Definition::from_json(simulation.definition.as_ref()) {
+        Some(simulated) => definition::describe(&simulated.changes(&definition)),
+        None => "the simulation was run before simulations recorded the job's definition".into(),
+    };
+    if !changes.is_empty() {
+        return Err(ApprovalError::Redefined {
             job: job.name.clone(),
             execution: id,
-            state: simulation.state.to_string(),
+            changes,
         });
-    };
+    }
     let (from, to) = window_of(&simulation, &resolved);
     // The fingerprint first, then the checks against the simulation: a write racing with them is
     // either caught by the checks or makes the fingerprint differ at the gate.
-    let fingerprint = Fingerprint::now(pool, &id, from, to).await?;
+    let mut fingerprint = Fingerprint::now(pool, &id, from, to).await?;
+    fingerprint.definition = Some(definition);
     if let Some(what) = drift(pool, &simulation, &fingerprint.events, &id).await? {
         return Err(ApprovalError::Changed {
             job: job.name.clone(),
@@ -137,45 +180,56 @@ pub async fn approve(
             what,
         });
     }
-    let totals = Totals::of(&commission::diff_rows(pool, &id).await?);
-    let (approval_id, at) = insert(
+    let approval = store::insert(
         pool,
-        &id,
-        &job.name,
-        simulation.pass,
-        finished_at,
-        by,
-        &totals,
-        &fingerprint,
+        store::NewApproval {
+            execution_id: &id,
+            job: &job.name,
+            simulation_pass: simulation.pass,
+            simulation_finished_at: simulation.finished_at.unwrap_or(now),
+            note: note.as_deref(),
+            totals: Totals::of_summary(true, &simulation.summary),
+            fingerprint,
+        },
     )
     .await?;
-    tracing::info!(execution = %id, pass = simulation.pass, approval = approval_id, "simulation approved");
-    Ok(Approval {
-        id: approval_id,
-        execution_id: id,
-        job: job.name.clone(),
-        simulation_pass: simulation.pass,
-        simulation_finished_at: finished_at,
-        by: by.to_string(),
-        at,
-        totals,
-        fingerprint,
-    })
+    tracing::info!(execution = %id, pass = approval.simulation_pass, approval = approval.id, "simulation approved");
+    Ok(approval)
 }
 
-/// Lets a real run's new pass start, or says why not. A no-op unless the job requires an approved
-/// simulation and `mode` is [`Mode::Real`].
-pub async fn gate(
+/// The job's finished simulation, or why there is none.
+async fn finished_simulation(
     pool: &PgPool,
     job: &Job,
-    replay: &ReplayJob,
-    mode: Mode,
-    resolved: &ResolvedWindow,
-) -> Result<(), GateError> {
-    if mode != Mode::Real || !replay.require_approved_simulation {
+    id: &str,
+) -> Result<Execution, ApprovalError> {
+    let key = execution::checkpoint_key(id, Mode::Simulation);
+    let simulation =
+        execution::load(pool, &key)
+            .await?
+            .ok_or_else(|| ApprovalError::NoSimulation {
+                job: job.name.clone(),
+                execution: id.to_string(),
+            })?;
+    match (simulation.finished_at, simulation.state) {
+        (Some(_), State::Finished) => Ok(simulation),
+        _ => Err(ApprovalError::Unfinished {
+            job: job.name.clone(),
+            execution: id.to_string(),
+            state: simulation.state.to_string(),
+        }),
+    }
+}
+
+/// Lets a real run's new pass start, or says why not: the latest approval must be of the latest
+/// finished simulation, and what it bound — the job's definition with the rule's version, the
+/// window's events, the diff's commissions — must still hold. A no-op unless the job requires an
+/// approved simulation and the run is a real one.
+pub async fn gate(start: RunStart<'_>) -> Result<(), GateError> {
+    if start.mode != Mode::Real || !start.replay.require_approved_simulation {
         return Ok(());
     }
-    let id = &resolved.execution_id;
+    let (pool, job, id) = (start.pool, start.job, &start.resolved.execution_id);
     let refused = |what: String| GateError::Changed {
         job: job.name.clone(),
         execution: id.clone(),
@@ -199,9 +253,22 @@ pub async fn gate(
             approved: approval.simulation_pass,
         });
     }
+    let changes = match &approval.fingerprint.definition {
+        Some(approved) => definition::describe(&approved.changes(&start.definition)),
+        None => "the approval was given before approvals bound the job's definition".into(),
+    };
+    if !changes.is_empty() {
+        return Err(GateError::Redefined {
+            job: job.name.clone(),
+            execution: id.clone(),
+            changes,
+        });
+    }
     let (from, to) = simulation
         .as_ref()
-        .map_or((resolved.from, resolved.to), |s| window_of(s, resolved));
+        .map_or((start.resolved.from, start.resolved.to), |s| {
+            window_of(s, start.resolved)
+        });
     let now = Fingerprint::now(pool, id, from, to).await?;
     let (then, now_events) = (&approval.fingerprint.events, &now.events);
     if then != now_events {
@@ -223,22 +290,23 @@ pub async fn gate(
     Ok(())
 }
 
-/// The latest approval of an execution.
-pub async fn latest(pool: &PgPool, execution_id: &str) -> Result<Option<Approval>, sqlx::Error> {
-    let row: Option<ApprovalRow> = sqlx::query_as(
-        r#"
-        select id, execucao_id, job, simulacao_passagem, simulacao_concluida_em, aprovado_por,
-               aprovado_em, pedidos, pedidos_alterados, total_antes_centavos,
-               total_depois_centavos, eventos_total, eventos_max_posicao, eventos_hash,
-               comissao_hash
-        from reprocessamento_aprovacao where execucao_id = $1
-        order by id desc limit 1
-        "#,
-    )
-    .bind(execution_id)
-    .fetch_optional(pool)
-    .await?;
-    Ok(row.map(ApprovalRow::into_approval))
+/// A gated real run resumes a pass only under the definition the pass started with (the one the
+/// gate let through): a job edited mid-pass would apply what nobody approved.
+pub fn check_resumed(start: RunStart<'_>, pass: &Execution) -> Result<(), GateError> {
+    if start.mode != Mode::Real || !start.replay.require_approved_simulation {
+        return Ok(());
+    }
+    let Some(recorded) = Definition::from_json(pass.definition.as_ref()) else {
+        return Ok(());
+    };
+    let changes: Vec<FieldChange> = recorded.changes(&start.definition);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(GateError::RedefinedMidPass {
+        execution: start.resolved.execution_id.clone(),
+        changes: definition::describe(&changes),
+    })
 }
 
 /// What changed in the window since the simulation, if anything: events archived into it (or
@@ -274,90 +342,4 @@ fn window_of(simulation: &Execution, resolved: &ResolvedWindow) -> (DateTime<Utc
 
 fn opt(n: Option<i64>) -> String {
     n.map_or("-".into(), |n| n.to_string())
-}
-
-/// Records an approval; returns its id and time.
-#[allow(clippy::too_many_arguments)]
-async fn insert(
-    pool: &PgPool,
-    execution_id: &str,
-    job: &str,
-    pass: i32,
-    finished_at: DateTime<Utc>,
-    by: &str,
-    totals: &Totals,
-    fingerprint: &Fingerprint,
-) -> Result<(i64, DateTime<Utc>), sqlx::Error> {
-    sqlx::query_as(
-        r#"
-        insert into reprocessamento_aprovacao
-          (execucao_id, job, simulacao_passagem, simulacao_concluida_em, aprovado_por, pedidos,
-           pedidos_alterados, total_antes_centavos, total_depois_centavos, eventos_total,
-           eventos_max_posicao, eventos_hash, comissao_hash)
-        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-        returning id, aprovado_em
-        "#,
-    )
-    .bind(execution_id)
-    .bind(job)
-    .bind(pass)
-    .bind(finished_at)
-    .bind(by)
-    .bind(totals.orders as i64)
-    .bind(totals.changed as i64)
-    .bind(totals.before_centavos)
-    .bind(totals.after_centavos)
-    .bind(fingerprint.events.count)
-    .bind(fingerprint.events.max_posicao)
-    .bind(&fingerprint.events.hash)
-    .bind(&fingerprint.comissao)
-    .fetch_one(pool)
-    .await
-}
-
-#[derive(sqlx::FromRow)]
-struct ApprovalRow {
-    id: i64,
-    execucao_id: String,
-    job: String,
-    simulacao_passagem: i32,
-    simulacao_concluida_em: DateTime<Utc>,
-    aprovado_por: String,
-    aprovado_em: DateTime<Utc>,
-    pedidos: i64,
-    pedidos_alterados: i64,
-    total_antes_centavos: i64,
-    total_depois_centavos: i64,
-    eventos_total: i64,
-    eventos_max_posicao: Option<i64>,
-    eventos_hash: String,
-    comissao_hash: String,
-}
-
-impl ApprovalRow {
-    fn into_approval(self) -> Approval {
-        Approval {
-            id: self.id,
-            execution_id: self.execucao_id,
-            job: self.job,
-            simulation_pass: self.simulacao_passagem,
-            simulation_finished_at: self.simulacao_concluida_em,
-            by: self.aprovado_por,
-            at: self.aprovado_em,
-            totals: Totals {
-                orders: self.pedidos.max(0) as u64,
-                changed: self.pedidos_alterados.max(0) as u64,
-                before_centavos: self.total_antes_centavos,
-                after_centavos: self.total_depois_centavos,
-            },
-            fingerprint: Fingerprint {
-                events: archive::Fingerprint {
-                    count: self.eventos_total,
-                    max_posicao: self.eventos_max_posicao,
-                    hash: self.eventos_hash,
-                },
-                comissao: self.comissao_hash,
-            },
-        }
-    }
 }
