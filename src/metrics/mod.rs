@@ -374,15 +374,22 @@ impl DbGauges {
     }
 }
 
-/// Every execution not finished, plus the newest of each job (`list` is newest first).
+/// Every execution not finished, plus the newest of each job and mode (`list` is newest first);
+/// a partitioned execution is reported beside its partitions, not hidden behind the newest one.
 fn reported(all: Vec<Execution>) -> Vec<Execution> {
     let mut seen = std::collections::HashSet::new();
     all.into_iter()
         .filter(|e| {
-            let newest = seen.insert((e.job.clone(), e.mode));
+            let newest = seen.insert((e.job.clone(), e.mode, is_partition(&e.key)));
             newest || e.state != execution::State::Finished
         })
         .collect()
+}
+
+/// A partition's key: `<execution>:p<index>`.
+fn is_partition(key: &str) -> bool {
+    key.rsplit_once(":p")
+        .is_some_and(|(_, i)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A text exposition being written.

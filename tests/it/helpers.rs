@@ -25,7 +25,8 @@ pub fn server_url() -> String {
 pub struct TestDb {
     pub pool: PgPool,
     pub url: String,
-    name: String,
+    /// The database this test created (dropped with it); `None` for one it only attached to.
+    name: Option<String>,
 }
 
 impl TestDb {
@@ -53,13 +54,31 @@ impl TestDb {
         let pool = replay_ledger::db::connect(&url, "test")
             .await
             .expect("connect");
-        TestDb { pool, url, name }
+        TestDb {
+            pool,
+            url,
+            name: Some(name),
+        }
+    }
+
+    /// A database that exists already (a throwaway cluster's), left as it is when dropped.
+    pub async fn attach(url: &str) -> TestDb {
+        let pool = replay_ledger::db::connect(url, "test")
+            .await
+            .expect("connect");
+        TestDb {
+            pool,
+            url: url.to_string(),
+            name: None,
+        }
     }
 }
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        let name = self.name.clone();
+        let Some(name) = self.name.clone() else {
+            return;
+        };
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

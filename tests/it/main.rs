@@ -8,6 +8,7 @@ mod domain;
 mod dst;
 mod engine;
 mod faults;
+mod figures;
 mod helpers;
 mod hostile;
 mod http_server;

@@ -3,6 +3,7 @@
 //! up, or the sending process is killed after the server accepted the message.
 
 mod approval;
+mod bound;
 mod smtp;
 
 use std::time::Duration;

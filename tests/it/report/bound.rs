@@ -1,0 +1,235 @@
+//! Approved = applied (invariant 10), through the real binary: an approval binds the job's
+//! outcome-deciding definition and the commission rule's version; a real run under anything else
+//! refuses to start, writes and sends nothing, and says what changed, field by field.
+
+use std::path::Path;
+
+use testkit::sink::Sink;
+
+use crate::helpers::*;
+
+const JOB: &str = "gated";
+
+/// The gated job of the issue's story: the seller notifications suppressed, a window of the first
+/// 20 s of 2026-10-14 (events 1..=19 of `paid_orders`).
+struct Job {
+    to: &'static str,
+    mode: &'static str,
+    on_failure: &'static str,
+    event_types: &'static str,
+    on_invalid_event: &'static str,
+}
+
+const APPROVED: Job = Job {
+    to: "2026-10-14T00:00:20-03:00",
+    mode: "suppress",
+    on_failure: "release",
+    event_types: "[pedido.pago]",
+    on_invalid_event: "record",
+};
+
+fn write(dir: &Path, provider: &str, job: &Job) {
+    std::fs::write(
+        dir.join("effects.yaml"),
+        format!(
+            "notificar-vendedor:\n  webhook:\n    url: {provider}\n  idempotent: true\n  concurrency: 4\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("gated.yaml"),
+        format!(
+            "name: {JOB}\nwindow:\n  from: 2026-10-14T00:00:00-03:00\n  to: {}\nrequire_approved_simulation: true\nbatch_size: 7\nevent_types: {}\non_invalid_event: {}\neffects:\n  notificar-vendedor: {{ mode: {}, on_failure: {} }}\n",
+            job.to, job.event_types, job.on_invalid_event, job.mode, job.on_failure
+        ),
+    )
+    .unwrap();
+}
+
+struct Setup {
+    db: TestDb,
+    provider: Sink,
+    jobs: tempfile::TempDir,
+}
+
+/// A day of buggy commissions, the job simulated and approved as [`APPROVED`].
+async fn approved() -> Setup {
+    let events = paid_orders(40);
+    let db = seeded_db(&events, &[]).await;
+    let provider = sink(dedup()).await;
+    let jobs = tempfile::tempdir().unwrap();
+    write(jobs.path(), &provider.url(), &APPROVED);
+    let s = Setup { db, provider, jobs };
+    assert_success(&s.bin(&["run", JOB, "--simulate"]).await, "simulation");
+    assert_success(&s.bin(&["approve", JOB]).await, "approve");
+    s
+}
+
+impl Setup {
+    async fn bin(&self, args: &[&str]) -> std::process::Output {
+        run_bin_within(&self.db.url, self.jobs.path(), args).await
+    }
+
+    fn edit(&self, job: &Job) {
+        write(self.jobs.path(), &self.provider.url(), job);
+    }
+}
+
+/// The real run refused: exit 1, the message names `field`, nothing written or sent.
+async fn refused_naming(s: &Setup, field: &str, untouched: &Option<String>) {
+    let out = s.bin(&["run", JOB]).await;
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(field), "the message names {field}:\n{err}");
+    assert!(
+        err.contains("needs approval"),
+        "the message says a new simulation needs approval:\n{err}"
+    );
+    assert_eq!(
+        &checksum(&s.db.pool, "comissao", "pedido_id").await,
+        untouched,
+        "nothing written"
+    );
+    assert!(ledger(&s.db.pool).await.is_empty(), "nothing reserved");
+    assert_eq!(s.provider.request_count(), 0, "nothing sent");
+    assert_eq!(
+        execution_state(&s.db.pool, JOB).await,
+        None,
+        "no pass started"
+    );
+}
+
+#[tokio::test]
+async fn the_issues_story_an_edited_window_and_mode_after_approval_refuse_the_real_run() {
+    let s = approved().await;
+    let untouched = checksum(&s.db.pool, "comissao", "pedido_id").await;
+    s.edit(&Job {
+        to: "2026-10-14T00:00:40-03:00",
+        mode: "apply",
+        ..APPROVED
+    });
+
+    let out = s.bin(&["run", JOB]).await;
+
+    let err = stderr(&out);
+    assert!(
+        err.contains("effects.notificar-vendedor.mode: suppress → apply"),
+        "{err}"
+    );
+    assert!(
+        err.contains("window.to: 2026-10-14T03:00:20+00:00 → 2026-10-14T03:00:40+00:00"),
+        "{err}"
+    );
+    refused_naming(&s, "window.to", &untouched).await;
+}
+
+#[tokio::test]
+async fn editing_any_outcome_deciding_field_after_approval_refuses_the_real_run() {
+    let s = approved().await;
+    let untouched = checksum(&s.db.pool, "comissao", "pedido_id").await;
+    let edits = [
+        (
+            Job {
+                to: "2026-10-14T00:00:30-03:00",
+                ..APPROVED
+            },
+            "window.to",
+        ),
+        (
+            Job {
+                mode: "apply",
+                ..APPROVED
+            },
+            "effects.notificar-vendedor.mode",
+        ),
+        (
+            Job {
+                event_types: "[pedido.pago, pedido.cancelado]",
+                ..APPROVED
+            },
+            "event_types",
+        ),
+        (
+            Job {
+                on_invalid_event: "stop",
+                ..APPROVED
+            },
+            "on_invalid_event",
+        ),
+    ];
+    for (job, field) in &edits {
+        s.edit(job);
+        refused_naming(&s, field, &untouched).await;
+    }
+
+    s.edit(&APPROVED);
+    assert_success(&s.bin(&["run", JOB]).await, "the approved definition runs");
+}
+
+#[tokio::test]
+async fn an_edited_job_runs_once_its_new_simulation_is_approved() {
+    let s = approved().await;
+    let edited = Job {
+        mode: "apply",
+        ..APPROVED
+    };
+    s.edit(&edited);
+    let stale_approval = s.bin(&["approve", JOB]).await;
+    assert_eq!(
+        stale_approval.status.code(),
+        Some(1),
+        "{}",
+        stderr(&stale_approval)
+    );
+    assert!(stderr(&stale_approval).contains("effects.notificar-vendedor.mode"));
+
+    assert_success(
+        &s.bin(&["run", JOB, "--simulate", "--restart"]).await,
+        "new simulation",
+    );
+    assert_success(&s.bin(&["approve", JOB]).await, "approve it");
+    let real = s.bin(&["run", JOB]).await;
+
+    assert_success(&real, "the real run");
+    assert_eq!(
+        s.provider.deliveries().len(),
+        19,
+        "the approved notifications, once each"
+    );
+}
+
+#[tokio::test]
+async fn an_approval_given_under_another_rule_version_is_refused() {
+    let s = approved().await;
+    let untouched = checksum(&s.db.pool, "comissao", "pedido_id").await;
+    // As if an older release, computing commissions another way, had recorded the approval.
+    sqlx::query(
+        "update reprocessamento_aprovacao set definicao = jsonb_set(definicao, '{rule}', '\"calcularComissao/0\"')",
+    )
+    .execute(&s.db.pool)
+    .await
+    .unwrap();
+
+    let out = s.bin(&["run", JOB]).await;
+
+    assert!(
+        stderr(&out).contains("rule: calcularComissao/0 → calcularComissao/1"),
+        "{}",
+        stderr(&out)
+    );
+    refused_naming(&s, "rule", &untouched).await;
+}
+
+#[tokio::test]
+async fn after_a_gated_real_run_the_report_says_it_applied_exactly_what_was_approved() {
+    let s = approved().await;
+
+    assert_success(&s.bin(&["run", JOB]).await, "the real run");
+    let report = replay_ledger::report::ExecutionReport::load(&s.db.pool, JOB)
+        .await
+        .unwrap();
+    let check = report.approved.expect("the run's approval is checked");
+
+    assert!(check.exact(), "{check:?}");
+    assert_eq!(check.applied, check.approved);
+}
