@@ -187,7 +187,8 @@ fn print_archive(archive: &Archive) {
         group(archive.outside)
     );
     println!(
-        "  comissao as the buggy consumer left it (÷1.000 instead of ÷100): total {}",
+        "  comissao as the buggy consumer left it (÷1.000 instead of ÷100): {} orders, {} in all",
+        group(archive.bug_rows),
         money::brl(archive.bug_total)
     );
     println!(
@@ -298,6 +299,8 @@ struct Archive {
     in_window: u64,
     outside: u64,
     orders: u64,
+    /// Rows of `comissao` and their sum, as the buggy consumer left them.
+    bug_rows: u64,
     bug_total: i64,
     sent: usize,
     missing: BTreeSet<String>,
@@ -359,14 +362,16 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
     .bind(&day.notified)
     .execute(pool)
     .await?;
-    let bug_total: i64 =
-        sqlx::query_scalar("select coalesce(sum(valor_centavos), 0)::bigint from comissao")
-            .fetch_one(pool)
-            .await?;
+    let (bug_rows, bug_total): (i64, i64) = sqlx::query_as(
+        "select count(*), coalesce(sum(valor_centavos), 0)::bigint from comissao",
+    )
+    .fetch_one(pool)
+    .await?;
     Ok(Archive {
         in_window,
         outside: day.events.len() as u64 - in_window,
         orders: day.orders,
+        bug_rows: bug_rows.max(0) as u64,
         bug_total,
         sent: day.notified.len(),
         missing: day.not_notified.iter().map(key).collect(),

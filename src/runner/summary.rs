@@ -57,7 +57,7 @@ impl fmt::Display for RunReport {
         };
         writeln!(
             f,
-            "  orders {verb}: {}; total {} -> {} ({})",
+            "  orders {verb}: {}; their commissions {} -> {} ({})",
             s.orders_changed,
             money::brl(s.total_before_centavos),
             money::brl(s.total_after_centavos),
