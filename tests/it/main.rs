@@ -17,6 +17,7 @@ mod partitions;
 mod pgtemp_sink;
 mod process;
 mod report;
+mod review;
 mod security;
 mod serve;
 mod serve_flood;
