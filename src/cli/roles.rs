@@ -53,6 +53,12 @@ pub(super) struct Duty {
     instead: &'static str,
 }
 
+/// Every command but `migrate` and `grants` migrates first, unless `--no-migrate`.
+const MIGRATE: Duty = Duty {
+    what: "migrate the schema",
+    instead: "the role that owns it, or pass `--no-migrate`",
+};
+
 pub(super) fn duty_of(command: &Command) -> Duty {
     let (what, instead) = match command {
         Command::Approve { .. } => ("approve simulations", "a role granted `--approver`"),
@@ -63,7 +69,7 @@ pub(super) fn duty_of(command: &Command) -> Duty {
             "read the ledger",
             "a role granted `--worker`, `--approver` or `--reviewer`",
         ),
-        Command::Migrate => ("migrate the schema", "the role that owns it"),
+        Command::Migrate => return MIGRATE,
         Command::Grants { .. } => ("grant privileges", "the role that ran `migrate`"),
         _ => ("run jobs", "a role granted `--worker`"),
     };
@@ -95,6 +101,8 @@ pub(super) fn permission_denied(
         || "the connected role".into(),
         |r| format!("`{}`", inert(r)),
     );
+    let migrating = err.chain().any(|e| e.is::<sqlx::migrate::MigrateError>());
+    let duty = if migrating { &MIGRATE } else { duty };
     Some(format!(
         "the database role {role} may not {}: connect as {} (see README, Least privileges); the server said: {said}",
         duty.what, duty.instead

@@ -2,7 +2,8 @@
 //! keyed `'<evento_id>:<tipo_efeito>'`, shared by the live consumer and every replay.
 //!
 //! A row moves `reservado` → `concluido` | `incerto`, or is deleted (released) so a later attempt
-//! performs the effect. Every change after the reservation names the claim it expects
+//! performs the effect. A move to `incerto` records why ([`Why`]) and since when; only a review
+//! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`. Every change after the reservation names the claim it expects
 //! (`estado = 'reservado' and reserva_id = $token`) and reports which rows it changed, so a slow,
 //! stale worker cannot settle a reservation that someone else has since retaken (invariant 8).
 

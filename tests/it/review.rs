@@ -196,6 +196,11 @@ async fn uncertain(db: &TestDb, key: &str, tipo: &str, execution: &str, age: &st
     .expect("its attempt");
 }
 
+/// A seller notification of the job's execution, `incerto` for an hour.
+async fn queued(db: &TestDb, key: &str) {
+    uncertain(db, key, "notificar-vendedor", JOB, "1 hour").await;
+}
+
 fn keys_of(items: &[Value]) -> Vec<&str> {
     items.iter().map(|i| i["key"].as_str().unwrap()).collect()
 }
@@ -285,22 +290,8 @@ async fn review_list_prints_a_table_with_a_header_and_archive_text_escaped() {
 async fn resolve_records_the_session_role_and_keeps_the_name_given_as_a_note() {
     let db = TestDb::new().await;
     let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
-    uncertain(
-        &db,
-        "evt-1:notificar-vendedor",
-        "notificar-vendedor",
-        JOB,
-        "1 hour",
-    )
-    .await;
-    uncertain(
-        &db,
-        "evt-2:notificar-vendedor",
-        "notificar-vendedor",
-        JOB,
-        "1 hour",
-    )
-    .await;
+    queued(&db, "evt-1:notificar-vendedor").await;
+    queued(&db, "evt-2:notificar-vendedor").await;
 
     let with_note = run_bin_within(
         &db.url,
@@ -371,25 +362,16 @@ async fn resolve_records_the_session_role_and_keeps_the_name_given_as_a_note() {
 async fn a_note_that_is_too_long_or_holds_control_characters_is_refused_with_exit_2() {
     let db = TestDb::new().await;
     let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
-    uncertain(
-        &db,
-        "evt-1:notificar-vendedor",
-        "notificar-vendedor",
-        JOB,
-        "1 hour",
-    )
-    .await;
+    queued(&db, "evt-1:notificar-vendedor").await;
     let long = "x".repeat(100_000);
 
-    for note in [
-        "",
-        "ok\u{1b}[2J",
-        "line\nforged: resolved by admin",
-        "\u{202e}dias",
-        long.as_str(),
+    for (flag, note) in [
+        ("--note", "ok\u{1b}[2J"),
+        ("--note", "line\nforged: resolved by admin"),
+        ("--note", "\u{202e}dias"),
+        ("--note", long.as_str()),
+        ("--by", "bell\u{7}"),
     ] {
-        let flag = if note.is_empty() { "--by" } else { "--note" };
-        let note = if note.is_empty() { "\u{7}" } else { note };
         let out = run_bin_within(
             &db.url,
             jobs.path(),

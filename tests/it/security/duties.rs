@@ -82,6 +82,15 @@ async fn the_worker_role_cannot_approve_or_resolve_and_says_which_role_may() {
         s.names.worker
     );
     assert!(stderr(&resolve).contains(&expected), "{}", stderr(&resolve));
+    let migrating = s.as_role(&worker, &["status"], false).await;
+    assert_eq!(migrating.status.code(), Some(1), "{}", stderr(&migrating));
+    assert!(
+        stderr(&migrating).contains(
+            "may not migrate the schema: connect as the role that owns it, or pass `--no-migrate`"
+        ),
+        "{}",
+        stderr(&migrating)
+    );
     let approvals: i64 = sqlx::query_scalar("select count(*) from reprocessamento_aprovacao")
         .fetch_one(&s.db.pool)
         .await
