@@ -1,5 +1,6 @@
 //! Anyone cannot be anyone: with the README's roles, the worker cannot approve, resolve, forge a
-//! decision, settle the review queue or declare a window done; an approval and a review decision
+//! decision, settle the review queue, declare a window done, create a table or write the archive;
+//! an approval and a review decision
 //! record the role that made them (or the person's login), never a name typed on the command line.
 
 use sqlx::PgConnection;
@@ -118,6 +119,11 @@ async fn the_worker_role_cannot_write_an_approval_a_decision_or_an_incerto_row_i
         "delete from efeito_aplicado where estado = 'incerto'",
         "update reprocessamento_execucao set estado = 'concluida' where execucao_id = 'half-done'",
         "insert into reprocessamento_execucao (execucao_id, job, modo, posicao_inicial, posicao_final, total_eventos, estado, iniciada_por) values ('forged', 'j', 'real', 1, 30, 30, 'concluida', 'w')",
+        // No DDL, no write to the archive, no delete of commissions.
+        "create table rl_intruder (a int)",
+        "insert into evento_arquivado (posicao, id, tipo, pedido_id, versao, payload, ocorrido_em) values (999, 'x', 't', 'p', 1, '{}', now())",
+        "delete from comissao",
+        "drop table efeito_aplicado",
     ] {
         refused(&mut worker, statement).await;
     }
