@@ -1,7 +1,7 @@
 //! Anyone cannot be anyone: with the README's roles, the worker cannot approve, resolve, forge a
 //! decision, settle the review queue, declare a window done, create a table or write the archive;
-//! an approval and a review decision
-//! record the role that made them (or the person's login), never a name typed on the command line.
+//! an approval and a review decision record the role that made them (or the person's login), never
+//! a name typed on the command line.
 
 use sqlx::PgConnection;
 
