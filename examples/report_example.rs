@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, TimeZone, Utc};
 use replay_ledger::commission::DiffRow;
 use replay_ledger::execution::{Execution, Mode, Rejected, State};
-use replay_ledger::ledger::ReviewItem;
+use replay_ledger::ledger::{Reason, ReviewItem};
 use replay_ledger::report::{render, ExecutionReport, Report};
 use replay_ledger::summary::{EffectOutcome, StateOutcome, Summary};
 
@@ -109,7 +109,11 @@ fn example() -> Report {
         key: "evt-0998812:notificar-vendedor".into(),
         tipo_efeito: "notificar-vendedor".into(),
         execucao_id: "ao-vivo".into(),
+        motivo: Some(Reason::Timeout),
+        status_http: None,
         desde: at(9, 45),
+        primeira_tentativa: Some(at(9, 45)),
+        ultima_tentativa: Some(at(9, 45)),
         idade_segundos: 8_100,
         tentativas: 1,
         ultimo_erro: Some("timeout".into()),

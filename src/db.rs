@@ -116,6 +116,14 @@ where
     }
 }
 
+/// The server refused the statement for want of a privilege (SQLSTATE 42501,
+/// `insufficient_privilege`): the connected role lacks the grant for this duty (see `grants`) —
+/// a table, a column, `resolver_incerto`, or a guarded row (an `incerto` effect, an unfinished
+/// execution marked `concluida`).
+pub fn is_permission_denied(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("42501"))
+}
+
 /// Where a pool connects, for messages: `host:port/database` (never the user or password).
 pub fn target(pool: &PgPool) -> String {
     let options = pool.connect_options();
@@ -156,6 +164,7 @@ pub fn describe(err: &sqlx::Error) -> String {
                 "53300" => "too many connections",
                 "28P01" | "28000" => "authentication failed",
                 "3D000" => "the database does not exist",
+                "42501" => "permission denied",
                 c if c.starts_with("08") => "connection failure",
                 _ => "server error",
             };
@@ -182,10 +191,4 @@ pub async fn explain_loss(pool: &PgPool, err: &sqlx::Error) -> String {
         Ok(Err(e)) => describe(&e),
         Err(_) => "the server does not answer within 5 s".into(),
     }
-}
-
-/// PostgreSQL refused the statement for want of a privilege (42501): the role connected may not
-/// do this (see `grants`).
-pub fn is_permission_denied(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("42501"))
 }

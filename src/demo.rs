@@ -362,11 +362,10 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
     .bind(&day.notified)
     .execute(pool)
     .await?;
-    let (bug_rows, bug_total): (i64, i64) = sqlx::query_as(
-        "select count(*), coalesce(sum(valor_centavos), 0)::bigint from comissao",
-    )
-    .fetch_one(pool)
-    .await?;
+    let (bug_rows, bug_total): (i64, i64) =
+        sqlx::query_as("select count(*), coalesce(sum(valor_centavos), 0)::bigint from comissao")
+            .fetch_one(pool)
+            .await?;
     Ok(Archive {
         in_window,
         outside: day.events.len() as u64 - in_window,

@@ -1,35 +1,38 @@
-//! What a person may write beside an authenticated identity: a note, never a name that stands
-//! for who they are (that is the database role, or the console's logged-in user).
+//! Who did it is proven, not claimed (DESIGN.md invariant 12). An approval or a review decision is
+//! recorded under the authenticated identity — the session's database role (`session_user`),
+//! later the console's logged-in user — never under a name given on the command line. What a
+//! person types (`--note`, the old `--by`) is kept as a note, and checked here first: bounded,
+//! and free of control characters, so it cannot forge another line or drive a terminal when shown.
 
-/// The longest note kept with an approval or a review decision.
+use crate::text::is_hazard;
+
+/// The longest note, in characters (`efeito_revisao.nota` and `reprocessamento_aprovacao.nota`
+/// check the same bound).
 pub const MAX_NOTE_CHARS: usize = 500;
 
-/// Why a note was refused.
+/// Why a note is refused. The message never quotes the note.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoteError {
-    #[error("the note is longer than {MAX_NOTE_CHARS} characters")]
-    TooLong,
-    #[error("the note holds a control or direction-changing character (at character {0}); write plain text")]
-    Control(usize),
+    #[error("the note has {chars} characters; at most {MAX_NOTE_CHARS} are kept")]
+    TooLong { chars: usize },
+    #[error("the note has a control character (U+{code:04X}) at character {position}: write it on one line, in plain text")]
+    ControlCharacter { code: u32, position: usize },
 }
 
-/// A note as given, checked: at most [`MAX_NOTE_CHARS`] characters, no control characters (C0,
-/// C1, DEL) and no bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E/U+200F), which
-/// could forge or hide text where the note is shown. Surrounding space is trimmed.
+/// The note as it will be recorded, or why it is refused: at most [`MAX_NOTE_CHARS`] characters,
+/// none of them a C0/C1 control, a bidi control or a line separator ([`is_hazard`]).
 pub fn check_note(note: &str) -> Result<String, NoteError> {
-    let note = note.trim();
-    if let Some((i, _)) = note.chars().enumerate().find(|(_, c)| is_forbidden(*c)) {
-        return Err(NoteError::Control(i + 1));
+    let chars = note.chars().count();
+    if chars > MAX_NOTE_CHARS {
+        return Err(NoteError::TooLong { chars });
     }
-    if note.chars().count() > MAX_NOTE_CHARS {
-        return Err(NoteError::TooLong);
+    if let Some((i, c)) = note.chars().enumerate().find(|(_, c)| is_hazard(*c)) {
+        return Err(NoteError::ControlCharacter {
+            code: u32::from(c),
+            position: i + 1,
+        });
     }
     Ok(note.to_string())
-}
-
-fn is_forbidden(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]
@@ -37,17 +40,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_escape_sequence_or_a_bidi_override_is_refused() {
-        assert_eq!(check_note("ok \u{1b}[2J"), Err(NoteError::Control(4)));
-        assert_eq!(check_note("a\u{202e}b"), Err(NoteError::Control(2)));
+    fn a_plain_note_is_kept_as_given() {
+        assert_eq!(
+            check_note("ana@financeiro: conferido com o vendedor, ação ok").as_deref(),
+            Ok("ana@financeiro: conferido com o vendedor, ação ok")
+        );
     }
 
     #[test]
-    fn a_long_note_is_refused_and_a_plain_one_kept() {
-        assert_eq!(check_note(&"x".repeat(501)), Err(NoteError::TooLong));
+    fn a_note_over_the_bound_is_refused() {
         assert_eq!(
-            check_note("  conferido com o extrato "),
-            Ok("conferido com o extrato".into())
+            check_note(&"x".repeat(100_000)),
+            Err(NoteError::TooLong { chars: 100_000 })
         );
+        assert!(check_note(&"é".repeat(MAX_NOTE_CHARS)).is_ok());
+    }
+
+    #[test]
+    fn escape_sequences_newlines_and_bidi_overrides_are_refused() {
+        for (note, code) in [
+            ("ok\u{1b}[2J", 0x1b),
+            ("ok\nforged line", 0x0a),
+            ("ok\u{9b}31m", 0x9b),
+            ("ok\u{202e}gnp.exe", 0x202e),
+        ] {
+            assert_eq!(
+                check_note(note),
+                Err(NoteError::ControlCharacter { code, position: 3 }),
+                "{note:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_refusal_does_not_quote_the_note() {
+        let err = check_note("secret\u{1b}").unwrap_err().to_string();
+
+        assert!(!err.contains("secret"), "{err}");
     }
 }

@@ -18,6 +18,9 @@
 //! - [`http_server`] — serves a router with bounded connections and timeouts (no flood exhausts it).
 //! - [`report`]   — reports to finance (text, HTML, CSV; SMTP or `.eml`), exactly once or flagged.
 //! - [`approval`] — the approval gate between a simulation and its real run.
+//! - [`identity`] — who did it: the authenticated role, and the notes people type.
+//! - [`grants`]   — what each database role may do (worker, approver, reviewer), said once.
+//! - [`text`]     — archive text made inert for a terminal.
 //! - [`cli`]      — the `replay-ledger` command line.
 //! - [`demo`]     — the end-to-end story on a throwaway database; its rigs (the throwaway
 //!   cluster, the loopback webhook, the generated archive) live in the `testkit` crate.
@@ -35,6 +38,7 @@ pub mod demo;
 pub mod domain;
 pub mod effects;
 pub mod execution;
+pub mod grants;
 pub mod held;
 pub mod http_server;
 pub mod identity;

@@ -18,7 +18,7 @@ use crate::archive;
 use crate::db::{self, Backoff};
 use crate::domain;
 use crate::effects::{Effect, Effects};
-use crate::ledger::{self, Attempt, Claim, StaleRow};
+use crate::ledger::{self, Attempt, Claim, Reason, StaleRow, Why};
 
 /// How a sweeper works. Defaults: `stale_after` 5 minutes (the seed's), pages of 500, execution
 /// id `sweeper`.
@@ -148,9 +148,17 @@ impl Sweeper {
                 .is_some_and(|e| e.config.idempotent)
         });
         if !other.is_empty() {
+            // Declared (so not idempotent): the dead process may have sent it.
+            let why: Vec<Why> = other
+                .iter()
+                .map(|r| match self.effects.get(&r.tipo_efeito) {
+                    Some(_) => Why::from(Reason::CrashInFlight),
+                    None => Why::from(Reason::UndeclaredType),
+                })
+                .collect();
             let keys: Vec<String> = other.into_iter().map(|r| r.chave).collect();
-            let moved =
-                ledger::uncertain_if_stale(&self.pool, &keys, self.config.stale_after).await?;
+            let stale_after = self.config.stale_after;
+            let moved = ledger::uncertain_if_stale(&self.pool, &keys, &why, stale_after).await?;
             outcome.uncertain += moved.len() as u64;
         }
         if retakable.is_empty() {
@@ -172,9 +180,11 @@ impl Sweeper {
         claimed: Vec<StaleRow>,
         outcome: &mut SweepOutcome,
     ) -> Result<(), SweepError> {
-        let (callable, mut unknown) = self.within_dedup_window(claimed).await?;
+        let (callable, past) = self.within_dedup_window(claimed).await?;
         let (calls, unbuildable) = self.spawn_calls(callable).await?;
-        unknown.extend(unbuildable);
+        let mut why = vec![Why::from(Reason::PastDedupWindow); past.len()];
+        why.resize(past.len() + unbuildable.len(), Why::from(Reason::EventGone));
+        let unknown = [past, unbuildable].concat();
         let answered = Answered::gather(calls).await;
         if !answered.done_keys.is_empty() {
             let changed = db::retry("complete", Backoff::default(), || {
@@ -192,7 +202,7 @@ impl Sweeper {
             outcome.released += answered.failed.len() as u64;
         }
         if !unknown.is_empty() {
-            let moved = ledger::mark_uncertain(&self.pool, claim, &unknown, &[]).await?;
+            let moved = ledger::mark_uncertain(&self.pool, claim, &unknown, &why, &[]).await?;
             outcome.uncertain += moved.len() as u64;
         }
         Ok(())

@@ -1,25 +1,35 @@
-//! The one escaping function for every human-facing text output: CLI tables and summaries, log
-//! field values in the plain format, the report's text part, mail headers (the HTML part and
-//! `/metrics` labels have escapings of their own, for their own syntax).
-//!
-//! Archive text (event ids, `pedido_id`, errors that quote them) is hostile: an ESC sequence can
-//! drive a terminal, a BEL ring it, a newline or `\r\n` forge a line of a summary or of a mail
-//! body, a bidirectional override (U+202E) make text read backwards. [`inert`] writes every such
-//! character as a visible escape (`\u{1b}`, `\n`, `\u{202e}`), so the text stays on its line and
-//! means what its bytes say.
+//! Archive text made inert for a terminal (DESIGN.md invariant 13): an id or any text derived
+//! from the archive or typed by someone else is printed with its control characters, bidi
+//! controls and line separators escaped, so it stays on its line and cannot drive the terminal or
+//! reorder what surrounds it (`evt-1\u{202e}…` would show reversed).
 
-/// `text` with every control, line-separator, bidirectional-control and zero-width character
-/// written as a visible escape; everything else as it is.
+/// Whether `c` must never reach a terminal as itself: C0 and C1 controls (and DEL), the Unicode
+/// bidirectional controls (embeddings, overrides, isolates, marks) and the line and paragraph
+/// separators.
+pub fn is_hazard(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{feff}'
+        )
+}
+
+/// `text` with every [`is_hazard`] character escaped as Rust writes it (`\n`, `\u{1b}`,
+/// `\u{202e}`); anything else, non-ASCII letters included, is kept.
 pub fn inert(text: &str) -> String {
-    if !text.chars().any(needs_escape) {
+    if !text.chars().any(is_hazard) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if matches!(c, '\n' | '\r' | '\t') {
+        if is_hazard(c) {
             out.extend(c.escape_default());
-        } else if needs_escape(c) {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
         } else {
             out.push(c);
         }
@@ -27,36 +37,23 @@ pub fn inert(text: &str) -> String {
     out
 }
 
-/// Characters that must not reach a terminal or a line-oriented format as they are.
-fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{2028}' | '\u{2029}'             // line and paragraph separators
-            | '\u{200b}'..='\u{200f}'           // zero-width characters, LRM, RLM
-            | '\u{202a}'..='\u{202e}'           // bidirectional embeddings and overrides
-            | '\u{2066}'..='\u{2069}'           // bidirectional isolates
-            | '\u{feff}'                        // zero-width no-break space (BOM)
-        )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn control_characters_become_visible_escapes() {
-        assert_eq!(inert("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
-        assert_eq!(inert("x\r\ny\u{7}"), "x\\r\\ny\\u{7}");
+    fn control_and_bidi_characters_are_escaped() {
+        assert_eq!(
+            inert("evt-1\u{1b}[2J\n\u{202e}fdp.exe\u{85}"),
+            "evt-1\\u{1b}[2J\\n\\u{202e}fdp.exe\\u{85}"
+        );
     }
 
     #[test]
-    fn a_bidi_override_is_shown_not_obeyed() {
-        assert_eq!(inert("ped-\u{202e}321"), "ped-\\u{202e}321");
-    }
-
-    #[test]
-    fn ordinary_text_and_accents_are_left_alone() {
-        assert_eq!(inert("pedido ação ✓"), "pedido ação ✓");
+    fn ordinary_text_is_kept_as_it_is() {
+        assert_eq!(
+            inert("pedido ação 42:notificar-vendedor"),
+            "pedido ação 42:notificar-vendedor"
+        );
     }
 }

@@ -21,7 +21,7 @@ use super::{Applier, ApplyError, Decided};
 use crate::config::{EffectPolicy, OnFailure};
 use crate::db::{self, Backoff};
 use crate::effects::{Effect, EffectError};
-use crate::ledger::{self, Attempt, Claim, Reservation};
+use crate::ledger::{self, Attempt, Claim, Reason, Reservation, Why};
 use crate::shutdown::Shutdown;
 use crate::summary::{EffectOutcome, Summary};
 
@@ -234,6 +234,8 @@ async fn reserve_for_calls(
 struct Collected {
     to_release: Vec<String>,
     to_uncertain: Vec<String>,
+    /// Why each of `to_uncertain` is (same order).
+    why_uncertain: Vec<Why>,
     failed_attempts: Vec<Attempt>,
     /// The earliest effect that failed after its retries under `release`: the run stops there.
     failure: Option<EffectFailure>,
@@ -268,6 +270,7 @@ impl Collected {
                     OnFailure::Keep => {
                         tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
                         self.to_uncertain.push(task.key.clone());
+                        self.why_uncertain.push(Why::of_failure(err.class()));
                     }
                     OnFailure::Release => {
                         tracing::warn!(key = %task.key, class = err.class(), "effect failed after retries: released");
@@ -306,8 +309,9 @@ impl Collected {
             .into_iter()
             .partition(|a| self.to_uncertain.contains(&a.key));
         if !self.to_uncertain.is_empty() {
+            let (keys, why) = (&self.to_uncertain, &self.why_uncertain);
             let moved = db::retry("mark uncertain", backoff, || {
-                ledger::mark_uncertain(&applier.pool, claim, &self.to_uncertain, &uncertain_tries)
+                ledger::mark_uncertain(&applier.pool, claim, keys, why, &uncertain_tries)
             })
             .await?;
             summary.count_effect(EffectOutcome::Uncertain, moved.len() as u64);
@@ -381,8 +385,9 @@ async fn beyond_dedup_window(
         keys = expired.len(),
         "first attempt older than the provider's dedup_window: incerto, not resent"
     );
+    let why = vec![Why::from(Reason::PastDedupWindow); expired.len()];
     db::retry("mark uncertain", config.retries.db_backoff, || {
-        ledger::mark_uncertain(&applier.pool, &config.claim, &expired, &[])
+        ledger::mark_uncertain(&applier.pool, &config.claim, &expired, &why, &[])
     })
     .await
 }
@@ -477,8 +482,9 @@ async fn reserve_then_call(
                         Some(err.class().to_string()),
                     )];
                     tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
+                    let why = [Why::of_failure(err.class())];
                     db::retry("mark uncertain", PERSISTENT, || {
-                        ledger::mark_uncertain(&pool, &claim, keys, &tries)
+                        ledger::mark_uncertain(&pool, &claim, keys, &why, &tries)
                     })
                     .await
                 }

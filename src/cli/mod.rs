@@ -17,6 +17,7 @@ use crate::{db, demo, scheduler, shutdown};
 
 mod ops;
 mod reports;
+mod roles;
 
 /// Replays archived domain events on PostgreSQL to correct derived state (`comissao`) and to
 /// perform the external side effects still missing, through an effects ledger
@@ -114,6 +115,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Grant each database role exactly its duty, as the owner that ran `migrate`: the worker
+    /// runs, sweeps, consumes, serves and reports; the approver approves; the reviewer resolves
+    /// review items; both read. Every privilege a role had on replay-ledger's tables is revoked
+    /// first. The roles must exist.
+    Grants {
+        /// The role of `run`, `serve`, `consume`, `sweep` and `report`.
+        #[arg(long)]
+        worker: String,
+        /// The role that approves simulations (`approve`).
+        #[arg(long)]
+        approver: Option<String>,
+        /// The role that resolves review items (`review resolve`).
+        #[arg(long)]
+        reviewer: Option<String>,
+        /// Print the SQL (one transaction) for a DBA to run as the owner, instead of running it.
+        #[arg(long)]
+        print: bool,
+    },
     /// The manual-review queue of `incerto` effects (outcome unknown; never resent automatically).
     Review {
         #[command(subcommand)]
@@ -161,11 +180,20 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum ReviewAction {
-    /// Every `incerto` effect: key, type, execution, age, attempts, last error.
+    /// The `incerto` effects, oldest first: key, type, execution, why, age, attempts, last error.
     List {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+        /// Only effects of this type.
+        #[arg(long = "type", value_name = "TYPE")]
+        effect_type: Option<String>,
+        /// Only effects of this execution (`execucao_id`).
+        #[arg(long)]
+        execution: Option<String>,
+        /// Only effects older than this (real age: since the first attempt), e.g. 2h or 30m.
+        #[arg(long, value_parser = ops::parse_age)]
+        older_than: Option<std::time::Duration>,
     },
     /// Record what a human established about one `incerto` effect.
     Resolve {
@@ -181,8 +209,12 @@ pub enum ReviewAction {
         /// It did not go out: the row is removed, so the next run performs it.
         #[arg(long)]
         not_sent: bool,
-        /// Who resolved it (default: $USER@host).
-        #[arg(long)]
+        /// A note kept with the decision (at most 500 characters, no control characters). Who
+        /// resolved it is recorded as the database role you connect as.
+        #[arg(long, conflicts_with = "by")]
+        note: Option<String>,
+        /// Deprecated: kept as the note; who resolved it is the database role.
+        #[arg(long, value_name = "NAME")]
         by: Option<String>,
     },
 }
@@ -197,9 +229,15 @@ pub async fn main() -> ExitCode {
         }
     };
     init_tracing();
+    let duty = roles::duty_of(&cli.command);
+    let role = roles::connected_role(cli.database_url.as_deref());
     match dispatch(cli).await {
         Ok(code) => code,
         Err(err) => {
+            if let Some(message) = roles::permission_denied(&err, &duty, role.as_deref()) {
+                eprintln!("error: {message}");
+                return ExitCode::from(1);
+            }
             if let Some(errors) = err.downcast_ref::<ConfigErrors>() {
                 for e in &errors.0 {
                     eprintln!("{e}");
@@ -254,6 +292,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status { json } => ops::status(&cli, *json).await,
         Command::Sweep { stale_after } => ops::sweep(&cli, *stale_after).await,
         Command::Review { action } => ops::review(&cli, action).await,
+        Command::Grants {
+            worker,
+            approver,
+            reviewer,
+            print,
+        } => {
+            let (approver, reviewer) = (approver.as_deref(), reviewer.as_deref());
+            roles::grants(&cli, worker, approver, reviewer, *print).await
+        }
         Command::Report {
             execution,
             out,

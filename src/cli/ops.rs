@@ -8,10 +8,11 @@ use super::{connect, counts, sweep_stale_after, Cli, ReviewAction};
 use crate::config::{self, ConfigErrors};
 use crate::effects::Effects;
 use crate::execution::ExecutionView;
-use crate::ledger::{self, Resolution, ReviewError};
-use crate::runner::RunnerConfig;
+use crate::identity;
+use crate::ledger::{self, Resolution, ReviewError, ReviewFilter, ReviewItem};
 use crate::scheduler;
 use crate::sweeper::{Sweeper, SweeperConfig};
+use crate::text::inert;
 
 pub(super) async fn sweep(
     cli: &Cli,
@@ -41,61 +42,143 @@ pub(super) async fn sweep(
 }
 
 pub(super) async fn review(cli: &Cli, action: &ReviewAction) -> anyhow::Result<ExitCode> {
-    let pool = connect(cli, true).await?;
     match action {
-        ReviewAction::List { json } => {
-            let items = ledger::review_list(&pool).await?;
+        ReviewAction::List {
+            json,
+            effect_type,
+            execution,
+            older_than,
+        } => {
+            let filter = ReviewFilter {
+                effect_type: effect_type.clone(),
+                execution: execution.clone(),
+                older_than: *older_than,
+            };
+            let pool = connect(cli, true).await?;
+            let items = ledger::review_list_filtered(&pool, &filter).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&items)?);
-                return Ok(ExitCode::SUCCESS);
-            }
-            if items.is_empty() {
-                println!("review queue is empty");
-            }
-            for i in &items {
-                println!(
-                    "{}  type {}  execution {}  age {}  attempts {}  last error {}",
-                    i.key,
-                    i.tipo_efeito,
-                    i.execucao_id,
-                    humantime::format_duration(std::time::Duration::from_secs(
-                        i.idade_segundos.max(0) as u64
-                    )),
-                    i.tentativas,
-                    i.ultimo_erro.as_deref().unwrap_or("-")
-                );
+            } else {
+                print!("{}", review_table(&items));
             }
             Ok(ExitCode::SUCCESS)
         }
-        ReviewAction::Resolve { key, sent, by, .. } => {
-            let resolution = if *sent {
-                Resolution::Sent
+        ReviewAction::Resolve {
+            key,
+            sent,
+            note,
+            by,
+            ..
+        } => resolve(cli, key, *sent, note.as_deref(), by.as_deref()).await,
+    }
+}
+
+/// `review resolve KEY --sent|--not-sent [--note TEXT]`: the decision is recorded under the
+/// session's database role; `--by` (deprecated) becomes the note.
+async fn resolve(
+    cli: &Cli,
+    key: &str,
+    sent: bool,
+    note: Option<&str>,
+    by: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    if by.is_some() {
+        eprintln!("warning: --by is deprecated: who resolved it is the database role you connect as; the name is kept as the note (use --note)");
+    }
+    let note = match note.or(by).map(identity::check_note).transpose() {
+        Ok(note) => note,
+        Err(err) => {
+            eprintln!("error: --note: {err}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let resolution = if sent {
+        Resolution::Sent
+    } else {
+        Resolution::NotSent
+    };
+    let pool = connect(cli, true).await?;
+    match ledger::resolve(&pool, key, resolution, note.as_deref()).await {
+        Ok(by) => {
+            let done = if sent {
+                "marked concluido (it went out)"
             } else {
-                Resolution::NotSent
+                "removed from the ledger; the next run of its window performs it"
             };
-            let by = by
-                .clone()
-                .unwrap_or_else(|| RunnerConfig::default().started_by);
-            match ledger::resolve(&pool, key, resolution, &by).await {
-                Ok(()) => {
-                    println!(
-                        "{key}: {}",
-                        if *sent {
-                            "marked concluido (it went out)"
-                        } else {
-                            "removed from the ledger; the next run of its window performs it"
-                        }
-                    );
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(ReviewError::Database(e)) => Err(e.into()),
-                Err(err) => {
-                    eprintln!("error: {err}");
-                    Ok(ExitCode::from(2))
-                }
-            }
+            println!("{}: {done}; recorded as `{}`", inert(key), inert(&by));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(ReviewError::Database(e)) => Err(e.into()),
+        Err(err) => {
+            eprintln!("error: {}", inert(&err.to_string()));
+            Ok(ExitCode::from(2))
         }
     }
+}
+
+/// `--older-than`: a duration (`2h`, `30m`, `1d`) of at most 100 years.
+pub(super) fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(100 * 31_557_600);
+    let age = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if age > LIMIT {
+        return Err("at most 100 years".into());
+    }
+    Ok(age)
+}
+
+/// The review queue as a table with a header; every value from the ledger is made inert.
+fn review_table(items: &[ReviewItem]) -> String {
+    if items.is_empty() {
+        return "review queue is empty\n".into();
+    }
+    let header = [
+        "key",
+        "type",
+        "execution",
+        "reason",
+        "age",
+        "attempts",
+        "last error",
+    ];
+    let rows: Vec<[String; 7]> = items
+        .iter()
+        .map(|i| {
+            let reason = match (i.motivo, i.status_http) {
+                (Some(m), Some(status)) => format!("{m} {status}"),
+                (Some(m), None) => m.to_string(),
+                (None, _) => "-".into(),
+            };
+            let age = std::time::Duration::from_secs(i.idade_segundos.max(0) as u64);
+            [
+                inert(&i.key),
+                inert(&i.tipo_efeito),
+                inert(&i.execucao_id),
+                reason,
+                humantime::format_duration(age).to_string(),
+                i.tentativas.to_string(),
+                inert(i.ultimo_erro.as_deref().unwrap_or("-")),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("{}\n", padded.join("  ").trim_end())
+    };
+    let mut out = line(&header.map(String::from));
+    for row in &rows {
+        out.push_str(&line(row));
+    }
+    out
 }
 
 pub(super) async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {

@@ -120,12 +120,6 @@ pub(super) async fn approve(
             print_approval(&a);
             Ok(ExitCode::SUCCESS)
         }
-        Err(ApprovalError::Database(e)) if crate::db::is_permission_denied(&e) => {
-            eprintln!(
-                "error: the database role you are connected as may not approve simulations: connect as a role granted `replay-ledger grants --approver ROLE` (see the README, Least privileges)"
-            );
-            Ok(ExitCode::from(1))
-        }
         Err(ApprovalError::Database(e)) => Err(e.into()),
         Err(err) => {
             eprintln!("error: {}", crate::text::inert(&err.to_string()));

@@ -2,7 +2,8 @@
 //! keyed `'<evento_id>:<tipo_efeito>'`, shared by the live consumer and every replay.
 //!
 //! A row moves `reservado` → `concluido` | `incerto`, or is deleted (released) so a later attempt
-//! performs the effect. Every change after the reservation names the claim it expects
+//! performs the effect. A move to `incerto` records why ([`Why`]) and since when; only a review
+//! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`. Every change after the reservation names the claim it expects
 //! (`estado = 'reservado' and reserva_id = $token`) and reports which rows it changed, so a slow,
 //! stale worker cannot settle a reservation that someone else has since retaken (invariant 8).
 
@@ -10,13 +11,17 @@ mod attempts;
 mod lookup;
 mod review;
 mod sweep;
+mod why;
 
 pub use attempts::{
     history as attempt_history, past_dedup_window, record as record_attempts, Attempt,
 };
 pub use lookup::{entry, Entry};
-pub use review::{resolve, review_list, Resolution, ReviewError, ReviewItem};
+pub use review::{
+    resolve, review_list, review_list_filtered, Resolution, ReviewError, ReviewFilter, ReviewItem,
+};
 pub use sweep::{claim_stale, stale_page, uncertain_if_stale, StaleRow};
+pub use why::{Reason, Why};
 
 use std::collections::HashSet;
 
@@ -172,26 +177,38 @@ pub async fn release(
     .await
 }
 
-/// Moves reservations of `claim` whose outcome is unknown to `incerto` (`keep`): out of the
-/// automatic flow, into the review queue, never resent automatically (invariant 2).
+/// Moves reservations of `claim` whose outcome is unknown to `incerto` (`keep`), each with why
+/// (`why[i]` for `keys[i]`): out of the automatic flow, into the review queue, never resent
+/// automatically (invariant 2). Appends the attempts that explain them, in the same transaction.
 pub async fn mark_uncertain(
     pool: &PgPool,
     claim: &Claim,
     keys: &[String],
+    why: &[Why],
     tries: &[Attempt],
 ) -> Result<Vec<String>, sqlx::Error> {
-    settle_held(
-        pool,
-        claim,
-        keys,
-        tries,
+    debug_assert_eq!(keys.len(), why.len(), "one reason per key");
+    let (reasons, statuses) = why::columns(why);
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar(
         r#"
-        update efeito_aplicado set estado = 'incerto', atualizado_em = now()
-        where chave = any($1) and estado = 'reservado' and reserva_id = $2
-        returning chave
+        update efeito_aplicado e
+        set estado = 'incerto', atualizado_em = now(), incerto_desde = now(),
+            motivo_incerto = u.m, status_http_incerto = u.s
+        from unnest($1::text[], $3::text[], $4::int4[]) as u(k, m, s)
+        where e.chave = u.k and e.estado = 'reservado' and e.reserva_id = $2
+        returning e.chave
         "#,
     )
-    .await
+    .bind(keys)
+    .bind(claim.token)
+    .bind(reasons)
+    .bind(statuses)
+    .fetch_all(&mut *tx)
+    .await?;
+    attempts::record(&mut tx, claim, tries).await?;
+    tx.commit().await?;
+    Ok(changed)
 }
 
 /// Runs one settlement statement (keys `$1`, the claim's token `$2`, returning the keys changed)
@@ -258,7 +275,8 @@ pub struct Settled {
 /// Settles the reservations an execution left `reservado` in an earlier, dead process. Called
 /// only while holding the execution's lock (invariant 6), which proves that process is gone: an
 /// idempotent type's reservation is released (the run will send it again and the provider
-/// deduplicates); any other becomes `incerto`, because the call may have gone out.
+/// deduplicates); any other becomes `incerto` ([`Reason::CrashInFlight`]), because the call may
+/// have gone out.
 pub async fn settle_abandoned(
     pool: &PgPool,
     execucao_id: &str,
@@ -287,7 +305,9 @@ pub async fn settle_abandoned(
     .await?;
     let uncertain: Vec<String> = sqlx::query_scalar(
         r#"
-        update efeito_aplicado e set estado = 'incerto', atualizado_em = now()
+        update efeito_aplicado e
+        set estado = 'incerto', atualizado_em = now(), incerto_desde = now(),
+            motivo_incerto = $4, status_http_incerto = null
         where e.execucao_id = $1 and e.estado = 'reservado'
           and ($2::int4 is null or exists (
                 select 1 from evento_arquivado a
@@ -298,6 +318,7 @@ pub async fn settle_abandoned(
     .bind(execucao_id)
     .bind(index)
     .bind(count)
+    .bind(Reason::CrashInFlight)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

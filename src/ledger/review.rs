@@ -1,38 +1,95 @@
 //! The manual-review queue: `incerto` effects, whose outcome only a human can establish, and the
-//! two decisions on them (recorded in `efeito_revisao`).
+//! two decisions on them (recorded in `efeito_revisao` by the `security definer` function
+//! `resolver_incerto`, under the session's database role: the worker's role may not decide).
 
+use std::time::Duration;
+
+use super::Reason;
 use crate::words::db_words;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
 
-/// One effect waiting for a human.
+/// One effect waiting for a human. JSON keys are English (`review list --json`); values keep the
+/// database's words.
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
 pub struct ReviewItem {
     pub key: String,
+    #[serde(rename = "effect_type")]
     pub tipo_efeito: String,
+    #[serde(rename = "execution")]
     pub execucao_id: String,
+    /// Why its outcome is unknown (none for a row another program made `incerto`).
+    #[serde(rename = "reason")]
+    pub motivo: Option<Reason>,
+    /// The provider's answer, when the reason is an HTTP status.
+    #[serde(rename = "http_status")]
+    pub status_http: Option<i32>,
+    /// When it became `incerto`.
+    #[serde(rename = "uncertain_since")]
     pub desde: DateTime<Utc>,
-    pub idade_segundos: i64,
+    /// When its first attempt started and its last one ended (none: no call was recorded).
+    #[serde(rename = "first_attempt_at")]
+    pub primeira_tentativa: Option<DateTime<Utc>>,
+    #[serde(rename = "last_attempt_at")]
+    pub ultima_tentativa: Option<DateTime<Utc>>,
+    #[serde(rename = "attempts")]
     pub tentativas: i64,
+    #[serde(rename = "last_error")]
     pub ultimo_erro: Option<String>,
+    /// Its real age: since its first attempt, or since the key was first reserved if earlier.
+    #[serde(rename = "age_seconds")]
+    pub idade_segundos: i64,
 }
 
-/// The queue, oldest first, with attempts and the last error from the attempt history.
+/// Which `incerto` effects to list; the default lists them all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReviewFilter {
+    pub effect_type: Option<String>,
+    pub execution: Option<String>,
+    /// Only effects whose real age exceeds this.
+    pub older_than: Option<Duration>,
+}
+
+/// The whole queue, oldest first.
 pub async fn review_list(pool: &PgPool) -> Result<Vec<ReviewItem>, sqlx::Error> {
+    review_list_filtered(pool, &ReviewFilter::default()).await
+}
+
+/// The queue, oldest first (by real age), with reason, attempts and the last error from the
+/// attempt history.
+pub async fn review_list_filtered(
+    pool: &PgPool,
+    filter: &ReviewFilter,
+) -> Result<Vec<ReviewItem>, sqlx::Error> {
     sqlx::query_as(
         r#"
-        select e.chave as key, e.tipo_efeito, e.execucao_id, e.atualizado_em as desde,
-               extract(epoch from now() - e.atualizado_em)::bigint as idade_segundos,
-               (select count(*) from efeito_tentativa t where t.chave = e.chave) as tentativas,
+        select e.chave as key, e.tipo_efeito, e.execucao_id,
+               e.motivo_incerto as motivo, e.status_http_incerto as status_http,
+               coalesce(e.incerto_desde, e.atualizado_em) as desde,
+               t.primeira as primeira_tentativa, t.ultima as ultima_tentativa,
+               coalesce(t.n, 0) as tentativas,
                (select t.classe_erro from efeito_tentativa t
                 where t.chave = e.chave and t.classe_erro is not null
-                order by t.iniciada_em desc, t.id desc limit 1) as ultimo_erro
+                order by t.iniciada_em desc, t.id desc limit 1) as ultimo_erro,
+               extract(epoch from now() - least(t.primeira, e.criado_em))::bigint
+                 as idade_segundos
         from efeito_aplicado e
+        left join lateral (
+            select min(iniciada_em) as primeira, max(concluida_em) as ultima, count(*) as n
+            from efeito_tentativa t where t.chave = e.chave
+        ) t on true
         where e.estado = 'incerto'
-        order by e.atualizado_em, e.chave
+          and ($1::text is null or e.tipo_efeito = $1)
+          and ($2::text is null or e.execucao_id = $2)
+          and ($3::float8 is null
+               or least(t.primeira, e.criado_em) < now() - make_interval(secs => $3))
+        order by least(t.primeira, e.criado_em), e.chave
         "#,
     )
+    .bind(filter.effect_type.as_deref())
+    .bind(filter.execution.as_deref())
+    .bind(filter.older_than.map(|d| d.as_secs_f64()))
     .fetch_all(pool)
     .await
 }
@@ -59,67 +116,30 @@ pub enum ReviewError {
     Database(#[from] sqlx::Error),
 }
 
-/// Resolves one `incerto` effect and records who did it, in one transaction. The change is
-/// conditioned on the row still being `incerto`, so two people resolving at once cannot both act.
+/// Resolves one `incerto` effect, recording the decision with the session's database role (the
+/// authenticated identity, returned) and `note`, in one transaction inside the database
+/// (`resolver_incerto`). The change is conditioned on the row still being `incerto`, so two
+/// people resolving at once cannot both act. A role without the reviewer's grant gets a database
+/// error of code 42501 (see `db::is_permission_denied`).
 pub async fn resolve(
     pool: &PgPool,
     key: &str,
     resolution: Resolution,
-    by: &str,
-) -> Result<(), ReviewError> {
-    let mut tx = pool.begin().await?;
-    let changed: Option<(String, String)> = match resolution {
-        Resolution::Sent => {
-            sqlx::query_as(
-                r#"
-                update efeito_aplicado set estado = 'concluido', atualizado_em = now()
-                where chave = $1 and estado = 'incerto'
-                returning tipo_efeito, execucao_id
-                "#,
-            )
+    note: Option<&str>,
+) -> Result<String, ReviewError> {
+    let (before, by): (Option<super::State>, String) =
+        sqlx::query_as("select resolver_incerto($1, $2, $3), session_user::text")
             .bind(key)
-            .fetch_optional(&mut *tx)
-            .await?
-        }
-        Resolution::NotSent => {
-            sqlx::query_as(
-                r#"
-                delete from efeito_aplicado where chave = $1 and estado = 'incerto'
-                returning tipo_efeito, execucao_id
-                "#,
-            )
-            .bind(key)
-            .fetch_optional(&mut *tx)
-            .await?
-        }
-    };
-    let Some((tipo, execucao)) = changed else {
-        let state: Option<super::State> =
-            sqlx::query_scalar("select estado from efeito_aplicado where chave = $1")
-                .bind(key)
-                .fetch_optional(&mut *tx)
-                .await?;
-        return Err(match state {
-            Some(state) => ReviewError::NotUncertain {
-                key: key.to_string(),
-                state,
-            },
-            None => ReviewError::NotFound(key.to_string()),
-        });
-    };
-    sqlx::query(
-        r#"
-        insert into efeito_revisao (chave, tipo_efeito, execucao_id, decisao, resolvido_por)
-        values ($1, $2, $3, $4, $5)
-        "#,
-    )
-    .bind(key)
-    .bind(tipo)
-    .bind(execucao)
-    .bind(resolution)
-    .bind(by)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(())
+            .bind(resolution)
+            .bind(note)
+            .fetch_one(pool)
+            .await?;
+    match before {
+        Some(super::State::Uncertain) => Ok(by),
+        Some(state) => Err(ReviewError::NotUncertain {
+            key: key.to_string(),
+            state,
+        }),
+        None => Err(ReviewError::NotFound(key.to_string())),
+    }
 }

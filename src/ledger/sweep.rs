@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::Claim;
+use super::{Claim, Why};
 
 /// A stale reservation.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -37,23 +37,32 @@ pub async fn stale_page(
     .await
 }
 
-/// Moves still-stale reservations to `incerto` (a type whose provider cannot deduplicate, or one
-/// not declared): the call may have gone out, so only a human may decide.
+/// Moves still-stale reservations to `incerto`, each with why (`why[i]` for `keys[i]`: a type
+/// whose provider cannot deduplicate, whose call may have gone out, or one not declared): only a
+/// human may decide.
 pub async fn uncertain_if_stale(
     pool: &PgPool,
     keys: &[String],
+    why: &[Why],
     stale_after: Duration,
 ) -> Result<Vec<String>, sqlx::Error> {
+    debug_assert_eq!(keys.len(), why.len(), "one reason per key");
+    let (reasons, statuses) = super::why::columns(why);
     sqlx::query_scalar(
         r#"
-        update efeito_aplicado set estado = 'incerto', atualizado_em = now()
-        where chave = any($1) and estado = 'reservado'
-          and atualizado_em < now() - make_interval(secs => $2)
-        returning chave
+        update efeito_aplicado e
+        set estado = 'incerto', atualizado_em = now(), incerto_desde = now(),
+            motivo_incerto = u.m, status_http_incerto = u.s
+        from unnest($1::text[], $3::text[], $4::int4[]) as u(k, m, s)
+        where e.chave = u.k and e.estado = 'reservado'
+          and e.atualizado_em < now() - make_interval(secs => $2)
+        returning e.chave
         "#,
     )
     .bind(keys)
     .bind(stale_after.as_secs_f64())
+    .bind(reasons)
+    .bind(statuses)
     .fetch_all(pool)
     .await
 }

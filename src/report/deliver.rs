@@ -211,8 +211,9 @@ async fn send_once(
             }
         }
         Err(SendError::Unknown { class }) => {
+            let why = [ledger::Why::of_failure(&class)];
             db::retry("mark report uncertain", backoff, || {
-                ledger::mark_uncertain(pool, &claim, &keys, tries)
+                ledger::mark_uncertain(pool, &claim, &keys, &why, tries)
             })
             .await?;
             Delivery::Uncertain {

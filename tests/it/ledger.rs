@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use replay_ledger::ledger::{self, Claim, Reservation};
+use replay_ledger::ledger::{self, Claim, Reason, Reservation, Why};
 
 use crate::helpers::*;
 
@@ -17,6 +17,11 @@ fn items(keys: &[String]) -> Vec<Reservation<'_>> {
             tipo_efeito: "notificar-vendedor",
         })
         .collect()
+}
+
+/// Any reason will do where a test is about claims, not reasons.
+fn timeout() -> Why {
+    Why::from(Reason::Timeout)
 }
 
 fn keys(n: usize) -> Vec<String> {
@@ -138,7 +143,7 @@ async fn a_slow_stale_worker_cannot_settle_a_reservation_retaken_by_another() {
     let released = ledger::release(&db.pool, &slow, &k[1..2], &[])
         .await
         .unwrap();
-    let uncertain = ledger::mark_uncertain(&db.pool, &slow, &k[2..], &[])
+    let uncertain = ledger::mark_uncertain(&db.pool, &slow, &k[2..], &[timeout()], &[])
         .await
         .unwrap();
 
@@ -168,7 +173,7 @@ async fn a_concluded_or_uncertain_key_is_never_reserved_again() {
     )
     .await
     .unwrap();
-    ledger::mark_uncertain(&db.pool, &claim, &k[1..], &[])
+    ledger::mark_uncertain(&db.pool, &claim, &k[1..], &[timeout()], &[])
         .await
         .unwrap();
     backdate(&db, 60).await;

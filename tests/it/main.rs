@@ -18,6 +18,7 @@ mod partitions;
 mod pgtemp_sink;
 mod process;
 mod report;
+mod review;
 mod security;
 mod serve;
 mod serve_flood;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use replay_ledger::config;
 use replay_ledger::effects::Effects;
-use replay_ledger::ledger::{self, Claim, Reservation};
+use replay_ledger::ledger::{self, Claim, Reason, Reservation};
 use replay_ledger::sweeper::{Sweeper, SweeperConfig};
 use testkit::sink::Behavior;
 
@@ -209,9 +209,15 @@ async fn a_slow_original_worker_that_finishes_after_the_sweeper_retook_its_row_c
     let released = ledger::release(&db.pool, &slow, std::slice::from_ref(&k), &[])
         .await
         .unwrap();
-    let uncertain = ledger::mark_uncertain(&db.pool, &slow, std::slice::from_ref(&k), &[])
-        .await
-        .unwrap();
+    let uncertain = ledger::mark_uncertain(
+        &db.pool,
+        &slow,
+        std::slice::from_ref(&k),
+        &[Reason::Timeout.into()],
+        &[],
+    )
+    .await
+    .unwrap();
 
     assert!(released.is_empty() && uncertain.is_empty());
     assert_eq!(state_of(&db, &k).await.as_deref(), Some("concluido"));
@@ -306,7 +312,8 @@ async fn the_attempt_history_records_every_try_with_its_outcome() {
 }
 
 #[tokio::test]
-async fn resolving_an_incerto_effect_as_sent_concludes_it_and_records_who() {
+async fn resolving_an_incerto_effect_as_sent_concludes_it_and_records_the_database_role_not_the_name_given(
+) {
     let db = TestDb::new().await;
     abandoned(
         &db,
@@ -325,7 +332,7 @@ async fn resolving_an_incerto_effect_as_sent_concludes_it_and_records_who() {
         &db.pool,
         "evt-1:notificar-vendedor",
         ledger::Resolution::Sent,
-        "ana@finance",
+        Some("ana@finance"),
     )
     .await
     .unwrap();
@@ -334,12 +341,18 @@ async fn resolving_an_incerto_effect_as_sent_concludes_it_and_records_who() {
         state_of(&db, "evt-1:notificar-vendedor").await.as_deref(),
         Some("concluido")
     );
-    let who: String =
-        sqlx::query_scalar("select resolvido_por from efeito_revisao where decisao = 'enviado'")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-    assert_eq!(who, "ana@finance");
+    let (who, note, role): (String, Option<String>, String) = sqlx::query_as(
+        "select resolvido_por, nota, session_user::text from efeito_revisao where decisao = 'enviado'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(who, role, "the session's role resolved it");
+    assert_eq!(
+        note.as_deref(),
+        Some("ana@finance"),
+        "the name given is a note"
+    );
     assert!(ledger::review_list(&db.pool).await.unwrap().is_empty());
 }
 
@@ -457,8 +470,8 @@ async fn review_list_shows_key_type_execution_attempts_and_last_error() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let items: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(items[0]["key"], key(&events[0]));
-    assert_eq!(items[0]["tipo_efeito"], "notificar-vendedor");
-    assert_eq!(items[0]["execucao_id"], "replay-2026-10-14-v2");
-    assert_eq!(items[0]["tentativas"], 1);
-    assert_eq!(items[0]["ultimo_erro"], "http 503");
+    assert_eq!(items[0]["effect_type"], "notificar-vendedor");
+    assert_eq!(items[0]["execution"], "replay-2026-10-14-v2");
+    assert_eq!(items[0]["attempts"], 1);
+    assert_eq!(items[0]["last_error"], "http 503");
 }
