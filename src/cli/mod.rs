@@ -261,8 +261,24 @@ fn init_tracing() {
     if std::env::var("LOG_FORMAT").is_ok_and(|f| f == "json") {
         builder.json().init();
     } else {
-        builder.init();
+        builder.fmt_fields(inert_fields()).init();
     }
+}
+
+/// Plain log lines write every field value through [`crate::text::inert`]: an event id or an
+/// error quoting one (`%` fields are written with `Display`, as they are) cannot end the line,
+/// forge another, or drive the terminal. JSON lines escape by their own syntax.
+fn inert_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let text = crate::text::inert(&format!("{value:?}"));
+        if field.name() == "message" {
+            write!(w, "{text}")
+        } else {
+            write!(w, "{}={text}", field.name())
+        }
+    })
+    .delimited(" ")
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -26,15 +26,7 @@ impl ConfigError {
 /// a value from the file or the environment, and must stay on its one line of `check`'s output
 /// without driving the terminal.
 fn one_line(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::text::inert(text)
 }
 
 impl fmt::Display for ConfigError {

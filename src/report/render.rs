@@ -17,7 +17,7 @@ use crate::summary::EffectOutcome;
 
 /// `[replay-ledger] replay-2026-10-14-v2 (simulação): 4.812 pedidos, +R$ 38.211,40`.
 pub fn subject(report: &Report) -> String {
-    match &report.execution {
+    crate::text::inert(&match &report.execution {
         Some(e) => format!(
             "[replay-ledger] {} ({}): {}, {}",
             e.execution_id,
@@ -30,7 +30,7 @@ pub fn subject(report: &Report) -> String {
             report.sender,
             plural(report.review_total as u64, "efeito", "efeitos")
         ),
-    }
+    })
 }
 
 /// The attachment's file name, e.g. `replay-2026-10-14-v2-simulacao.csv`.
@@ -54,7 +54,7 @@ pub fn text(report: &Report) -> String {
             out.push_str(&format!("{heading}\n"));
         }
         for line in &section.lines {
-            out.push_str(&format!("{line}\n"));
+            out.push_str(&format!("{}\n", crate::text::inert(line)));
         }
         if let Some(table) = &section.table {
             out.push_str(&table.text());

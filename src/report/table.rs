@@ -21,11 +21,18 @@ impl Table {
         }
     }
 
+    /// The table as aligned plain text, every cell made inert ([`crate::text::inert`]): a cell
+    /// from the archive cannot end its line or forge another in a mail's text part.
     pub fn text(&self) -> String {
         let columns = self.right.len();
         let mut widths = vec![0; columns];
         let header: Vec<String> = self.headers.iter().map(|h| h.to_string()).collect();
-        for row in std::iter::once(&header).chain(&self.rows) {
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|row| row.iter().map(|c| crate::text::inert(c)).collect())
+            .collect();
+        for row in std::iter::once(&header).chain(&rows) {
             for (i, cell) in row.iter().enumerate().take(columns) {
                 widths[i] = widths[i].max(cell.chars().count());
             }
@@ -51,7 +58,7 @@ impl Table {
         if !header.is_empty() {
             out.push_str(&line(&header));
         }
-        for row in &self.rows {
+        for row in &rows {
             out.push_str(&line(row));
         }
         out

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::text::inert;
+
 use super::{Ended, RunReport};
 use crate::execution::Mode;
 use crate::money;
@@ -74,7 +76,10 @@ impl fmt::Display for RunReport {
                 writeln!(
                     f,
                     "    {} (posicao {}, {}): {}",
-                    r.evento_id, r.posicao, r.tipo, r.erro
+                    inert(&r.evento_id),
+                    r.posicao,
+                    inert(&r.tipo),
+                    inert(&r.erro)
                 )?;
             }
             if self.rejected.len() > 20 {

@@ -7,4 +7,5 @@ mod archive;
 mod bounds;
 mod files;
 mod payloads;
+mod terminal;
 mod yaml;

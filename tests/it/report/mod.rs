@@ -4,7 +4,7 @@
 
 mod approval;
 mod bound;
-mod smtp;
+pub(crate) mod smtp;
 
 use std::time::Duration;
 
