@@ -33,6 +33,7 @@ const TABLES: &[&str] = &[
     "reprocessamento_aprovacao",
     "relatorio_job",
     "reprocessamento_contagem",
+    "job_rodada",
 ];
 
 const SEQUENCES: &[&str] = &[
@@ -66,6 +67,7 @@ const WORKER: &[(&str, &[&str])] = &[
     ),
     ("select, insert, delete", &["evento_rejeitado"]),
     ("select, insert", &["efeito_tentativa", "relatorio_job"]),
+    ("select, insert, update", &["job_rodada"]),
 ];
 
 /// The columns of an approval its approver writes: all but `id` and `aprovado_em` (defaults) and

@@ -185,8 +185,9 @@ pub(super) async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
     let pool = connect(cli, true).await?;
     let executions = crate::execution::list(&pool).await?;
     let review = ledger::review_queue_size(&pool).await?;
+    let runs = scheduler::runs::all(&pool).await?;
     let jobs = config::load_dir(&cli.jobs_dir)
-        .map(|l| scheduler::job_statuses(&l.jobs, &executions, chrono::Utc::now()))
+        .map(|l| scheduler::job_statuses(&l.jobs, &executions, &runs, chrono::Utc::now()))
         .map_err(|e| e.to_string());
     if json {
         let views: Vec<ExecutionView<'_>> = executions.iter().map(ExecutionView::from).collect();

@@ -117,8 +117,11 @@ impl Shared {
             JobKind::Replay(replay) => self.fire_replay(job, replay, at).await,
             JobKind::Sweep(sweep) => self.fire_sweep(job, sweep).await,
             JobKind::Report(report_job) => {
+                let started = Utc::now();
                 let ran = crate::report::fire(&self.pool, job, report_job, at).await;
                 self.record_plain(&job.name, ran);
+                let detail = (!ran).then(|| "see the log".to_string());
+                self.record_job_run(&job.name, started, ran, detail).await;
             }
             JobKind::Live(_) => {}
         }
@@ -274,8 +277,29 @@ impl Shared {
         }
     }
 
+    /// Stores when a sweep or report job last ran, for `status`; a failure to store it is logged.
+    async fn record_job_run(
+        &self,
+        job: &str,
+        started_at: DateTime<Utc>,
+        ok: bool,
+        detail: Option<String>,
+    ) {
+        let run = super::runs::JobRun {
+            job: job.to_string(),
+            started_at,
+            finished_at: Utc::now(),
+            state: if ok { State::Finished } else { State::Failed },
+            detail,
+        };
+        if let Err(e) = super::runs::record(&self.pool, &run).await {
+            tracing::warn!(job, error = %e, "could not record the job's run for status");
+        }
+    }
+
     /// A sweep fire: one sweeper pass.
     async fn fire_sweep(&self, job: &Job, sweep: &SweepJob) {
+        let started = Utc::now();
         let config = SweeperConfig {
             stale_after: sweep.stale_after,
             ..SweeperConfig::default()
@@ -294,6 +318,15 @@ impl Shared {
             }
         }
         self.record_plain(&job.name, result.is_ok());
+        let detail = match &result {
+            Ok(o) => format!(
+                "retaken {}, completed {}, uncertain {}",
+                o.retaken, o.completed, o.uncertain
+            ),
+            Err(e) => crate::text::inert(&e.to_string()),
+        };
+        self.record_job_run(&job.name, started, result.is_ok(), Some(detail))
+            .await;
     }
 }
 

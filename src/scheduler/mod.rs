@@ -19,6 +19,7 @@
 
 mod fire;
 mod lock;
+pub mod runs;
 pub mod status;
 pub mod ticker;
 pub mod timing;

@@ -4,6 +4,7 @@
 use chrono::{DateTime, FixedOffset, Utc};
 use serde::Serialize;
 
+use super::runs::JobRun;
 use crate::config::Job;
 use crate::execution::Execution;
 
@@ -20,10 +21,11 @@ pub struct JobStatus {
     pub last_run: Option<LastRun>,
 }
 
-/// The newest execution of a job.
+/// A job's last run: its newest execution, or for a sweep or report job its last fire.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LastRun {
-    pub execution: String,
+    /// `None` for a sweep or report job (they leave no execution).
+    pub execution: Option<String>,
     pub state: crate::execution::State,
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -31,8 +33,13 @@ pub struct LastRun {
 }
 
 /// Every job, in the order of `jobs`; `executions` newest first (as [`crate::execution::list`]
-/// returns them).
-pub fn job_statuses(jobs: &[Job], executions: &[Execution], now: DateTime<Utc>) -> Vec<JobStatus> {
+/// returns them), `runs` the last fires of sweep and report jobs.
+pub fn job_statuses(
+    jobs: &[Job],
+    executions: &[Execution],
+    runs: &[JobRun],
+    now: DateTime<Utc>,
+) -> Vec<JobStatus> {
     jobs.iter()
         .map(|job| JobStatus {
             name: job.name.clone(),
@@ -50,11 +57,20 @@ pub fn job_statuses(jobs: &[Job], executions: &[Execution], now: DateTime<Utc>) 
                 .filter(|e| e.job == job.name)
                 .max_by_key(|e| e.started_at)
                 .map(|e| LastRun {
-                    execution: e.key.clone(),
+                    execution: Some(e.key.clone()),
                     state: e.state,
                     started_at: e.started_at,
                     finished_at: e.finished_at,
                     error: e.error.clone(),
+                })
+                .or_else(|| {
+                    runs.iter().find(|r| r.job == job.name).map(|r| LastRun {
+                        execution: None,
+                        state: r.state,
+                        started_at: r.started_at,
+                        finished_at: Some(r.finished_at),
+                        error: r.detail.clone(),
+                    })
                 }),
         })
         .collect()
@@ -74,17 +90,40 @@ pub fn render(statuses: &[JobStatus]) -> String {
             (None, _) => "on demand".to_string(),
         };
         let last = match &s.last_run {
-            Some(r) => format!(
-                "last run {} {} (started {})",
-                r.execution,
-                r.state,
-                r.started_at.format("%Y-%m-%d %H:%M:%S UTC")
-            ),
-            None if s.kind == "replay" => "no run recorded".to_string(),
-            // Sweeps leave no execution row; their passes show in the log and the metrics.
-            None => String::new(),
+            Some(r) => {
+                let took = r
+                    .finished_at
+                    .map(|f| (f - r.started_at).to_std().unwrap_or_default())
+                    .map(|d| format!(", took {}", humantime::format_duration(round_secs(d))))
+                    .unwrap_or_default();
+                format!(
+                    "last run {}{} (started {}{took}){}",
+                    r.execution
+                        .as_deref()
+                        .map(|e| format!("{e} "))
+                        .unwrap_or_default(),
+                    r.state,
+                    r.started_at.format("%Y-%m-%d %H:%M:%S UTC"),
+                    r.error
+                        .as_deref()
+                        .filter(|_| r.execution.is_none())
+                        .map(|d| format!(": {d}"))
+                        .unwrap_or_default()
+                )
+            }
+            None => "no run recorded".to_string(),
         };
-        out.push_str(&format!("{:<28} {:<7} {when}  {last}\n", s.name, s.kind));
+        out.push_str(&format!(
+            "{:<28} {:<7} {when}  {}\n",
+            s.name,
+            s.kind,
+            crate::text::inert(&last)
+        ));
     }
     out
+}
+
+/// A duration to the second, for people.
+fn round_secs(d: std::time::Duration) -> std::time::Duration {
+    std::time::Duration::from_secs(d.as_secs())
 }

@@ -348,7 +348,7 @@ fn status_in_the_second_pass_of_a_repeated_hour_shows_tomorrows_fire_not_a_past_
     // 02:15 CET, the second pass of 02:00-02:59: today's 02:30 fired in the first pass.
     let now = utc("2026-10-25T01:15:00Z");
 
-    let status = job_statuses(&jobs, &[], now);
+    let status = job_statuses(&jobs, &[], &[], now);
 
     let next = status[0].next_fire.expect("a next fire");
     assert!(next > now, "next fire {next} is not after {now}");
