@@ -39,9 +39,12 @@ pub async fn record(pool: &PgPool, run: &JobRun) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
+/// A row of `job_rodada`, in its column order.
+type Row = (String, DateTime<Utc>, DateTime<Utc>, State, Option<String>);
+
 /// Every job's last run.
 pub async fn all(pool: &PgPool) -> Result<Vec<JobRun>, sqlx::Error> {
-    let rows: Vec<(String, DateTime<Utc>, DateTime<Utc>, State, Option<String>)> = sqlx::query_as(
+    let rows: Vec<Row> = sqlx::query_as(
         "select job, iniciada_em, concluida_em, resultado, detalhe from job_rodada order by job",
     )
     .fetch_all(pool)

@@ -76,51 +76,56 @@ pub fn job_statuses(
         .collect()
 }
 
-/// The human-readable lines of `status`.
+/// The human-readable table of `status`: a header row, then one row per job.
 pub fn render(statuses: &[JobStatus]) -> String {
-    let mut out = String::new();
+    let mut out = format!(
+        "{:<28} {:<7} {:<34} {:<26} LAST RUN\n",
+        "JOB", "KIND", "SCHEDULE", "NEXT FIRE"
+    );
     for s in statuses {
-        let when = match (&s.schedule, &s.next_fire) {
-            (Some(schedule), Some(next)) => format!(
-                "\"{schedule}\" {}  next {}",
-                s.timezone,
-                next.format("%Y-%m-%d %H:%M:%S %:z")
-            ),
-            (Some(schedule), None) => format!("\"{schedule}\" {}  next -", s.timezone),
-            (None, _) => "on demand".to_string(),
+        let schedule = match &s.schedule {
+            Some(schedule) => format!("\"{schedule}\" {}", s.timezone),
+            None => "on demand".to_string(),
         };
-        let last = match &s.last_run {
-            Some(r) => {
-                let took = r
-                    .finished_at
-                    .map(|f| (f - r.started_at).to_std().unwrap_or_default())
-                    .map(|d| format!(", took {}", humantime::format_duration(round_secs(d))))
-                    .unwrap_or_default();
-                format!(
-                    "last run {}{} (started {}{took}){}",
-                    r.execution
-                        .as_deref()
-                        .map(|e| format!("{e} "))
-                        .unwrap_or_default(),
-                    r.state,
-                    r.started_at.format("%Y-%m-%d %H:%M:%S UTC"),
-                    r.error
-                        .as_deref()
-                        .filter(|_| r.execution.is_none())
-                        .map(|d| format!(": {d}"))
-                        .unwrap_or_default()
-                )
-            }
-            None => "no run recorded".to_string(),
+        let next = match &s.next_fire {
+            Some(next) => next.format("%Y-%m-%d %H:%M:%S %:z").to_string(),
+            None => "-".to_string(),
         };
+        let last = s
+            .last_run
+            .as_ref()
+            .map_or_else(|| "no run recorded".to_string(), last_run);
         out.push_str(&format!(
-            "{:<28} {:<7} {when}  {}\n",
+            "{:<28} {:<7} {schedule:<34} {next:<26} {}\n",
             s.name,
             s.kind,
             crate::text::inert(&last)
         ));
     }
     out
+}
+
+/// "EXECUTION STATE, started …, took …" or, for a sweep or report job, "STATE …: detail".
+fn last_run(r: &LastRun) -> String {
+    let took = r
+        .finished_at
+        .map(|f| (f - r.started_at).to_std().unwrap_or_default())
+        .map(|d| format!(", took {}", humantime::format_duration(round_secs(d))))
+        .unwrap_or_default();
+    let execution = r
+        .execution
+        .as_deref()
+        .map(|e| format!("{e} "))
+        .unwrap_or_default();
+    let detail = match (&r.execution, &r.error) {
+        (None, Some(detail)) => format!(": {detail}"),
+        _ => String::new(),
+    };
+    format!(
+        "{execution}{} (started {}{took}){detail}",
+        r.state,
+        r.started_at.format("%Y-%m-%d %H:%M:%S UTC")
+    )
 }
 
 /// A duration to the second, for people.

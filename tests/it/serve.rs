@@ -404,3 +404,49 @@ async fn serve_survives_a_database_restart_and_its_next_tick_succeeds() {
     let (status, _) = serve.terminate().await;
     assert!(status.success(), "serve exits 0 on SIGTERM, got {status}");
 }
+
+/// A sweep leaves no execution row, yet `status` (text and JSON) says when it last ran and how it
+/// ended, under a header row naming the columns.
+#[tokio::test]
+async fn status_shows_the_last_run_of_a_sweep_job_under_a_header() {
+    let db = seeded_db(&paid_orders(3), &[]).await;
+    let provider = sink(dedup()).await;
+    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
+    sweep_job(jobs.path(), "10m");
+
+    let serve = Serve::start(&db.url, jobs.path(), "serve");
+    wait_until("status shows the sweep's last run", || async {
+        let out = run_bin(&db.url, jobs.path(), &["status"]).await;
+        stdout(&out)
+            .lines()
+            .any(|l| l.starts_with("sweeper ") && l.contains("concluida (started"))
+    })
+    .await;
+    let (status, _) = serve.terminate().await;
+    assert!(status.success());
+
+    let out = run_bin(&db.url, jobs.path(), &["status"]).await;
+    let text = stdout(&out);
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("JOB "))
+        .unwrap_or_else(|| panic!("a header row over the jobs:\n{text}"));
+    for column in ["KIND", "SCHEDULE", "NEXT FIRE", "LAST RUN"] {
+        assert!(header.contains(column), "{header}");
+    }
+    let replay = text
+        .lines()
+        .find(|l| l.starts_with(JOB))
+        .expect("the replay's row");
+    assert!(replay.contains("no run recorded"), "{replay}");
+
+    let out = run_bin(&db.url, jobs.path(), &["status", "--json"]).await;
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("status --json");
+    let sweeper = json["jobs"]
+        .as_array()
+        .and_then(|jobs| jobs.iter().find(|j| j["name"] == "sweeper"))
+        .unwrap_or_else(|| panic!("the sweeper in status --json: {json}"));
+    assert_eq!(sweeper["last_run"]["state"], "concluida", "{sweeper}");
+    assert!(sweeper["last_run"]["execution"].is_null(), "{sweeper}");
+    assert!(sweeper["last_run"]["finished_at"].is_string(), "{sweeper}");
+}
