@@ -47,6 +47,69 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(pool).await
 }
 
+/// Where one embedded migration stands in a database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrationState {
+    Applied,
+    /// Started and failed: `migrate` stops there until someone repairs it.
+    Failed,
+    /// Applied, but the file embedded in this binary differs from what was applied.
+    Changed,
+    Pending,
+}
+
+impl MigrationState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigrationState::Applied => "applied",
+            MigrationState::Failed => "failed",
+            MigrationState::Changed => "changed",
+            MigrationState::Pending => "pending",
+        }
+    }
+}
+
+/// One embedded migration and where it stands.
+#[derive(Debug, Clone)]
+pub struct MigrationStatus {
+    pub version: i64,
+    pub description: String,
+    pub state: MigrationState,
+}
+
+/// Every embedded migration, in order, with its state in this database; reads only (a database
+/// that was never migrated has every migration pending).
+pub async fn migration_status(pool: &PgPool) -> Result<Vec<MigrationStatus>, sqlx::Error> {
+    let exists: bool = sqlx::query_scalar("select to_regclass('_sqlx_migrations') is not null")
+        .fetch_one(pool)
+        .await?;
+    let applied: Vec<(i64, bool, Vec<u8>)> = if exists {
+        sqlx::query_as("select version, success, checksum from _sqlx_migrations")
+            .fetch_all(pool)
+            .await?
+    } else {
+        Vec::new()
+    };
+    Ok(MIGRATOR
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .map(|m| {
+            let row = applied.iter().find(|(v, _, _)| *v == m.version);
+            let state = match row {
+                None => MigrationState::Pending,
+                Some((_, false, _)) => MigrationState::Failed,
+                Some((_, true, sum)) if sum.as_slice() != &*m.checksum => MigrationState::Changed,
+                Some(_) => MigrationState::Applied,
+            };
+            MigrationStatus {
+                version: m.version,
+                description: m.description.to_string(),
+                state,
+            }
+        })
+        .collect())
+}
+
 /// A failure that a retry may cure: the connection was lost or refused, the server is shutting
 /// down or restarting, a deadlock or serialization failure aborted the statement.
 pub fn is_transient(err: &sqlx::Error) -> bool {

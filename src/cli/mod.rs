@@ -15,6 +15,7 @@ use crate::runner::summary::counts;
 use crate::runner::{self, Ended, RunError, RunnerConfig};
 use crate::{db, demo, scheduler, shutdown};
 
+mod failure;
 mod ops;
 mod reports;
 mod roles;
@@ -45,7 +46,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply the database migrations (idempotent).
-    Migrate,
+    Migrate {
+        /// Apply nothing: list every migration this binary carries as applied, pending, failed
+        /// or changed (applied from a different file).
+        #[arg(long)]
+        status: bool,
+    },
     /// Validate every file of the jobs directory; prints `ok: N jobs` or one error per line.
     Check,
     /// Run a replay job to the end of its window, resuming from its checkpoint.
@@ -195,19 +201,16 @@ pub enum ReviewAction {
         #[arg(long, value_parser = ops::parse_age)]
         older_than: Option<std::time::Duration>,
     },
-    /// Record what a human established about one `incerto` effect.
+    /// Record what a human established about one `incerto` effect: `--sent` or `--not-sent`.
+    #[command(group = clap::ArgGroup::new("decision").required(true))]
     Resolve {
         /// The ledger key, `<evento_id>:<tipo_efeito>`.
         key: String,
         /// It went out: the effect becomes `concluido`.
-        #[arg(
-            long,
-            conflicts_with = "not_sent",
-            required_unless_present = "not_sent"
-        )]
+        #[arg(long, group = "decision")]
         sent: bool,
         /// It did not go out: the row is removed, so the next run performs it.
-        #[arg(long)]
+        #[arg(long, group = "decision")]
         not_sent: bool,
         /// A note kept with the decision (at most 500 characters, no control characters). Who
         /// resolved it is recorded as the database role you connect as.
@@ -244,7 +247,7 @@ pub async fn main() -> ExitCode {
                 }
                 return ExitCode::from(2);
             }
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", failure::describe(&err));
             ExitCode::from(1)
         }
     }
@@ -284,12 +287,7 @@ fn inert_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Check => check(&cli.jobs_dir),
-        Command::Migrate => {
-            let pool = connect(&cli, false).await?;
-            db::migrate(&pool).await.context("applying migrations")?;
-            println!("migrations applied");
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Migrate { status } => ops::migrate(&cli, *status).await,
         Command::Run {
             job,
             simulate,

@@ -1,4 +1,4 @@
-//! The operator's commands: `sweep`, `review list|resolve` and `status`.
+//! The operator's commands: `migrate`, `sweep`, `review list|resolve` and `status`.
 
 use std::process::ExitCode;
 
@@ -6,6 +6,7 @@ use anyhow::Context;
 
 use super::{connect, counts, sweep_stale_after, Cli, ReviewAction};
 use crate::config::{self, ConfigErrors};
+use crate::db;
 use crate::effects::Effects;
 use crate::execution::ExecutionView;
 use crate::identity;
@@ -13,6 +14,34 @@ use crate::ledger::{self, Resolution, ReviewError, ReviewFilter, ReviewItem};
 use crate::scheduler;
 use crate::sweeper::{Sweeper, SweeperConfig};
 use crate::text::inert;
+
+/// `migrate` applies the embedded migrations; `migrate --status` only lists where each stands.
+pub(super) async fn migrate(cli: &Cli, status: bool) -> anyhow::Result<ExitCode> {
+    let pool = connect(cli, false).await?;
+    if !status {
+        db::migrate(&pool).await.context("applying migrations")?;
+        println!("migrations applied");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let list = db::migration_status(&pool)
+        .await
+        .context("reading the applied migrations")?;
+    println!("{:<8} {:<14} DESCRIPTION", "STATE", "VERSION");
+    for m in &list {
+        println!(
+            "{:<8} {:<14} {}",
+            m.state.as_str(),
+            m.version,
+            m.description
+        );
+    }
+    let pending = list
+        .iter()
+        .filter(|m| m.state == db::MigrationState::Pending)
+        .count();
+    println!("{} applied, {pending} pending", list.len() - pending);
+    Ok(ExitCode::SUCCESS)
+}
 
 pub(super) async fn sweep(
     cli: &Cli,

@@ -69,7 +69,10 @@ pub(super) fn duty_of(command: &Command) -> Duty {
             "read the ledger",
             "a role granted `--worker`, `--approver` or `--reviewer`",
         ),
-        Command::Migrate => return MIGRATE,
+        Command::Migrate { status: false } => return MIGRATE,
+        Command::Migrate { status: true } => {
+            ("read the migrations table", "the role that ran `migrate`")
+        }
         Command::Grants { .. } => ("grant privileges", "the role that ran `migrate`"),
         _ => ("run jobs", "a role granted `--worker`"),
     };
