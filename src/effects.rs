@@ -4,6 +4,7 @@
 //! Nothing here touches the ledger: the applier reserves before calling and settles after.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -194,7 +195,8 @@ struct Pacer {
 }
 
 impl Pacer {
-    async fn wait(&self) {
+    /// Waits for this call's turn; true when it had to wait, i.e. the rate limit held it back.
+    async fn wait(&self) -> bool {
         let start = {
             let mut next = self.next.lock().await;
             let now = Instant::now();
@@ -202,8 +204,17 @@ impl Pacer {
             *next = start + self.interval;
             start
         };
+        let held = start > Instant::now();
         tokio::time::sleep_until(start).await;
+        held
     }
+}
+
+/// Calls of one effect type so far, and how many of them the type's rate limit held back.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CallCount {
+    pub calls: u64,
+    pub paced: u64,
 }
 
 /// One effect type ready to call: its provider, its rules and its limits.
@@ -212,6 +223,8 @@ pub struct Effect {
     pub provider: Arc<dyn Provider>,
     permits: Arc<Semaphore>,
     pacer: Option<Pacer>,
+    calls: AtomicU64,
+    paced: AtomicU64,
 }
 
 impl Effect {
@@ -230,6 +243,8 @@ impl Effect {
             pacer,
             config,
             provider,
+            calls: AtomicU64::new(0),
+            paced: AtomicU64::new(0),
         }
     }
 
@@ -246,9 +261,20 @@ impl Effect {
     /// Calls the provider, after the type's rate limit allows it.
     pub async fn call(&self, key: &str, body: &Value) -> Result<Option<Value>, EffectError> {
         if let Some(pacer) = &self.pacer {
-            pacer.wait().await;
+            if pacer.wait().await {
+                self.paced.fetch_add(1, Ordering::Relaxed);
+            }
         }
+        self.calls.fetch_add(1, Ordering::Relaxed);
         self.provider.perform(key, body).await
+    }
+
+    /// Calls made so far through this type, and how many waited for its rate limit.
+    pub fn call_count(&self) -> CallCount {
+        CallCount {
+            calls: self.calls.load(Ordering::Relaxed),
+            paced: self.paced.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -279,6 +305,14 @@ impl Effects {
 
     pub fn get(&self, tipo: &str) -> Option<&Arc<Effect>> {
         self.by_type.get(tipo)
+    }
+
+    /// Calls made so far, per type (for progress: effects/s and whether a rate limit holds).
+    pub fn call_counts(&self) -> BTreeMap<String, CallCount> {
+        self.by_type
+            .iter()
+            .map(|(name, e)| (name.clone(), e.call_count()))
+            .collect()
     }
 
     /// The types whose provider deduplicates by key.

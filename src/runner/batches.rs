@@ -69,6 +69,7 @@ impl<'a> Batches<'a> {
             window.count.max(0) as u64,
             (window.count - remaining).max(0) as u64,
             config.progress,
+            held.applier().effects().clone(),
         );
         Ok(Batches {
             pool,

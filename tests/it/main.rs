@@ -14,6 +14,7 @@ mod hostile;
 mod http_server;
 mod ledger;
 mod operations;
+mod operator;
 mod partitions;
 mod pgtemp_sink;
 mod process;

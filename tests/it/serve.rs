@@ -47,10 +47,11 @@ impl Serve {
         let log = jobs.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).expect("create the log file");
         let mut cmd = command(db_url, jobs);
+        cmd.env("RUST_LOG", "info,replay_ledger=debug");
+        // After the defaults, so a test may override them (RUST_LOG included).
         configure(&mut cmd);
         let child = cmd
             .args(["serve", "--metrics-addr", &addr.to_string()])
-            .env("RUST_LOG", "info,replay_ledger=debug")
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("clone the log handle"))
             .stderr(file)
@@ -110,7 +111,7 @@ fn free_addr() -> SocketAddr {
 }
 
 /// One sample of `/metrics` text, e.g. `replay_ledger_events_total{job="x"}`; `None` if absent.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
+pub(crate) fn metrics_sample(metrics: &str, series: &str) -> Option<f64> {
     metrics.lines().find_map(|line| {
         line.strip_prefix(series)?
             .strip_prefix(' ')?
@@ -168,8 +169,8 @@ async fn two_serve_processes_on_one_jobs_dir_run_each_execution_exactly_once() {
     .await;
     let already = format!("replay_ledger_runs_total{{job=\"{JOB}\",outcome=\"already_finished\"}}");
     wait_until("both daemons found it finished at a later tick", || async {
-        sample(&a.metrics().await, &already).unwrap_or(0.0) >= 1.0
-            && sample(&b.metrics().await, &already).unwrap_or(0.0) >= 1.0
+        metrics_sample(&a.metrics().await, &already).unwrap_or(0.0) >= 1.0
+            && metrics_sample(&b.metrics().await, &already).unwrap_or(0.0) >= 1.0
     })
     .await;
 
@@ -286,19 +287,19 @@ async fn metrics_scraped_over_http_after_a_run_hold_its_counts_and_the_review_qu
         "/metrics counts the run's events and no event remains",
         || async {
             let metrics = serve.metrics().await;
-            sample(&metrics, &events_series) == Some(50.0)
-                && sample(&metrics, &remaining) == Some(0.0)
+            metrics_sample(&metrics, &events_series) == Some(50.0)
+                && metrics_sample(&metrics, &remaining) == Some(0.0)
         },
     )
     .await;
     let metrics = serve.metrics().await;
 
     let applied = format!("replay_ledger_effects_total{{job=\"{JOB}\",outcome=\"aplicado\"}}");
-    assert_eq!(sample(&metrics, &applied), Some(49.0), "{metrics}");
+    assert_eq!(metrics_sample(&metrics, &applied), Some(49.0), "{metrics}");
     let finished = format!("replay_ledger_runs_total{{job=\"{JOB}\",outcome=\"finished\"}}");
-    assert_eq!(sample(&metrics, &finished), Some(1.0), "{metrics}");
+    assert_eq!(metrics_sample(&metrics, &finished), Some(1.0), "{metrics}");
     assert_eq!(
-        sample(&metrics, "replay_ledger_review_queue"),
+        metrics_sample(&metrics, "replay_ledger_review_queue"),
         Some(1.0),
         "{metrics}"
     );
