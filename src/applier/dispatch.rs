@@ -13,15 +13,15 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::Value;
-use sqlx::PgPool;
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::call::{call_reserved, complete_as_they_arrive, reserve_then_call};
 use super::{Applier, ApplyError, Decided};
 use crate::config::{EffectPolicy, OnFailure};
-use crate::db::{self, Backoff};
+use crate::db;
 use crate::effects::{Effect, EffectError};
-use crate::ledger::{self, Attempt, Claim, Reason, Reservation, Why};
+use crate::ledger::{self, Attempt, Reason, Reservation, Why};
 use crate::shutdown::Shutdown;
 use crate::summary::{EffectOutcome, Summary};
 
@@ -44,17 +44,17 @@ pub(super) struct Dispatched {
 
 /// One effect to perform.
 #[derive(Clone)]
-struct Task {
-    posicao: i64,
-    evento_id: String,
-    key: String,
-    body: Value,
-    policy: EffectPolicy,
-    effect: Arc<Effect>,
+pub(super) struct Task {
+    pub(super) posicao: i64,
+    pub(super) evento_id: String,
+    pub(super) key: String,
+    pub(super) body: Value,
+    pub(super) policy: EffectPolicy,
+    pub(super) effect: Arc<Effect>,
 }
 
 /// How one task ended.
-enum Ended {
+pub(super) enum Ended {
     Completed,
     /// The key was already in the ledger (non-idempotent reservation refused).
     AlreadyRegistered,
@@ -71,7 +71,7 @@ enum Ended {
 }
 
 /// A completion on its way to the group commit.
-type Done = (String, Option<Value>, Vec<Attempt>);
+pub(super) type Done = (String, Option<Value>, Vec<Attempt>);
 
 pub(super) async fn perform(
     applier: &Applier,
@@ -390,155 +390,4 @@ async fn beyond_dedup_window(
         ledger::mark_uncertain(&applier.pool, &config.claim, &expired, &why, &[])
     })
     .await
-}
-
-/// An idempotent key already reserved: call it, retrying under `release` (the provider
-/// deduplicates, so a retry cannot duplicate the effect).
-async fn call_reserved(
-    task: Task,
-    _slot: OwnedSemaphorePermit,
-    shutdown: Shutdown,
-    done: mpsc::UnboundedSender<Done>,
-    backoff: Backoff,
-) -> (Task, Ended) {
-    if shutdown.is_triggered() {
-        return (task, Ended::NotStarted { reserved: true });
-    }
-    let attempts = match task.policy.on_failure {
-        OnFailure::Release => backoff.attempts.max(1),
-        OnFailure::Keep => 1,
-    };
-    let mut attempt = 1;
-    let mut tries = Vec::new();
-    loop {
-        let started = std::time::Instant::now();
-        match task.effect.call(&task.key, &task.body).await {
-            Ok(result) => {
-                tries.push(Attempt::new(&task.key, started, None));
-                let _ = done.send((task.key.clone(), result, tries));
-                return (task, Ended::Completed);
-            }
-            Err(err) => {
-                tries.push(Attempt::new(
-                    &task.key,
-                    started,
-                    Some(err.class().to_string()),
-                ));
-                if err.is_retryable() && attempt < attempts && !shutdown.is_triggered() {
-                    attempt += 1;
-                    tracing::debug!(key = %task.key, class = err.class(), attempt, "effect call failed; retrying");
-                    tokio::time::sleep(backoff.delay(attempt)).await;
-                } else {
-                    return (task, Ended::Failed(err, tries));
-                }
-            }
-        }
-    }
-}
-
-/// A non-idempotent key: take a slot, reserve, call once, hand the result on. The slot is held
-/// from the reservation to the call's answer.
-async fn reserve_then_call(
-    task: Task,
-    _slot: OwnedSemaphorePermit,
-    pool: PgPool,
-    claim: Claim,
-    db_backoff: Backoff,
-    shutdown: Shutdown,
-) -> (Task, Ended) {
-    if shutdown.is_triggered() {
-        return (task, Ended::NotStarted { reserved: false });
-    }
-    let item = [Reservation {
-        key: &task.key,
-        evento_id: &task.evento_id,
-        tipo_efeito: &task.effect.config.name,
-    }];
-    let held = db::retry("reserve", db_backoff, || {
-        ledger::reserve(&pool, &claim, &item, None)
-    })
-    .await;
-    match held {
-        Ok(held) if held.is_empty() => (task, Ended::AlreadyRegistered),
-        Ok(_) => {
-            // Settled while the slot is still held: at no moment are more than `concurrency`
-            // keys of this type `reservado`, so a crash leaves at most that many `incerto`.
-            let started = std::time::Instant::now();
-            let answer = task.effect.call(&task.key, &task.body).await;
-            let keys = std::slice::from_ref(&task.key);
-            let settled = match &answer {
-                Ok(result) => {
-                    let tries = [Attempt::new(&task.key, started, None)];
-                    let results = std::slice::from_ref(result);
-                    db::retry("complete", PERSISTENT, || {
-                        ledger::complete(&pool, &claim, keys, results, &tries)
-                    })
-                    .await
-                }
-                Err(err) => {
-                    let tries = [Attempt::new(
-                        &task.key,
-                        started,
-                        Some(err.class().to_string()),
-                    )];
-                    tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
-                    let why = [Why::of_failure(err.class())];
-                    db::retry("mark uncertain", PERSISTENT, || {
-                        ledger::mark_uncertain(&pool, &claim, keys, &why, &tries)
-                    })
-                    .await
-                }
-            };
-            match (settled, answer) {
-                (Ok(_), Ok(_)) => (task, Ended::Completed),
-                (Ok(_), Err(_)) => (task, Ended::Uncertain),
-                (Err(err), _) => (task, Ended::Database(err)),
-            }
-        }
-        Err(err) => {
-            tracing::warn!(key = %task.key, error = %err, "could not reserve effect");
-            (task, Ended::Database(err))
-        }
-    }
-}
-
-/// Completions are retried until written (for minutes, not seconds): the provider has
-/// acknowledged the effect, and losing that would turn a done effect into an `incerto` one.
-const PERSISTENT: Backoff = Backoff {
-    attempts: 30,
-    base: std::time::Duration::from_millis(200),
-    max: std::time::Duration::from_secs(10),
-};
-
-/// Group commit of completions: whatever has arrived is written in one statement, then the next
-/// group. A completion is retried until written (for minutes, not seconds): the provider has
-/// acknowledged it, and losing it would turn a done effect into an `incerto` one.
-async fn complete_as_they_arrive(
-    pool: PgPool,
-    claim: Claim,
-    mut done: mpsc::UnboundedReceiver<Done>,
-) -> Result<u64, sqlx::Error> {
-    const GROUP: usize = 1000;
-    let mut lost = 0u64;
-    while let Some(first) = done.recv().await {
-        let mut keys = vec![first.0];
-        let mut results = vec![first.1];
-        let mut tries = first.2;
-        while keys.len() < GROUP {
-            match done.try_recv() {
-                Ok((key, result, more)) => {
-                    keys.push(key);
-                    results.push(result);
-                    tries.extend(more);
-                }
-                Err(_) => break,
-            }
-        }
-        let changed = db::retry("complete", PERSISTENT, || {
-            ledger::complete(&pool, &claim, &keys, &results, &tries)
-        })
-        .await?;
-        lost += (keys.len() - changed.len()) as u64;
-    }
-    Ok(lost)
 }

@@ -4,6 +4,7 @@
 //! accounts for the effects through the ledger; it reports which prefix of the batch is settled so
 //! the runner can move the checkpoint (invariant 7).
 
+mod call;
 mod dispatch;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -4,13 +4,14 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::{connect, counts, sweep_stale_after, Cli, ReviewAction};
+use super::{connect, sweep_stale_after, Cli, ReviewAction};
 use crate::config::{self, ConfigErrors};
 use crate::db;
 use crate::effects::Effects;
 use crate::execution::ExecutionView;
 use crate::identity;
 use crate::ledger::{self, Resolution, ReviewError, ReviewFilter, ReviewItem};
+use crate::runner::summary::counts;
 use crate::scheduler;
 use crate::sweeper::{Sweeper, SweeperConfig};
 use crate::text::inert;

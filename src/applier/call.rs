@@ -1,0 +1,163 @@
+//! One effect call as a task of its own: an idempotent key already reserved is called (and
+//! retried under `release`); a non-idempotent key is reserved, called once and settled while its
+//! concurrency slot is held. Completions of idempotent keys are group-committed as they arrive.
+
+use sqlx::PgPool;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+
+use super::dispatch::{Done, Ended, Task};
+use crate::config::OnFailure;
+use crate::db::{self, Backoff};
+use crate::ledger::{self, Attempt, Claim, Reservation, Why};
+use crate::shutdown::Shutdown;
+
+/// An idempotent key already reserved: call it, retrying under `release` (the provider
+/// deduplicates, so a retry cannot duplicate the effect).
+pub(super) async fn call_reserved(
+    task: Task,
+    _slot: OwnedSemaphorePermit,
+    shutdown: Shutdown,
+    done: mpsc::UnboundedSender<Done>,
+    backoff: Backoff,
+) -> (Task, Ended) {
+    if shutdown.is_triggered() {
+        return (task, Ended::NotStarted { reserved: true });
+    }
+    let attempts = match task.policy.on_failure {
+        OnFailure::Release => backoff.attempts.max(1),
+        OnFailure::Keep => 1,
+    };
+    let mut attempt = 1;
+    let mut tries = Vec::new();
+    loop {
+        let started = std::time::Instant::now();
+        match task.effect.call(&task.key, &task.body).await {
+            Ok(result) => {
+                tries.push(Attempt::new(&task.key, started, None));
+                let _ = done.send((task.key.clone(), result, tries));
+                return (task, Ended::Completed);
+            }
+            Err(err) => {
+                tries.push(Attempt::new(
+                    &task.key,
+                    started,
+                    Some(err.class().to_string()),
+                ));
+                if err.is_retryable() && attempt < attempts && !shutdown.is_triggered() {
+                    attempt += 1;
+                    tracing::debug!(key = %task.key, class = err.class(), attempt, "effect call failed; retrying");
+                    tokio::time::sleep(backoff.delay(attempt)).await;
+                } else {
+                    return (task, Ended::Failed(err, tries));
+                }
+            }
+        }
+    }
+}
+
+/// A non-idempotent key: take a slot, reserve, call once, hand the result on. The slot is held
+/// from the reservation to the call's answer.
+pub(super) async fn reserve_then_call(
+    task: Task,
+    _slot: OwnedSemaphorePermit,
+    pool: PgPool,
+    claim: Claim,
+    db_backoff: Backoff,
+    shutdown: Shutdown,
+) -> (Task, Ended) {
+    if shutdown.is_triggered() {
+        return (task, Ended::NotStarted { reserved: false });
+    }
+    let item = [Reservation {
+        key: &task.key,
+        evento_id: &task.evento_id,
+        tipo_efeito: &task.effect.config.name,
+    }];
+    let held = db::retry("reserve", db_backoff, || {
+        ledger::reserve(&pool, &claim, &item, None)
+    })
+    .await;
+    match held {
+        Ok(held) if held.is_empty() => (task, Ended::AlreadyRegistered),
+        Ok(_) => {
+            // Settled while the slot is still held: at no moment are more than `concurrency`
+            // keys of this type `reservado`, so a crash leaves at most that many `incerto`.
+            let started = std::time::Instant::now();
+            let answer = task.effect.call(&task.key, &task.body).await;
+            let keys = std::slice::from_ref(&task.key);
+            let settled = match &answer {
+                Ok(result) => {
+                    let tries = [Attempt::new(&task.key, started, None)];
+                    let results = std::slice::from_ref(result);
+                    db::retry("complete", PERSISTENT, || {
+                        ledger::complete(&pool, &claim, keys, results, &tries)
+                    })
+                    .await
+                }
+                Err(err) => {
+                    let tries = [Attempt::new(
+                        &task.key,
+                        started,
+                        Some(err.class().to_string()),
+                    )];
+                    tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
+                    let why = [Why::of_failure(err.class())];
+                    db::retry("mark uncertain", PERSISTENT, || {
+                        ledger::mark_uncertain(&pool, &claim, keys, &why, &tries)
+                    })
+                    .await
+                }
+            };
+            match (settled, answer) {
+                (Ok(_), Ok(_)) => (task, Ended::Completed),
+                (Ok(_), Err(_)) => (task, Ended::Uncertain),
+                (Err(err), _) => (task, Ended::Database(err)),
+            }
+        }
+        Err(err) => {
+            tracing::warn!(key = %task.key, error = %err, "could not reserve effect");
+            (task, Ended::Database(err))
+        }
+    }
+}
+
+/// Completions are retried until written (for minutes, not seconds): the provider has
+/// acknowledged the effect, and losing that would turn a done effect into an `incerto` one.
+pub(super) const PERSISTENT: Backoff = Backoff {
+    attempts: 30,
+    base: std::time::Duration::from_millis(200),
+    max: std::time::Duration::from_secs(10),
+};
+
+/// Group commit of completions: whatever has arrived is written in one statement, then the next
+/// group. A completion is retried until written (for minutes, not seconds): the provider has
+/// acknowledged it, and losing it would turn a done effect into an `incerto` one.
+pub(super) async fn complete_as_they_arrive(
+    pool: PgPool,
+    claim: Claim,
+    mut done: mpsc::UnboundedReceiver<Done>,
+) -> Result<u64, sqlx::Error> {
+    const GROUP: usize = 1000;
+    let mut lost = 0u64;
+    while let Some(first) = done.recv().await {
+        let mut keys = vec![first.0];
+        let mut results = vec![first.1];
+        let mut tries = first.2;
+        while keys.len() < GROUP {
+            match done.try_recv() {
+                Ok((key, result, more)) => {
+                    keys.push(key);
+                    results.push(result);
+                    tries.extend(more);
+                }
+                Err(_) => break,
+            }
+        }
+        let changed = db::retry("complete", PERSISTENT, || {
+            ledger::complete(&pool, &claim, &keys, &results, &tries)
+        })
+        .await?;
+        lost += (keys.len() - changed.len()) as u64;
+    }
+    Ok(lost)
+}

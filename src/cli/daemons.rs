@@ -1,0 +1,206 @@
+//! The commands that run jobs: `run` (a replay to the end of its window), `consume` (the live
+//! consumer) and `serve` (the scheduler daemon), each until done or stopped by a signal.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use sqlx::PgPool;
+
+use super::{connect, reports, warn_in_clear, Cli};
+use crate::config::{self, JobKind};
+use crate::effects::Effects;
+use crate::runner::summary::counts;
+use crate::runner::{self, Ended, RunError, RunnerConfig};
+use crate::{scheduler, shutdown};
+
+/// How `run` was asked to run.
+pub(super) struct RunHow {
+    pub(super) simulate: bool,
+    pub(super) restart: bool,
+    pub(super) workers: usize,
+    pub(super) json: bool,
+}
+
+pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> anyhow::Result<ExitCode> {
+    let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
+    let JobKind::Replay(replay) = &job.kind else {
+        return Err(RunError::NotReplay(job.name.clone()).into());
+    };
+    let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
+    warn_in_clear(&catalog, cli);
+    let pool = connect(cli, true).await?;
+    let url = cli.database_url.clone().unwrap_or_default();
+    let (trigger, stop) = shutdown::channel();
+    shutdown::on_signals(trigger);
+    let config = RunnerConfig {
+        simulate: how.simulate.then_some(true),
+        restart: how.restart,
+        workers: how.workers,
+        progress: how.workers == 1 && !how.json,
+        retries: crate::applier::Retries {
+            stale_after: sweep_stale_after(&cli.jobs_dir),
+            ..Default::default()
+        },
+        ..RunnerConfig::default()
+    };
+    let mode = if how.simulate || replay.simulate {
+        crate::execution::Mode::Simulation
+    } else {
+        crate::execution::Mode::Real
+    };
+    let key = crate::execution::checkpoint_key(
+        &job.resolve_window(&replay.window, config.now).execution_id,
+        mode,
+    );
+    let result = runner::run(&pool, &url, &job, replay, effects, config, stop).await;
+    if how.json {
+        print_execution_json(&pool, &key).await;
+    }
+    match result {
+        Ok(report) => {
+            if !how.json {
+                print!("{report}");
+            }
+            let mailed = reports::after_run(&pool, &job, replay, &report).await;
+            Ok(match report.ended {
+                Ended::Interrupted => ExitCode::from(130),
+                _ => mailed.unwrap_or(ExitCode::SUCCESS),
+            })
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `run --json`: the execution as stored, one JSON object on stdout (nothing if it was never
+/// started, e.g. the approval gate refused it).
+async fn print_execution_json(pool: &PgPool, key: &str) {
+    match crate::execution::load(pool, key).await {
+        Ok(Some(e)) => {
+            let view = crate::execution::ExecutionView::from(&e);
+            match serde_json::to_string(&view) {
+                Ok(json) => println!("{json}"),
+                Err(err) => eprintln!("error: could not write the summary as JSON: {err}"),
+            }
+        }
+        Ok(None) => {}
+        Err(err) => eprintln!("error: could not read the execution's figures: {err}"),
+    }
+}
+
+pub(super) async fn consume(
+    cli: &Cli,
+    job_ref: Option<&str>,
+    from_start: bool,
+) -> anyhow::Result<ExitCode> {
+    let (catalog, job) = match job_ref {
+        Some(name) => config::find_job(&cli.jobs_dir, name)?,
+        None => {
+            let loaded = config::load_dir(&cli.jobs_dir)?;
+            let mut live = loaded
+                .jobs
+                .iter()
+                .filter(|j| matches!(j.kind, JobKind::Live(_)));
+            match (live.next(), live.next()) {
+                (Some(job), None) => (loaded.effects.clone(), job.clone()),
+                (None, _) => {
+                    eprintln!("error: no `kind: live` job in {}", cli.jobs_dir.display());
+                    return Ok(ExitCode::from(2));
+                }
+                (Some(_), Some(_)) => {
+                    eprintln!(
+                        "error: several `kind: live` jobs in {}: name one",
+                        cli.jobs_dir.display()
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+            }
+        }
+    };
+    let JobKind::Live(live) = &job.kind else {
+        eprintln!(
+            "error: job {} is a {} job, not a live one",
+            job.name,
+            job.kind.label()
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
+    warn_in_clear(&catalog, cli);
+    let pool = connect(cli, true).await?;
+    let url = cli.database_url.clone().unwrap_or_default();
+    let (trigger, stop) = shutdown::channel();
+    shutdown::on_signals(trigger);
+    let config = crate::consumer::ConsumerConfig {
+        from_start,
+        retries: crate::applier::Retries {
+            stale_after: sweep_stale_after(&cli.jobs_dir),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match crate::consumer::consume(&pool, &url, &job, live, effects, config, stop).await {
+        Ok(report) => {
+            println!(
+                "live consumer stopped: {} events in this run; effects: {}",
+                report.events_this_run,
+                counts(&report.summary.effects)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// The sweeper's `stale_after`, if a sweep job is configured: the age past which a reservation
+/// of an idempotent type counts as abandoned. Default 5 minutes (the seed's).
+pub(super) fn sweep_stale_after(jobs_dir: &Path) -> std::time::Duration {
+    config::load_dir(jobs_dir)
+        .ok()
+        .and_then(|loaded| {
+            loaded.jobs.iter().find_map(|j| match &j.kind {
+                JobKind::Sweep(s) => Some(s.stale_after),
+                _ => None,
+            })
+        })
+        .unwrap_or(std::time::Duration::from_secs(300))
+}
+
+/// `serve`: the scheduler daemon until SIGTERM/SIGINT.
+pub(super) async fn serve(
+    cli: &Cli,
+    metrics_addr: std::net::SocketAddr,
+    max_connections: usize,
+) -> anyhow::Result<ExitCode> {
+    let loaded = config::load_dir(&cli.jobs_dir)?;
+    let effects = Effects::from_catalog(&loaded.effects).context("setting up effect providers")?;
+    warn_in_clear(&loaded.effects, cli);
+    let pool = connect(cli, true).await?;
+    let config = scheduler::SchedulerConfig {
+        metrics_addr,
+        http_limits: crate::http_server::HttpLimits {
+            max_connections,
+            ..Default::default()
+        },
+        stale_after: sweep_stale_after(&cli.jobs_dir),
+        ..scheduler::SchedulerConfig::default()
+    };
+    let url = cli.database_url.clone().unwrap_or_default();
+    let daemon = match scheduler::Scheduler::new(pool, url, loaded.jobs, effects, config) {
+        Ok(daemon) => daemon,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let (trigger, stop) = shutdown::channel();
+    shutdown::on_signals(trigger);
+    daemon.run(stop).await?;
+    Ok(ExitCode::SUCCESS)
+}
