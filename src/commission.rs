@@ -324,6 +324,23 @@ pub struct DiffRow {
 }
 
 impl DiffRow {
+    /// Sums over a diff, in cents: a missing `antes` counts as 0, a row whose value stays is not
+    /// changed.
+    pub fn totals(rows: &[DiffRow]) -> crate::summary::Totals {
+        let mut totals = crate::summary::Totals::default();
+        for row in rows {
+            totals.orders += 1;
+            if row.antes != Some(row.depois) {
+                totals.changed += 1;
+            }
+            totals.before_centavos = totals
+                .before_centavos
+                .saturating_add(row.antes.unwrap_or(0));
+            totals.after_centavos = totals.after_centavos.saturating_add(row.depois);
+        }
+        totals
+    }
+
     /// `depois - antes`, a missing row counting as 0.
     pub fn diferenca(&self) -> i64 {
         self.depois - self.antes.unwrap_or(0)

@@ -166,21 +166,6 @@ pub struct Totals {
 }
 
 impl Totals {
-    pub fn of(rows: &[crate::commission::DiffRow]) -> Totals {
-        let mut totals = Totals::default();
-        for row in rows {
-            totals.orders += 1;
-            if row.antes != Some(row.depois) {
-                totals.changed += 1;
-            }
-            totals.before_centavos = totals
-                .before_centavos
-                .saturating_add(row.antes.unwrap_or(0));
-            totals.after_centavos = totals.after_centavos.saturating_add(row.depois);
-        }
-        totals
-    }
-
     /// An execution's totals from its figures: a simulation's diff, or the orders a real run
     /// changed (every row of its corrections changed).
     pub fn of_summary(simulation: bool, s: &Summary) -> Totals {

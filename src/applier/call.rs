@@ -2,14 +2,48 @@
 //! retried under `release`); a non-idempotent key is reserved, called once and settled while its
 //! concurrency slot is held. Completions of idempotent keys are group-committed as they arrive.
 
+use std::sync::Arc;
+
+use serde_json::Value;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
-use super::dispatch::{Done, Ended, Task};
-use crate::config::OnFailure;
+use crate::config::{EffectPolicy, OnFailure};
 use crate::db::{self, Backoff};
+use crate::effects::{Effect, EffectError};
 use crate::ledger::{self, Attempt, Claim, Reservation, Why};
 use crate::shutdown::Shutdown;
+
+/// One effect to perform.
+#[derive(Clone)]
+pub(super) struct Task {
+    pub(super) posicao: i64,
+    pub(super) evento_id: String,
+    pub(super) key: String,
+    pub(super) body: Value,
+    pub(super) policy: EffectPolicy,
+    pub(super) effect: Arc<Effect>,
+}
+
+/// How one task ended.
+pub(super) enum Ended {
+    Completed,
+    /// The key was already in the ledger (non-idempotent reservation refused).
+    AlreadyRegistered,
+    Failed(EffectError, Vec<Attempt>),
+    /// The call failed with an unknown outcome and the key is already `incerto`.
+    Uncertain,
+    /// Shutdown came before the call started; for an idempotent type the key is still reserved.
+    NotStarted {
+        reserved: bool,
+    },
+    /// The database failed under the task (reserving, or settling after the call): the error
+    /// itself, so the run can tell an outage (recover) from anything else.
+    Database(sqlx::Error),
+}
+
+/// A completion on its way to the group commit.
+pub(super) type Done = (String, Option<Value>, Vec<Attempt>);
 
 /// An idempotent key already reserved: call it, retrying under `release` (the provider
 /// deduplicates, so a retry cannot duplicate the effect).

@@ -12,15 +12,13 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::call::{call_reserved, complete_as_they_arrive, reserve_then_call};
+use super::call::{call_reserved, complete_as_they_arrive, reserve_then_call, Ended, Task};
 use super::{Applier, ApplyError, Decided};
-use crate::config::{EffectPolicy, OnFailure};
+use crate::config::OnFailure;
 use crate::db;
-use crate::effects::{Effect, EffectError};
 use crate::ledger::{self, Attempt, Reason, Reservation, Why};
 use crate::shutdown::Shutdown;
 use crate::summary::{EffectOutcome, Summary};
@@ -41,37 +39,6 @@ pub(super) struct Dispatched {
     /// The lowest `posicao` with an effect not settled.
     pub first_unsettled: Option<i64>,
 }
-
-/// One effect to perform.
-#[derive(Clone)]
-pub(super) struct Task {
-    pub(super) posicao: i64,
-    pub(super) evento_id: String,
-    pub(super) key: String,
-    pub(super) body: Value,
-    pub(super) policy: EffectPolicy,
-    pub(super) effect: Arc<Effect>,
-}
-
-/// How one task ended.
-pub(super) enum Ended {
-    Completed,
-    /// The key was already in the ledger (non-idempotent reservation refused).
-    AlreadyRegistered,
-    Failed(EffectError, Vec<Attempt>),
-    /// The call failed with an unknown outcome and the key is already `incerto`.
-    Uncertain,
-    /// Shutdown came before the call started; for an idempotent type the key is still reserved.
-    NotStarted {
-        reserved: bool,
-    },
-    /// The database failed under the task (reserving, or settling after the call): the error
-    /// itself, so the run can tell an outage (recover) from anything else.
-    Database(sqlx::Error),
-}
-
-/// A completion on its way to the group commit.
-pub(super) type Done = (String, Option<Value>, Vec<Attempt>);
 
 pub(super) async fn perform(
     applier: &Applier,

@@ -341,7 +341,7 @@ mod tests {
 
     #[test]
     fn totals_count_a_missing_before_as_zero_and_unchanged_rows_as_not_changed() {
-        let totals = Totals::of(&[
+        let totals = DiffRow::totals(&[
             row("a", Some(10), 100),
             row("b", None, 5),
             row("c", Some(7), 7),
