@@ -12,6 +12,7 @@ mod figures;
 mod helpers;
 mod hostile;
 mod http_server;
+mod layout;
 mod ledger;
 mod operations;
 mod operator;
