@@ -4,6 +4,7 @@
 
 mod config;
 mod consumer;
+mod database_away;
 mod domain;
 mod dst;
 mod engine;
