@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::call::{call_reserved, complete_as_they_arrive, reserve_then_call};
+use super::call::{call_reserved, complete_as_they_arrive, reserve_then_call, Retrying};
 use super::{Applier, ApplyError, Decided};
 use crate::config::{EffectPolicy, OnFailure};
 use crate::db;
@@ -55,12 +55,17 @@ pub(super) struct Task {
 
 /// How one task ended.
 pub(super) enum Ended {
-    Completed,
+    /// Done; `retried`: the calls it took beyond the first.
+    Completed {
+        retried: u64,
+    },
     /// The key was already in the ledger (non-idempotent reservation refused).
     AlreadyRegistered,
     Failed(EffectError, Vec<Attempt>),
     /// The call failed with an unknown outcome and the key is already `incerto`.
     Uncertain,
+    /// Shutdown came during a retry's pause: the key is released with the tries made.
+    Stopped(Vec<Attempt>),
     /// Shutdown came before the call started; for an idempotent type the key is still reserved.
     NotStarted {
         reserved: bool,
@@ -102,8 +107,11 @@ pub(super) async fn perform(
                     // futures are alive at once, whatever the batch size.
                     let slot = task.effect.slot().await;
                     let done = done_tx.clone();
-                    let backoff = config.retries.call_backoff;
-                    running.spawn(call_reserved(task, slot, shutdown.clone(), done, backoff));
+                    let retrying = Retrying {
+                        pool: applier.pool.clone(),
+                        policy: config.retries.call_backoff,
+                    };
+                    running.spawn(call_reserved(task, slot, shutdown.clone(), done, retrying));
                 } else {
                     registered.push(task.key);
                 }
@@ -251,7 +259,16 @@ impl Collected {
 
     fn take(&mut self, task: Task, ended: Ended, summary: &mut Summary) {
         match ended {
-            Ended::Completed => summary.count_effect(EffectOutcome::Applied, 1),
+            Ended::Completed { retried } => {
+                summary.count_effect(EffectOutcome::Applied, 1);
+                summary.calls_retried += retried;
+            }
+            Ended::Stopped(tries) => {
+                summary.calls_retried += tries.len() as u64 - 1;
+                self.failed_attempts.extend(tries);
+                self.to_release.push(task.key.clone());
+                self.unsettled(task.posicao);
+            }
             Ended::AlreadyRegistered => {}
             Ended::Uncertain => summary.count_effect(EffectOutcome::Uncertain, 1),
             Ended::NotStarted { reserved } => {
@@ -265,6 +282,7 @@ impl Collected {
                 self.unsettled(task.posicao);
             }
             Ended::Failed(err, tries) => {
+                summary.calls_retried += tries.len().saturating_sub(1) as u64;
                 self.failed_attempts.extend(tries);
                 match task.policy.on_failure {
                     OnFailure::Keep => {

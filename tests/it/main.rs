@@ -20,6 +20,7 @@ mod partitions;
 mod pgtemp_sink;
 mod process;
 mod report;
+mod retries;
 mod review;
 mod security;
 mod serve;
