@@ -106,7 +106,8 @@ pub enum Outcome {
     Delivered,
     /// `dedup`: the key was already delivered; answered 200 with the first response.
     Replayed,
-    /// Answered an error status (`fail_status`, `fail_first`, `fail_keys`); nothing delivered.
+    /// Answered an error status (`fail_status`, `fail_for`, `fail_first`, `fail_keys`); nothing
+    /// delivered.
     Failed,
     /// `accept_then_fail`: delivered, but answered 500.
     DeliveredThenFailed,
