@@ -22,21 +22,41 @@ use crate::config::{EffectCatalog, EffectType};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EffectError {
     #[error("{class}")]
-    Retryable { class: String },
+    Retryable {
+        class: String,
+        /// A 429 or 503 answer's `Retry-After`: how long the provider asked us to wait.
+        retry_after: Option<Duration>,
+    },
     #[error("{class}")]
     Fatal { class: String },
 }
 
 impl EffectError {
+    /// A failure worth another try, without a `Retry-After`.
+    pub fn retryable(class: impl Into<String>) -> Self {
+        EffectError::Retryable {
+            class: class.into(),
+            retry_after: None,
+        }
+    }
+
     /// A short class for logs and the summary: `timeout`, `connect`, `http 503`, … never a body.
     pub fn class(&self) -> &str {
         match self {
-            EffectError::Retryable { class } | EffectError::Fatal { class } => class,
+            EffectError::Retryable { class, .. } | EffectError::Fatal { class } => class,
         }
     }
 
     pub fn is_retryable(&self) -> bool {
         matches!(self, EffectError::Retryable { .. })
+    }
+
+    /// How long the provider asked to wait before another try (`Retry-After` on 429 or 503).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            EffectError::Retryable { retry_after, .. } => *retry_after,
+            EffectError::Fatal { .. } => None,
+        }
     }
 }
 
@@ -119,7 +139,13 @@ impl Provider for WebhookProvider {
             let class = format!("http {}", status.as_u16());
             return Err(
                 if status.is_server_error() || status == 408 || status == 429 {
-                    EffectError::Retryable { class }
+                    let asked = matches!(status.as_u16(), 429 | 503)
+                        .then(|| retry_after(response.headers(), std::time::SystemTime::now()))
+                        .flatten();
+                    EffectError::Retryable {
+                        class,
+                        retry_after: asked,
+                    }
                 } else {
                     EffectError::Fatal { class }
                 },
@@ -183,9 +209,26 @@ fn classify_transport(e: &reqwest::Error) -> EffectError {
     } else {
         "transport"
     };
-    EffectError::Retryable {
-        class: class.to_string(),
+    EffectError::retryable(class)
+}
+
+/// A `Retry-After` header: delay-seconds, or an HTTP-date (any of HTTP's three formats) measured
+/// from `now` (a date already past is no wait). `None` when absent or unreadable.
+pub fn retry_after(
+    headers: &reqwest::header::HeaderMap,
+    now: std::time::SystemTime,
+) -> Option<Duration> {
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // More digits than a u64 holds is "a very long time".
+        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
     }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// Spaces call starts of one type at `1 / rate` seconds.
@@ -322,5 +365,46 @@ impl Effects {
             .filter(|e| e.config.idempotent)
             .map(|e| e.config.name.clone())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+    use std::time::SystemTime;
+
+    fn with(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn retry_after_takes_seconds_and_http_dates() {
+        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        let later = |v: &str| retry_after(&with(v), now);
+        assert_eq!(later("120"), Some(Duration::from_secs(120)));
+        assert_eq!(
+            later("Sun, 06 Nov 1994 08:50:07 GMT"),
+            Some(Duration::from_secs(30))
+        );
+        // RFC 850 and asctime, which HTTP still allows.
+        assert_eq!(
+            later("Sunday, 06-Nov-94 08:49:47 GMT"),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            later("Sun Nov  6 08:49:57 1994"),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(later("Sun, 06 Nov 1994 08:00:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(later("soon"), None);
+        assert_eq!(later("-5"), None);
+        assert_eq!(
+            later("99999999999999999999999"),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(retry_after(&HeaderMap::new(), SystemTime::now()), None);
     }
 }

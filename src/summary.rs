@@ -61,6 +61,9 @@ pub struct Summary {
     pub total_after_centavos: i64,
     /// Effect outcomes, by the seed's words in JSON.
     pub effects: BTreeMap<EffectOutcome, u64>,
+    /// Provider calls that were retries: a second or later try of a key within one call (of the
+    /// batches counted; a batch left unsettled is counted by the run that settles it).
+    pub calls_retried: u64,
 }
 
 impl Summary {
@@ -83,6 +86,7 @@ impl Summary {
         for (k, v) in &other.effects {
             *self.effects.entry(*k).or_default() += v;
         }
+        self.calls_retried += other.calls_retried;
     }
 
     pub fn count_state(&mut self, outcome: StateOutcome, n: u64) {
@@ -113,6 +117,7 @@ impl Summary {
             (ORDERS_CHANGED.to_string(), count(self.orders_changed)),
             (TOTAL_BEFORE.to_string(), self.total_before_centavos),
             (TOTAL_AFTER.to_string(), self.total_after_centavos),
+            (CALLS_RETRIED.to_string(), count(self.calls_retried)),
         ];
         for (outcome, n) in &self.state {
             rows.push((format!("{STATE_PREFIX}{outcome}"), count(*n)));
@@ -137,6 +142,7 @@ impl Summary {
                 ORDERS_CHANGED => s.orders_changed = count(value),
                 TOTAL_BEFORE => s.total_before_centavos = value,
                 TOTAL_AFTER => s.total_after_centavos = value,
+                CALLS_RETRIED => s.calls_retried = count(value),
                 other => {
                     if let Some(word) = other.strip_prefix(STATE_PREFIX) {
                         if let Ok(outcome) = StateOutcome::try_from(word) {
@@ -194,6 +200,7 @@ const ORDERS_IN_DIFF: &str = "pedidos-no-diff";
 const ORDERS_CHANGED: &str = "pedidos-alterados";
 const TOTAL_BEFORE: &str = "total-antes-centavos";
 const TOTAL_AFTER: &str = "total-depois-centavos";
+const CALLS_RETRIED: &str = "chamadas-repetidas";
 const STATE_PREFIX: &str = "estado:";
 const EFFECT_PREFIX: &str = "efeito:";
 
@@ -222,6 +229,7 @@ mod tests {
             orders_changed: 3,
             total_before_centavos: -5,
             total_after_centavos: 700,
+            calls_retried: 6,
             ..Summary::default()
         };
         summary.count_effect(EffectOutcome::AppliedEarlier, 4);

@@ -1,6 +1,7 @@
 //! One effect call as a task of its own: an idempotent key already reserved is called (and
-//! retried under `release`); a non-idempotent key is reserved, called once and settled while its
-//! concurrency slot is held. Completions of idempotent keys are group-committed as they arrive.
+//! retried under `release`, as its type's `retry` says); a non-idempotent key is reserved, called
+//! once — never retried, whatever the failure — and settled while its concurrency slot is held.
+//! Completions of idempotent keys are group-committed as they arrive.
 
 use std::sync::Arc;
 
@@ -27,12 +28,17 @@ pub(super) struct Task {
 
 /// How one task ended.
 pub(super) enum Ended {
-    Completed,
+    /// Done; `retried`: the calls it took beyond the first.
+    Completed {
+        retried: u64,
+    },
     /// The key was already in the ledger (non-idempotent reservation refused).
     AlreadyRegistered,
     Failed(EffectError, Vec<Attempt>),
     /// The call failed with an unknown outcome and the key is already `incerto`.
     Uncertain,
+    /// Shutdown came during a retry's pause: the key is released with the tries made.
+    Stopped(Vec<Attempt>),
     /// Shutdown came before the call started; for an idempotent type the key is still reserved.
     NotStarted {
         reserved: bool,
@@ -45,46 +51,124 @@ pub(super) enum Ended {
 /// A completion on its way to the group commit.
 pub(super) type Done = (String, Option<Value>, Vec<Attempt>);
 
+/// How an idempotent call is retried: the type's `retry` (or `policy`, which overrides every
+/// type's), and the pool to look up the provider's `dedup_window` before a retry.
+pub(super) struct Retrying {
+    pub(super) pool: PgPool,
+    pub(super) policy: Option<Backoff>,
+}
+
 /// An idempotent key already reserved: call it, retrying under `release` (the provider
-/// deduplicates, so a retry cannot duplicate the effect).
+/// deduplicates, so a retry cannot duplicate the effect). A retry waits the type's backoff, or
+/// longer when the provider asked (`Retry-After`); it is not made when the provider asked for
+/// longer than `max_backoff`, when the key's first attempt is past the provider's
+/// `dedup_window`, or once shutdown is asked for — which also ends a pause in progress.
 pub(super) async fn call_reserved(
     task: Task,
     _slot: OwnedSemaphorePermit,
     shutdown: Shutdown,
     done: mpsc::UnboundedSender<Done>,
-    backoff: Backoff,
+    retrying: Retrying,
 ) -> (Task, Ended) {
     if shutdown.is_triggered() {
         return (task, Ended::NotStarted { reserved: true });
     }
+    let policy = retrying.policy.unwrap_or(task.effect.config.retry);
     let attempts = match task.policy.on_failure {
-        OnFailure::Release => backoff.attempts.max(1),
+        OnFailure::Release => policy.attempts.max(1),
         OnFailure::Keep => 1,
     };
-    let mut attempt = 1;
     let mut tries = Vec::new();
     loop {
         let started = std::time::Instant::now();
-        match task.effect.call(&task.key, &task.body).await {
+        let err = match task.effect.call(&task.key, &task.body).await {
             Ok(result) => {
                 tries.push(Attempt::new(&task.key, started, None));
+                let retried = tries.len() as u64 - 1;
                 let _ = done.send((task.key.clone(), result, tries));
-                return (task, Ended::Completed);
+                return (task, Ended::Completed { retried });
             }
-            Err(err) => {
-                tries.push(Attempt::new(
-                    &task.key,
-                    started,
-                    Some(err.class().to_string()),
-                ));
-                if err.is_retryable() && attempt < attempts && !shutdown.is_triggered() {
-                    attempt += 1;
-                    tracing::debug!(key = %task.key, class = err.class(), attempt, "effect call failed; retrying");
-                    tokio::time::sleep(backoff.delay(attempt)).await;
-                } else {
-                    return (task, Ended::Failed(err, tries));
-                }
-            }
+            Err(err) => err,
+        };
+        let class = Some(err.class().to_string());
+        tries.push(Attempt::new(&task.key, started, class));
+        let Some(pause) = next_pause(&task, &err, tries.len(), attempts, &policy) else {
+            return (task, Ended::Failed(err, tries));
+        };
+        if !pause_unless_shutdown(pause, &shutdown).await {
+            return (task, Ended::Stopped(tries));
+        }
+        if !within_dedup_window(&retrying.pool, &task).await {
+            return (task, Ended::Failed(err, tries));
+        }
+        tracing::debug!(key = %task.key, class = err.class(), attempt = tries.len() + 1, "effect call failed; retrying");
+    }
+}
+
+/// The pause before the next try, or `None` when there is none: the failure is fatal, the tries
+/// are used up, or the provider asked (`Retry-After`) for a longer pause than `max_backoff`: it
+/// is not called sooner than it asked, and no slot is held longer than the type allows.
+fn next_pause(
+    task: &Task,
+    err: &crate::effects::EffectError,
+    tried: usize,
+    attempts: u32,
+    policy: &Backoff,
+) -> Option<std::time::Duration> {
+    if !err.is_retryable() || tried >= attempts as usize {
+        return None;
+    }
+    let backoff = policy.delay(u32::try_from(tried).unwrap_or(u32::MAX).saturating_add(1));
+    match err.retry_after() {
+        Some(asked) if asked > policy.max => {
+            tracing::warn!(
+                key = %task.key,
+                class = err.class(),
+                retry_after_s = asked.as_secs(),
+                max_backoff_s = policy.max.as_secs(),
+                "the provider asked to wait longer than max_backoff: not retried now"
+            );
+            None
+        }
+        Some(asked) => Some(asked.max(backoff)),
+        None => Some(backoff),
+    }
+}
+
+/// Sleeps `pause`; false when shutdown came first (or had come).
+async fn pause_unless_shutdown(pause: std::time::Duration, shutdown: &Shutdown) -> bool {
+    let mut shutdown = shutdown.clone();
+    if shutdown.is_triggered() {
+        return false;
+    }
+    tokio::select! {
+        _ = shutdown.triggered() => false,
+        _ = tokio::time::sleep(pause) => true,
+    }
+}
+
+/// Whether a retry is still inside the provider's `dedup_window` (always, without one): the
+/// key's row and its recorded attempts are all younger than it. The row exists before the first
+/// try of this loop, so its age bounds this loop's tries too. Unknown (the database failed) is
+/// "no": the key is released, and the next run checks again.
+async fn within_dedup_window(pool: &PgPool, task: &Task) -> bool {
+    let Some(window) = task.effect.config.dedup_window else {
+        return true;
+    };
+    let keys = [task.key.clone()];
+    let past = match pool.acquire().await {
+        Ok(mut conn) => ledger::past_dedup_window(&mut conn, &keys, window).await,
+        Err(e) => Err(e),
+    };
+    match past {
+        Ok(past) if past.is_empty() => true,
+        Ok(_) => {
+            tracing::warn!(key = %task.key, "first attempt older than the provider's dedup_window: not retried");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(key = %task.key, error = %e, "could not check the dedup_window: not retried");
+            false
         }
     }
 }
@@ -143,7 +227,7 @@ pub(super) async fn reserve_then_call(
                 }
             };
             match (settled, answer) {
-                (Ok(_), Ok(_)) => (task, Ended::Completed),
+                (Ok(_), Ok(_)) => (task, Ended::Completed { retried: 0 }),
                 (Ok(_), Err(_)) => (task, Ended::Uncertain),
                 (Err(err), _) => (task, Ended::Database(err)),
             }

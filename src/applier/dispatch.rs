@@ -15,7 +15,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::call::{call_reserved, complete_as_they_arrive, reserve_then_call, Ended, Task};
+use super::call::{
+    call_reserved, complete_as_they_arrive, reserve_then_call, Ended, Retrying, Task,
+};
 use super::{Applier, ApplyError, Decided};
 use crate::config::OnFailure;
 use crate::db;
@@ -69,8 +71,11 @@ pub(super) async fn perform(
                     // futures are alive at once, whatever the batch size.
                     let slot = task.effect.slot().await;
                     let done = done_tx.clone();
-                    let backoff = config.retries.call_backoff;
-                    running.spawn(call_reserved(task, slot, shutdown.clone(), done, backoff));
+                    let retrying = Retrying {
+                        pool: applier.pool.clone(),
+                        policy: config.retries.call_backoff,
+                    };
+                    running.spawn(call_reserved(task, slot, shutdown.clone(), done, retrying));
                 } else {
                     registered.push(task.key);
                 }
@@ -218,7 +223,16 @@ impl Collected {
 
     fn take(&mut self, task: Task, ended: Ended, summary: &mut Summary) {
         match ended {
-            Ended::Completed => summary.count_effect(EffectOutcome::Applied, 1),
+            Ended::Completed { retried } => {
+                summary.count_effect(EffectOutcome::Applied, 1);
+                summary.calls_retried += retried;
+            }
+            Ended::Stopped(tries) => {
+                summary.calls_retried += tries.len() as u64 - 1;
+                self.failed_attempts.extend(tries);
+                self.to_release.push(task.key.clone());
+                self.unsettled(task.posicao);
+            }
             Ended::AlreadyRegistered => {}
             Ended::Uncertain => summary.count_effect(EffectOutcome::Uncertain, 1),
             Ended::NotStarted { reserved } => {
@@ -232,6 +246,7 @@ impl Collected {
                 self.unsettled(task.posicao);
             }
             Ended::Failed(err, tries) => {
+                summary.calls_retried += tries.len().saturating_sub(1) as u64;
                 self.failed_attempts.extend(tries);
                 match task.policy.on_failure {
                     OnFailure::Keep => {

@@ -62,8 +62,9 @@ pub struct Retries {
     pub stale_after: Duration,
     /// Database steps: retried this way on a transient failure.
     pub db_backoff: Backoff,
-    /// Provider calls under `on_failure: release`: retried this way before the key is released.
-    pub call_backoff: Backoff,
+    /// Provider calls of idempotent types under `on_failure: release` are retried as each type's
+    /// `retry` says (effects.yaml); `Some` overrides every type's (tests use short ones).
+    pub call_backoff: Option<Backoff>,
 }
 
 impl Default for Retries {
@@ -71,11 +72,7 @@ impl Default for Retries {
         Retries {
             stale_after: Duration::from_secs(300),
             db_backoff: Backoff::default(),
-            call_backoff: Backoff {
-                attempts: 4,
-                base: Duration::from_millis(250),
-                max: Duration::from_secs(5),
-            },
+            call_backoff: None,
         }
     }
 }

@@ -27,6 +27,20 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub no_migrate: bool,
 
+    /// Wait up to this long (e.g. 30s, 2m) for a database that is not reachable yet — not up,
+    /// its name not resolving yet, starting up — saying what it waits for, before failing with
+    /// the cause. A wrong password or a missing database fails at once. `serve` keeps trying on
+    /// its own whatever this says.
+    #[arg(
+        long,
+        env = "WAIT_FOR_DB",
+        global = true,
+        default_value = "0s",
+        value_name = "DURATION",
+        value_parser = crate::db::parse_wait
+    )]
+    pub wait_for_db: std::time::Duration,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -172,6 +172,29 @@ pub(super) fn sweep_stale_after(jobs_dir: &Path) -> std::time::Duration {
         .unwrap_or(std::time::Duration::from_secs(300))
 }
 
+/// `serve`'s database: connected and migrated, or — when it is away for a cause time may cure (not
+/// up, not resolvable, starting) — a pool that connects once it is back, and `true`: the daemon
+/// starts anyway, `/healthz` at 503, and its scheduler migrates and fires once the database
+/// answers. A URL that can never work, a wrong password or a missing database end it at once.
+async fn connect_or_serve_anyway(cli: &Cli) -> anyhow::Result<(PgPool, bool)> {
+    let url = super::database_url(cli)?;
+    match crate::db::connect_waiting(url, "serve", cli.wait_for_db).await {
+        Ok(pool) => {
+            if !cli.no_migrate {
+                crate::db::migrate(&pool)
+                    .await
+                    .context("applying migrations")?;
+            }
+            Ok((pool, false))
+        }
+        Err(e) if e.may_pass() => {
+            tracing::warn!("{e}; serving /metrics and /healthz (503 until it is back) and trying again; no job fires before");
+            Ok((crate::db::connect_lazy(url, "serve")?, true))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// `serve`: the scheduler daemon until SIGTERM/SIGINT.
 pub(super) async fn serve(
     cli: &Cli,
@@ -181,8 +204,10 @@ pub(super) async fn serve(
     let loaded = config::load_dir(&cli.jobs_dir)?;
     let effects = Effects::from_catalog(&loaded.effects).context("setting up effect providers")?;
     warn_in_clear(&loaded.effects, cli);
-    let pool = connect(cli, true).await?;
+    let (pool, away_at_start) = connect_or_serve_anyway(cli).await?;
     let config = scheduler::SchedulerConfig {
+        away_at_start,
+        migrate_when_back: away_at_start && !cli.no_migrate,
         metrics_addr,
         http_limits: crate::http_server::HttpLimits {
             max_connections,

@@ -46,6 +46,10 @@ pub async fn main() -> ExitCode {
                 }
                 return ExitCode::from(2);
             }
+            if let Some(e) = err.downcast_ref::<db::ConnectError>() {
+                eprintln!("error: {e}");
+                return ExitCode::from(if e.is_bad_url() { 2 } else { 1 });
+            }
             eprintln!("error: {}", failure::describe(&err));
             ExitCode::from(1)
         }
@@ -164,17 +168,18 @@ fn warn_in_clear(catalog: &config::EffectCatalog, cli: &Cli) {
     }
 }
 
-/// Connects, retrying while the server is unreachable, and applies migrations unless told not to.
-async fn connect(cli: &Cli, migrate: bool) -> anyhow::Result<PgPool> {
-    let url = cli
-        .database_url
+/// The database URL given, or the error that says how to give one.
+fn database_url(cli: &Cli) -> anyhow::Result<&str> {
+    cli.database_url
         .as_deref()
-        .context("no database: set DATABASE_URL or pass --database-url")?;
-    let pool = db::retry("connect", db::Backoff::default(), || {
-        db::connect(url, "cli")
-    })
-    .await
-    .context("connecting to the database")?;
+        .context("no database: set DATABASE_URL or pass --database-url")
+}
+
+/// Connects (waiting up to `--wait-for-db` for a server that is not reachable yet; the cause at
+/// once otherwise), and applies migrations unless told not to.
+async fn connect(cli: &Cli, migrate: bool) -> anyhow::Result<PgPool> {
+    let url = database_url(cli)?;
+    let pool = db::connect_waiting(url, "cli", cli.wait_for_db).await?;
     if migrate && !cli.no_migrate {
         db::migrate(&pool).await.context("applying migrations")?;
     }

@@ -13,12 +13,23 @@ use serde::{Deserialize, Deserializer};
 use super::cleartext::webhook_in_clear;
 use super::de::{checked_map, Check, KeySeed};
 use super::scalar::{
-    check_identifier, Concurrency, DedupWindow, HeaderValue, HttpUrl, Rate, Timeout,
+    check_identifier, Concurrency, DedupWindow, HeaderValue, HttpUrl, MaxBackoff, Rate,
+    RetryAttempts, RetryBackoff, Timeout,
 };
 use super::{EffectCatalog, EffectType, WebhookConfig};
+use crate::db::Backoff;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_CONCURRENCY: usize = 16;
+
+/// An effect type's `retry` when it says none: 8 tries, pausing 1 s, 2 s, 4 s, 8 s, 16 s, then
+/// 30 s twice — 91 s of pauses, so a provider that is down (or answering 503) for a minute is
+/// ridden out, and a `Retry-After` of up to 30 s is waited for.
+pub const DEFAULT_RETRY: Backoff = Backoff {
+    attempts: 8,
+    base: Duration::from_secs(1),
+    max: Duration::from_secs(30),
+};
 
 /// The whole file. Keys must be unique.
 pub(super) struct Catalog(pub EffectCatalog);
@@ -35,6 +46,7 @@ struct RawEffectType {
     concurrency: Option<Concurrency>,
     rate_per_second: Option<Rate>,
     dedup_window: Option<DedupWindow>,
+    retry: Option<Retry>,
     /// Accepts sending the webhook's credentials over plain `http` off this machine.
     #[serde(default)]
     allow_insecure: bool,
@@ -61,6 +73,20 @@ impl RawEffectType {
                  https, or accept it with `allow_insecure: true` on the type (serve warns at start)"
             ));
         }
+        let retry = match self.retry {
+            Some(Retry(r)) if !self.idempotent && r.attempts > 1 => {
+                return Err(format!(
+                    "effect type `{name}` is not idempotent: its calls are never retried (a \
+                     retry could send a message twice), so `retry` would do nothing; remove it"
+                ));
+            }
+            _ if !self.idempotent => Backoff {
+                attempts: 1,
+                ..DEFAULT_RETRY
+            },
+            Some(Retry(r)) => r,
+            None => DEFAULT_RETRY,
+        };
         Ok(EffectType {
             name,
             webhook: WebhookConfig {
@@ -72,6 +98,51 @@ impl RawEffectType {
             concurrency: self.concurrency.map_or(DEFAULT_CONCURRENCY, |c| c.0),
             rate_per_second: self.rate_per_second.map(|r| r.0),
             dedup_window: self.dedup_window.map(|d| d.0),
+            retry,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a retry policy: a mapping with `attempts`, `backoff` and `max_backoff`"
+)]
+struct RawRetry {
+    attempts: Option<RetryAttempts>,
+    backoff: Option<RetryBackoff>,
+    max_backoff: Option<MaxBackoff>,
+}
+
+const RETRY: &str = "a retry policy: a mapping with `attempts`, `backoff` and `max_backoff`";
+
+/// `retry: { attempts, backoff, max_backoff }`, each optional: a missing one takes
+/// [`DEFAULT_RETRY`]'s, bent so that `backoff <= max_backoff` holds; both given the other way
+/// round is an error.
+struct Retry(Backoff);
+
+impl<'de> Deserialize<'de> for Retry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_map(d, RETRY, |raw: RawRetry| {
+            let attempts = raw.attempts.map_or(DEFAULT_RETRY.attempts, |a| a.0);
+            let (base, max) = match (raw.backoff, raw.max_backoff) {
+                (Some(b), Some(m)) if b.0 > m.0 => {
+                    return Err(format!(
+                        "retry backoff ({}) must not exceed max_backoff ({})",
+                        humantime::format_duration(b.0),
+                        humantime::format_duration(m.0)
+                    ))
+                }
+                (Some(b), Some(m)) => (b.0, m.0),
+                (Some(b), None) => (b.0, DEFAULT_RETRY.max.max(b.0)),
+                (None, Some(m)) => (DEFAULT_RETRY.base.min(m.0), m.0),
+                (None, None) => (DEFAULT_RETRY.base, DEFAULT_RETRY.max),
+            };
+            Ok(Retry(Backoff {
+                attempts,
+                base,
+                max,
+            }))
         })
     }
 }

@@ -28,11 +28,12 @@ mod scalar;
 mod tests;
 
 pub use cleartext::{cleartext_warnings, database_warning, is_loopback_host};
+pub use effects::DEFAULT_RETRY;
 pub use error::{ConfigError, ConfigErrors};
 pub use load::{find_job, load_dir, load_effects, load_job, LoadedConfig};
 pub use scalar::{
-    parse_stale_after, MAX_CONCURRENCY, MAX_DEDUP_WINDOW, MAX_RATE, MAX_STALE_AFTER, MAX_TIMEOUT,
-    MIN_RATE,
+    parse_stale_after, MAX_CONCURRENCY, MAX_DEDUP_WINDOW, MAX_RATE, MAX_RETRY_ATTEMPTS,
+    MAX_RETRY_BACKOFF, MAX_RETRY_MAX_BACKOFF, MAX_STALE_AFTER, MAX_TIMEOUT, MIN_RATE,
 };
 
 use std::collections::BTreeMap;
@@ -72,6 +73,10 @@ pub struct EffectType {
     /// How long the provider remembers a key (issue 3), at most [`MAX_DEDUP_WINDOW`]; `None` =
     /// forever.
     pub dedup_window: Option<Duration>,
+    /// `retry: { attempts, backoff, max_backoff }`: how a failed call of an idempotent type is
+    /// tried again under `on_failure: release` (default [`DEFAULT_RETRY`]). A non-idempotent
+    /// type's calls are never retried: its `attempts` is 1.
+    pub retry: crate::db::Backoff,
 }
 
 #[derive(Clone)]

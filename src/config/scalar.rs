@@ -221,6 +221,62 @@ from_str_scalar!(
     }
 );
 
+/// `retry.attempts`: tries of one call, the first included: 1 (no retry) to
+/// [`MAX_RETRY_ATTEMPTS`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RetryAttempts(pub u32);
+impl<'de> Deserialize<'de> for RetryAttempts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_u64(d, "an integer from 1 to 100", |n| {
+            match u32::try_from(n) {
+            Ok(a @ 1..=MAX_RETRY_ATTEMPTS) => Ok(RetryAttempts(a)),
+            _ => Err(format!(
+                "retry attempts must be from 1 to {MAX_RETRY_ATTEMPTS}, got {n} (tries of one call, the first included; 1 = no retry)"
+            )),
+        }
+        })
+    }
+}
+
+/// `retry.backoff`: the pause before the first retry, doubling after each; at most
+/// [`MAX_RETRY_BACKOFF`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RetryBackoff(pub Duration);
+from_str_scalar!(
+    RetryBackoff,
+    interpolated_str,
+    "a duration from 1ns to 10m such as `1s`",
+    |s| parse_bounded(
+        &s,
+        "retry backoff",
+        MAX_RETRY_BACKOFF,
+        "the pause before the first retry; it doubles up to max_backoff"
+    )
+);
+
+/// `retry.max_backoff`: the longest pause between two tries, and the longest `Retry-After` a
+/// provider's answer is waited out for; at most [`MAX_RETRY_MAX_BACKOFF`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MaxBackoff(pub Duration);
+from_str_scalar!(
+    MaxBackoff,
+    interpolated_str,
+    "a duration from 1ns to 1h such as `30s`",
+    |s| parse_bounded(
+        &s,
+        "retry max_backoff",
+        MAX_RETRY_MAX_BACKOFF,
+        "a longer pause holds the batch; the next run retries instead"
+    )
+);
+
+/// The most tries of one call.
+pub const MAX_RETRY_ATTEMPTS: u32 = 100;
+/// The longest `retry.backoff`.
+pub const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(600);
+/// The longest `retry.max_backoff`.
+pub const MAX_RETRY_MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
 /// The most calls of one type in flight at once.
 pub const MAX_CONCURRENCY: usize = 4096;
 /// The fewest calls per second a limit may allow.

@@ -10,7 +10,7 @@ use crate::summary::{EffectOutcome, StateOutcome};
 
 /// One execution in JSON: `execution`, `mode`, `state`, `events_read`, `events_skipped`,
 /// `events_rejected`, `orders_changed`, `total_before_cents`, `total_after_cents`, `effects`
-/// (outcome word → count), then the rest of the row.
+/// (outcome word → count), `calls_retried`, then the rest of the row.
 #[derive(Debug, Serialize)]
 pub struct ExecutionView<'a> {
     /// The execution as `status` lists it (its checkpoint key).
@@ -24,6 +24,8 @@ pub struct ExecutionView<'a> {
     pub total_before_cents: i64,
     pub total_after_cents: i64,
     pub effects: &'a BTreeMap<EffectOutcome, u64>,
+    /// Provider calls that were retries (a second or later try of a key).
+    pub calls_retried: u64,
     pub state_outcomes: &'a BTreeMap<StateOutcome, u64>,
     /// How far the checkpoint is through the window's positions, 0–100; `None` for an empty
     /// window or the live consumer.
@@ -45,6 +47,7 @@ impl<'a> From<&'a Execution> for ExecutionView<'a> {
             total_before_cents: s.total_before_centavos,
             total_after_cents: s.total_after_centavos,
             effects: &s.effects,
+            calls_retried: s.calls_retried,
             state_outcomes: &s.state,
             progress_percent: e.progress_percent(),
             row: e,

@@ -70,6 +70,9 @@ impl fmt::Display for RunReport {
         )?;
         writeln!(f, "  state: {}", counts(&s.state))?;
         writeln!(f, "  effects: {}", counts(&s.effects))?;
+        if self.mode != Mode::Simulation {
+            writeln!(f, "  calls retried: {}", s.calls_retried)?;
+        }
         if !self.rejected.is_empty() {
             writeln!(f, "  rejected events:")?;
             for r in self.rejected.iter().take(20) {

@@ -3,6 +3,7 @@
 //! sends the finance report, a live job is not scheduled. Each runs under the job's lock.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -41,10 +42,13 @@ pub(super) struct Shared {
     pub in_flight: InFlight,
     /// The jobs firing in this process right now.
     busy: Mutex<HashSet<String>>,
+    /// False while a database that was away at start has not answered (and been migrated) yet.
+    ready: AtomicBool,
 }
 
 impl Shared {
     pub fn new(scheduler: super::Scheduler, shutdown: Shutdown) -> Self {
+        let ready = !scheduler.config.away_at_start;
         Shared {
             pool: scheduler.pool,
             database_url: scheduler.database_url,
@@ -55,7 +59,13 @@ impl Shared {
             shutdown,
             in_flight: InFlight::new(),
             busy: Mutex::new(HashSet::new()),
+            ready: AtomicBool::new(ready),
         }
+    }
+
+    /// From now on jobs fire (see `SchedulerConfig::away_at_start`).
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::Release);
     }
 
     /// The catch-up of a `previous: day` job on start: fires it for `at`, its last occurrence,
@@ -91,6 +101,11 @@ impl Shared {
             return;
         };
         if matches!(job.kind, JobKind::Live(_)) {
+            return;
+        }
+        if !self.ready.load(Ordering::Acquire) {
+            tracing::warn!(job = %job.name, "the database has not answered since serve started; retrying at the next tick");
+            self.metrics.record_run(&job.name, RunOutcome::Failed);
             return;
         }
         let lock = match JobLock::try_acquire(

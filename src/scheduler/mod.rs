@@ -19,6 +19,7 @@
 
 mod fire;
 mod lock;
+mod ready;
 pub mod runs;
 pub mod status;
 pub mod ticker;
@@ -79,6 +80,11 @@ pub struct SchedulerConfig {
     pub retry_window: Duration,
     /// Catch up the last missed fire of `previous: day` jobs on start [true].
     pub catch_up: bool,
+    /// The database was away when the daemon started [false]: no job fires (and no catch-up
+    /// runs) until it answers; meanwhile a fire is logged as failed and `/healthz` says 503.
+    pub away_at_start: bool,
+    /// With `away_at_start`: apply the migrations once the database answers [false].
+    pub migrate_when_back: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -95,6 +101,8 @@ impl Default for SchedulerConfig {
             heartbeat_max_age: Duration::from_secs(30),
             retry_window: Duration::from_secs(7 * 24 * 3600),
             catch_up: true,
+            away_at_start: false,
+            migrate_when_back: false,
         }
     }
 }
@@ -202,7 +210,9 @@ impl Scheduler {
         tracing::info!(addr = %local, "serving /metrics and /healthz");
 
         let loops = start_loops(&shared);
-        if shared.config.catch_up {
+        if shared.config.away_at_start {
+            tokio::spawn(ready::when_back(Arc::clone(&shared)));
+        } else if shared.config.catch_up {
             spawn_catch_up(&shared);
         }
         shutdown.triggered().await;

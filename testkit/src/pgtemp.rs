@@ -77,6 +77,8 @@ pub struct TempCluster {
     bin: PathBuf,
     owner: Option<Owner>,
     port: u16,
+    /// The superuser's password when the cluster authenticates with scram-sha-256.
+    password: Option<String>,
     server: Option<Child>,
     /// Last field: dropped (deleted) after `Drop::drop` has stopped the server.
     dir: TempDir,
@@ -94,14 +96,26 @@ impl TempCluster {
     /// connections.
     #[tracing::instrument(skip_all, err)]
     pub async fn start() -> Result<TempCluster> {
+        TempCluster::start_with(None).await
+    }
+
+    /// As [`TempCluster::start`], but every connection authenticates with scram-sha-256 as the
+    /// superuser `postgres` with `password` (letters and digits: it goes into the URL as is).
+    /// For tests of what a wrong password does, which the shared server's trust auth hides.
+    pub async fn start_with_password(password: &str) -> Result<TempCluster> {
+        TempCluster::start_with(Some(password.to_string())).await
+    }
+
+    async fn start_with(password: Option<String>) -> Result<TempCluster> {
         let bin = find_bin_dir().await?;
         let owner = is_root().then(postgres_user).transpose()?;
         let dir = make_dir(owner)?;
-        initdb(&bin, dir.path(), owner).await?;
+        initdb(&bin, dir.path(), owner, password.as_deref()).await?;
         let mut cluster = TempCluster {
             bin,
             owner,
             port: 0,
+            password,
             server: None,
             dir,
         };
@@ -110,9 +124,18 @@ impl TempCluster {
         Ok(cluster)
     }
 
-    /// `postgres://postgres@127.0.0.1:PORT/postgres` (trust authentication, no password).
+    /// `postgres://postgres@127.0.0.1:PORT/postgres` (trust authentication, no password), or
+    /// `postgres://postgres:PASSWORD@…` for a cluster started with a password.
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        let password = self
+            .password
+            .as_deref()
+            .map(|p| format!(":{p}"))
+            .unwrap_or_default();
+        format!(
+            "postgres://postgres{password}@127.0.0.1:{}/postgres",
+            self.port
+        )
     }
 
     pub fn port(&self) -> u16 {
@@ -282,11 +305,22 @@ fn signal(child: &Child, sig: Signal) {
     }
 }
 
-async fn initdb(bin: &Path, dir: &Path, owner: Option<Owner>) -> Result {
-    let out = command(bin, "initdb", dir, owner)
+async fn initdb(bin: &Path, dir: &Path, owner: Option<Owner>, password: Option<&str>) -> Result {
+    let mut cmd = command(bin, "initdb", dir, owner);
+    match password {
+        Some(password) => {
+            let file = dir.join("pwfile");
+            fs::write(&file, password).map_err(io_err("writing the password file"))?;
+            cmd.args(["-A", "scram-sha-256", "--pwfile"]).arg(&file);
+        }
+        None => {
+            cmd.args(["-A", "trust"]);
+        }
+    }
+    let out = cmd
         .arg("-D")
         .arg(dir.join("data"))
-        .args(["-A", "trust", "-U", "postgres", "-E", "UTF8"])
+        .args(["-U", "postgres", "-E", "UTF8"])
         .args(["--no-sync", "--no-locale"])
         .stdin(Stdio::null())
         .output()

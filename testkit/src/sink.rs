@@ -47,8 +47,9 @@ impl Default for SinkConfig {
 /// How the sink answers. The default accepts everything, counts every request as a new
 /// delivery (a non-idempotent provider) and answers at once.
 ///
-/// Checked in this order: `fail_status`, `fail_first`, `fail_keys`, then (with `dedup`) a key
-/// already delivered, then a new delivery, answered 500 if `accept_then_fail`. A request is
+/// Checked in this order: `fail_status`, `fail_for`, `fail_first`, `fail_keys`, then (with
+/// `dedup`) a key already delivered, then a new delivery, answered 500 if `accept_then_fail`.
+/// Every error answer but `accept_then_fail`'s carries `retry_after`, when set. A request is
 /// recorded, and its outcome decided, when it arrives; `delay` only postpones the answer, so a
 /// request cut by the client's timeout still counts as delivered — as with a real provider that
 /// did the work but answered too late.
@@ -59,14 +60,43 @@ pub struct Behavior {
     pub dedup: bool,
     /// Answer this status to every request, delivering nothing.
     pub fail_status: Option<u16>,
-    /// The next N requests (counted from when this behaviour was set) fail with 500.
+    /// Every request arriving within this long of when this behaviour was set (or the sink
+    /// started) fails with `fail_with`: an outage of that length, then recovery.
+    pub fail_for: Duration,
+    /// The next N requests (counted from when this behaviour was set) fail with `fail_with`.
     pub fail_first: usize,
-    /// These keys fail with 500, delivering nothing.
+    /// These keys fail with `fail_with`, delivering nothing.
     pub fail_keys: HashSet<String>,
+    /// The status of `fail_for`, `fail_first` and `fail_keys` answers; default 500.
+    pub fail_with: Option<u16>,
+    /// A `Retry-After` header on error answers.
+    pub retry_after: Option<RetryAfter>,
     /// Wait this long before answering. Longer than the client's timeout = a hanging provider.
     pub delay: Duration,
     /// Count the delivery, then answer 500: the provider did it, the client cannot know.
     pub accept_then_fail: bool,
+}
+
+/// A `Retry-After` header value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfter {
+    /// `Retry-After: N` (delay-seconds).
+    Seconds(u64),
+    /// `Retry-After: <HTTP-date>` this long after the answer, in whole seconds (the date has no
+    /// finer resolution, so the instant it names is up to a second earlier than this).
+    DateIn(Duration),
+}
+
+impl RetryAfter {
+    fn header_value(self) -> String {
+        match self {
+            RetryAfter::Seconds(n) => n.to_string(),
+            RetryAfter::DateIn(d) => {
+                let at = chrono::Utc::now() + chrono::Duration::from_std(d).unwrap_or_default();
+                at.format("%a, %d %b %Y %H:%M:%S GMT").to_string()
+            }
+        }
+    }
 }
 
 /// What the sink did with one request.
@@ -76,7 +106,8 @@ pub enum Outcome {
     Delivered,
     /// `dedup`: the key was already delivered; answered 200 with the first response.
     Replayed,
-    /// Answered an error status (`fail_status`, `fail_first`, `fail_keys`); nothing delivered.
+    /// Answered an error status (`fail_status`, `fail_for`, `fail_first`, `fail_keys`); nothing
+    /// delivered.
     Failed,
     /// `accept_then_fail`: delivered, but answered 500.
     DeliveredThenFailed,
@@ -128,6 +159,8 @@ struct Recorder {
     record: bool,
     requests: usize,
     fail_first_left: usize,
+    /// When the behaviour was set (for `fail_for`).
+    behavior_since: Instant,
     received: Vec<Received>,
     deliveries: HashMap<String, Delivery>,
     delivery_total: usize,
@@ -147,6 +180,7 @@ struct Answer {
     outcome: Outcome,
     body: Bytes,
     delay: Duration,
+    retry_after: Option<RetryAfter>,
 }
 
 const ERROR_BODY: &[u8] = br#"{"erro":"falha simulada"}"#;
@@ -230,6 +264,7 @@ impl Sink {
     pub fn set_behavior(&self, behavior: Behavior) {
         let mut state = self.lock();
         state.fail_first_left = behavior.fail_first;
+        state.behavior_since = Instant::now();
         state.behavior = Arc::new(behavior);
     }
 
@@ -271,6 +306,7 @@ impl Recorder {
             record,
             requests: 0,
             fail_first_left: behavior.fail_first,
+            behavior_since: Instant::now(),
             behavior: Arc::new(behavior),
             received: Vec::with_capacity(1024),
             deliveries: HashMap::new(),
@@ -310,6 +346,7 @@ impl Recorder {
             outcome,
             body,
             delay: behavior.delay,
+            retry_after: None,
         };
         if key.is_empty() || !body_ok {
             return answer(
@@ -318,16 +355,23 @@ impl Recorder {
                 Bytes::from_static(BAD_REQUEST_BODY),
             );
         }
-        let error = || Bytes::from_static(ERROR_BODY);
+        let fail = |status| Answer {
+            retry_after: behavior.retry_after,
+            ..answer(status, Outcome::Failed, Bytes::from_static(ERROR_BODY))
+        };
         if let Some(status) = behavior.fail_status {
-            return answer(status, Outcome::Failed, error());
+            return fail(status);
+        }
+        let status = behavior.fail_with.unwrap_or(500);
+        if self.behavior_since.elapsed() < behavior.fail_for {
+            return fail(status);
         }
         if self.fail_first_left > 0 {
             self.fail_first_left -= 1;
-            return answer(500, Outcome::Failed, error());
+            return fail(status);
         }
         if behavior.fail_keys.contains(key) {
-            return answer(500, Outcome::Failed, error());
+            return fail(status);
         }
         if behavior.dedup {
             if let Some(first) = self.deliveries.get(key) {
@@ -336,7 +380,11 @@ impl Recorder {
         }
         let response = self.deliver(key);
         if behavior.accept_then_fail {
-            return answer(500, Outcome::DeliveredThenFailed, error());
+            return answer(
+                500,
+                Outcome::DeliveredThenFailed,
+                Bytes::from_static(ERROR_BODY),
+            );
         }
         answer(200, Outcome::Delivered, response)
     }
@@ -390,10 +438,15 @@ async fn handle(
     }
     tracing::trace!(status = answer.status, outcome = ?answer.outcome, "sink answered");
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
+    let mut response = (
         status,
         [(header::CONTENT_TYPE, "application/json")],
         answer.body,
     )
-        .into_response()
+        .into_response();
+    let retry_after = answer.retry_after.map(RetryAfter::header_value);
+    if let Some(value) = retry_after.and_then(|v| header::HeaderValue::from_str(&v).ok()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
 }

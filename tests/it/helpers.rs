@@ -327,7 +327,7 @@ pub async fn run_job(
         restart,
         started_by: "test".into(),
         retries: replay_ledger::applier::Retries {
-            call_backoff: fast,
+            call_backoff: Some(fast),
             ..Default::default()
         },
         progress: false,

@@ -4,6 +4,7 @@
 
 mod config;
 mod consumer;
+mod database_away;
 mod domain;
 mod dst;
 mod engine;
@@ -20,6 +21,7 @@ mod partitions;
 mod pgtemp_sink;
 mod process;
 mod report;
+mod retries;
 mod review;
 mod security;
 mod serve;

@@ -203,3 +203,51 @@ fn an_effect_type_defined_twice_is_an_error() {
     let err = effects(&format!("{one}{one}")).unwrap_err();
     assert_eq!(err, "e.yaml:4:1: effect type `t` is defined twice");
 }
+
+#[test]
+fn retry_defaults_ride_out_a_minute_long_outage() {
+    let cat = effects("t:\n  webhook: { url: 'http://h/' }\n  idempotent: true\n").unwrap();
+    let retry = cat.types["t"].retry;
+    assert_eq!(retry.attempts, 8);
+    let pauses: std::time::Duration = (2..=retry.attempts).map(|n| retry.delay(n)).sum();
+    assert!(pauses >= Duration::from_secs(60), "{pauses:?}");
+}
+
+#[test]
+fn a_partial_retry_takes_the_other_defaults_and_keeps_backoff_below_max() {
+    let with = |retry: &str| {
+        let text = format!(
+            "t:\n  webhook: {{ url: 'http://h/' }}\n  idempotent: true\n  retry: {retry}\n"
+        );
+        effects(&text).map(|c| c.types["t"].retry)
+    };
+    let r = with("{ attempts: 3 }").unwrap();
+    assert_eq!(
+        (r.attempts, r.base, r.max),
+        (3, Duration::from_secs(1), Duration::from_secs(30))
+    );
+    let r = with("{ backoff: 2m }").unwrap();
+    assert_eq!(
+        (r.base, r.max),
+        (Duration::from_secs(120), Duration::from_secs(120))
+    );
+    let r = with("{ max_backoff: 100ms }").unwrap();
+    assert_eq!(
+        (r.base, r.max),
+        (Duration::from_millis(100), Duration::from_millis(100))
+    );
+    assert!(with("{ attempt: 3 }")
+        .unwrap_err()
+        .contains("unknown field `attempt`"));
+}
+
+#[test]
+fn a_non_idempotent_type_makes_one_try() {
+    let cat = effects("t:\n  webhook: { url: 'http://h/' }\n  idempotent: false\n").unwrap();
+    assert_eq!(cat.types["t"].retry.attempts, 1);
+    let cat = effects(
+        "t:\n  webhook: { url: 'http://h/' }\n  idempotent: false\n  retry: { attempts: 1 }\n",
+    )
+    .unwrap();
+    assert_eq!(cat.types["t"].retry.attempts, 1);
+}

@@ -29,6 +29,8 @@ struct Values {
     batch_size: String,
     partitions: String,
     window: (String, String),
+    /// `retry`: attempts, backoff, max_backoff.
+    retry: (String, String, String),
 }
 
 impl Values {
@@ -49,13 +51,15 @@ impl Values {
                 pick("0001-01-01T00:00:00+14:00", "2026-10-14T12:00:00Z"),
                 pick("9999-12-31T23:59:59-14:00", "2026-10-14T12:00:01Z"),
             ),
+            retry: (pick("100", "1"), pick("10m", "1ns"), pick("1h", "1ns")),
         }
     }
 
     /// A jobs directory: the seller webhook at `url`, a replay job over the window, a sweep job.
     fn write(&self, dir: &Path, url: &str) {
+        let (attempts, backoff, max_backoff) = &self.retry;
         let effects = format!(
-            "notificar-vendedor:\n  webhook:\n    url: {url}\n    timeout: {}\n    headers: {{ Authorization: \"Bearer t\" }}\n  idempotent: true\n  concurrency: {}\n  rate_per_second: {}\n  dedup_window: {}\n",
+            "notificar-vendedor:\n  webhook:\n    url: {url}\n    timeout: {}\n    headers: {{ Authorization: \"Bearer t\" }}\n  idempotent: true\n  concurrency: {}\n  rate_per_second: {}\n  dedup_window: {}\n  retry: {{ attempts: {attempts}, backoff: {backoff}, max_backoff: {max_backoff} }}\n",
             self.timeout, self.concurrency, self.rate_per_second, self.dedup_window
         );
         let job = format!(
@@ -143,17 +147,25 @@ fn values() -> impl Strategy<Value = Values> {
             duration("h", 720).prop_map(|d| format!("1h {d}")),
         ),
         (integer(1..=100_000), integer(1..=1024), window()),
+        (
+            integer(1..=100),
+            duration("ms", 600_000),
+            duration("s", 3600),
+        ),
     )
         .prop_map(
-            |((concurrency, rate, timeout), (dedup, stale), (batch, partitions, window))| Values {
-                concurrency,
-                rate_per_second: rate,
-                timeout,
-                dedup_window: dedup,
-                stale_after: stale,
-                batch_size: batch,
-                partitions,
-                window,
+            |((concurrency, rate, timeout), (dedup, stale), (batch, partitions, window), retry)| {
+                Values {
+                    concurrency,
+                    rate_per_second: rate,
+                    timeout,
+                    dedup_window: dedup,
+                    stale_after: stale,
+                    batch_size: batch,
+                    partitions,
+                    window,
+                    retry,
+                }
             },
         )
 }
@@ -197,6 +209,11 @@ async fn use_accepted(db: &TestDb, loaded: &LoadedConfig) -> Result<(), TestCase
     prop_assert!(effects.is_ok(), "providers: {:?}", effects.err());
     let effects = effects.unwrap();
     let effect = effects.get("notificar-vendedor").expect("the type");
+    // Every pause of the retry policy, one past its last try too.
+    let retry = effect.config.retry;
+    for attempt in 1..=retry.attempts.saturating_add(1) {
+        prop_assert!(retry.delay(attempt) <= retry.max, "{retry:?}");
+    }
     let slot = effect.slot().await;
     // A call may time out (a 1 ns timeout is accepted); it must only come back.
     let _ = effect.call("evt-0:notificar-vendedor", &json!({})).await;
@@ -311,6 +328,31 @@ async fn check_refuses_the_numbers_that_crashed_run_at_their_line_and_column() {
             "sweeper.yaml",
             "name: sweeper\nkind: sweep\nstale_after: 1000y\n".into(),
             "3:14: stale_after must be at most 30days",
+        ),
+        (
+            EFFECTS_FILE,
+            format!("{head}  retry: {{ attempts: 0 }}\n"),
+            "4:22: retry attempts must be from 1 to 100",
+        ),
+        (
+            EFFECTS_FILE,
+            format!("{head}  retry: {{ attempts: 18446744073709551615 }}\n"),
+            "4:22: retry attempts must be from 1 to 100",
+        ),
+        (
+            EFFECTS_FILE,
+            format!("{head}  retry: {{ backoff: 2h }}\n"),
+            "4:21: retry backoff must be at most 10m",
+        ),
+        (
+            EFFECTS_FILE,
+            format!("{head}  retry: {{ max_backoff: 99999999999y }}\n"),
+            "4:25: retry max_backoff must be at most 1h",
+        ),
+        (
+            EFFECTS_FILE,
+            format!("{head}  retry: {{ backoff: 5s, max_backoff: 1s }}\n"),
+            "4:10: retry backoff (5s) must not exceed max_backoff (1s)",
         ),
     ];
     for (file, text, expected) in cases {

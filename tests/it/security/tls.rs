@@ -31,11 +31,12 @@ fn url_with(db: &TestDb, host: &str, query: &str) -> String {
 }
 
 /// Whether this connection is encrypted, as the server sees it.
-async fn encrypted(url: &str) -> Result<bool, sqlx::Error> {
-    let pool = db::connect(url, "test").await?;
+async fn encrypted(url: &str) -> Result<bool, String> {
+    let pool = db::connect(url, "test").await.map_err(|e| e.to_string())?;
     let ssl = sqlx::query_scalar("select ssl from pg_stat_ssl where pid = pg_backend_pid()")
         .fetch_one(&pool)
-        .await?;
+        .await
+        .map_err(|e| e.to_string())?;
     pool.close().await;
     Ok(ssl)
 }

@@ -1,10 +1,17 @@
 //! Connections and migrations, and the one place that tells a transient database failure (worth
-//! a retry with backoff) from a permanent one.
+//! a retry with backoff) from a permanent one. Connecting, and why it failed: [`connect`].
+
+mod connect;
+
+pub use connect::{
+    attempt, check_url, connect, connect_lazy, connect_waiting, parse_wait, pool_for, target_of,
+    Cause, ConnectError, ATTEMPT_LIMIT, MAX_WAIT,
+};
 
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
 use sqlx::PgPool;
 
 /// The migrations in `migrations/`, embedded in the binary.
@@ -31,15 +38,6 @@ pub fn hostname() -> String {
 /// Connection options for `url`, tagged with an application name.
 pub fn options(url: &str, role: &str) -> Result<PgConnectOptions, sqlx::Error> {
     Ok(PgConnectOptions::from_str(url)?.application_name(&application_name(role)))
-}
-
-/// A pool sized for one worker process.
-pub async fn connect(url: &str, role: &str) -> Result<PgPool, sqlx::Error> {
-    PgPoolOptions::new()
-        .max_connections(10)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options(url, role)?)
-        .await
 }
 
 /// Applies the embedded migrations; idempotent.
@@ -243,15 +241,8 @@ pub async fn explain_loss(pool: &PgPool, err: &sqlx::Error) -> String {
     if !matches!(err, sqlx::Error::PoolTimedOut) {
         return describe(err);
     }
-    use sqlx::Connection;
-    let options = pool.connect_options();
-    let attempt = sqlx::PgConnection::connect_with(&options);
-    match tokio::time::timeout(Duration::from_secs(5), attempt).await {
-        Ok(Ok(conn)) => {
-            let _ = conn.close().await;
-            "the pool timed out, though the server answers again".into()
-        }
-        Ok(Err(e)) => describe(&e),
-        Err(_) => "the server does not answer within 5 s".into(),
+    match attempt(&pool.connect_options()).await {
+        Ok(()) => "the pool timed out, though the server answers again".into(),
+        Err(cause) => cause.to_string(),
     }
 }
