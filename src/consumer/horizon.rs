@@ -122,7 +122,7 @@ impl HorizonWatch {
         *warned = Some(xid);
         tracing::warn!(
             xid,
-            pid = ?horizon.pid,
+            pid = %horizon.pid.map_or_else(|| "-".to_string(), |p| p.to_string()),
             database = %inert(horizon.database.as_deref().unwrap_or("?")),
             prepared = %inert(horizon.prepared.as_deref().unwrap_or("-")),
             held_for_s = horizon.age.as_secs(),

@@ -233,7 +233,7 @@ impl Metrics {
         out.family(
             "replay_ledger_scheduler_heartbeat_timestamp_seconds",
             "gauge",
-            "Unix time of the scheduler's last heartbeat.",
+            "Unix time of the last heartbeat of this process (serve's scheduler, or consume), every 5 s.",
         );
         out.sample(
             "replay_ledger_scheduler_heartbeat_timestamp_seconds",
