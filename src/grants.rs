@@ -34,6 +34,7 @@ const TABLES: &[&str] = &[
     "relatorio_job",
     "reprocessamento_contagem",
     "job_rodada",
+    "consumo_ao_vivo",
 ];
 
 const SEQUENCES: &[&str] = &[
@@ -54,6 +55,7 @@ const WORKER: &[(&str, &[&str])] = &[
             "comissao",
             "reprocessamento_execucao",
             "reprocessamento_correcao",
+            "consumo_ao_vivo",
         ],
     ),
     (

@@ -14,7 +14,7 @@ use sqlx::PgPool;
 use chrono::{DateTime, Utc};
 
 use crate::applier::{Applier, ApplierConfig, Pass, Policy, Retries};
-use crate::archive::{LivePosition, Partition};
+use crate::archive::Partition;
 use crate::db::{self, Backoff};
 use crate::effects::Effects;
 use crate::execution::{self, ExecutionLock, LockError, Mode};
@@ -203,12 +203,5 @@ pub trait Checkpoint: Sized {
 impl Checkpoint for i64 {
     async fn load(pool: &PgPool, key: &str) -> Result<Option<Self>, sqlx::Error> {
         Ok(execution::load(pool, key).await?.and_then(|e| e.checkpoint))
-    }
-}
-
-/// The live consumer's checkpoint: (inserting transaction, `posicao`).
-impl Checkpoint for LivePosition {
-    async fn load(pool: &PgPool, key: &str) -> Result<Option<Self>, sqlx::Error> {
-        execution::live_checkpoint(pool, key).await
     }
 }

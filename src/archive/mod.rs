@@ -1,12 +1,15 @@
 //! Every read of `evento_arquivado`: the bounds of a window and its events in `posicao` order,
-//! in batches after a checkpoint (keyset paging, never `OFFSET`).
+//! in batches after a checkpoint (keyset paging, never `OFFSET`); the live consumer's reads by
+//! inserting transaction are in `live.rs`.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use crate::domain::Event;
 
+mod live;
 mod payload;
+pub use live::{newest_below, pending, read_round, Applied, LivePosition, Pending};
 use payload::Payload;
 
 /// The part of the archive an execution covers: `ocorrido_em` in `[from, to)` and `posicao` in
@@ -206,72 +209,7 @@ pub async fn fingerprint(
     })
 }
 
-/// Where the live consumer stands: the inserting transaction and the position of the last event
-/// it settled. Events are read in this order, which every later commit sorts after.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct LivePosition {
-    pub xid: u64,
-    pub posicao: i64,
-}
-
-/// The position before every event a transaction still running (or yet to start) can commit: the
-/// live consumer's starting point when it has no checkpoint and is told to start from now.
-pub async fn live_horizon(pool: &PgPool) -> Result<LivePosition, sqlx::Error> {
-    let xmin: String = sqlx::query_scalar("select pg_snapshot_xmin(pg_current_snapshot())::text")
-        .fetch_one(pool)
-        .await?;
-    // Just after every event of a transaction below the horizon (all ended: history), and before
-    // every event of one at or above it, whatever its `posicao` (even i64::MIN).
-    Ok(LivePosition {
-        xid: parse_xid(&xmin)?.saturating_sub(1),
-        posicao: i64::MAX,
-    })
-}
-
-/// The next events after `after` in (transaction, position) order, only from transactions older
-/// than every transaction still running: a transaction that commits later, whatever `posicao` it
-/// took, sorts after everything returned here, so no event is ever skipped.
-pub async fn read_live(
-    pool: &PgPool,
-    after: LivePosition,
-    limit: u32,
-) -> Result<Vec<(Event, u64)>, sqlx::Error> {
-    type LiveRow = (
-        i64,
-        String,
-        String,
-        String,
-        i64,
-        Payload,
-        DateTime<Utc>,
-        String,
-    );
-    let rows: Vec<LiveRow> = sqlx::query_as(
-        r#"
-        select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, xid_insercao::text
-        from evento_arquivado
-        where (xid_insercao, posicao) > ($1::text::xid8, $2)
-          and xid_insercao < pg_snapshot_xmin(pg_current_snapshot())
-        order by xid_insercao, posicao
-        limit $3
-        "#,
-    )
-    .bind(after.xid.to_string())
-    .bind(after.posicao)
-    .bind(i64::from(limit))
-    .fetch_all(pool)
-    .await?;
-    rows.into_iter()
-        .map(
-            |(posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, xid)| {
-                let event =
-                    into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em));
-                Ok((event, parse_xid(&xid)?))
-            },
-        )
-        .collect()
-}
-
+/// An `xid8` read as text.
 fn parse_xid(text: &str) -> Result<u64, sqlx::Error> {
     text.parse()
         .map_err(|_| sqlx::Error::Protocol(format!("unexpected xid8 value {text:?}")))

@@ -167,14 +167,24 @@ pub enum Command {
         metrics_max_connections: usize,
     },
     /// The live consumer: follow `evento_arquivado` as it grows, through the same applier as a
-    /// replay, with execution id `ao-vivo` and the policy of a `kind: live` job. Runs until
-    /// SIGINT/SIGTERM. Out-of-order commits never make it skip an event.
+    /// replay, with execution id `ao-vivo` and the policy of a `kind: live` job. Applies each
+    /// event once its transaction commits, whatever else is open on the server; out-of-order
+    /// commits never make it skip one. Serves `/metrics` (with its lag) and `/healthz`. Runs
+    /// until SIGINT/SIGTERM.
     Consume {
         /// The `kind: live` job (default: the only one in the jobs dir).
         job: Option<String>,
         /// Without a checkpoint, start at the beginning of the archive instead of at "now".
         #[arg(long)]
         from_start: bool,
+        /// Where `/metrics` and `/healthz` listen (give `serve` and `consume` on one host
+        /// different ports).
+        #[arg(long, env = "METRICS_ADDR", default_value = "127.0.0.1:9187")]
+        metrics_addr: std::net::SocketAddr,
+        /// HTTP connections served at once on the metrics address; more are closed at once. Keep
+        /// it well under the open-files limit (LimitNOFILE).
+        #[arg(long, env = "METRICS_MAX_CONNECTIONS", default_value_t = 256)]
+        metrics_max_connections: usize,
     },
     /// The whole story end to end: an archive of 2026-10-14 with the commission bug, a
     /// simulation, the real run, and a second run that sends nothing. Uses a scratch database on

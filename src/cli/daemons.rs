@@ -4,12 +4,15 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use std::sync::Arc;
+
 use anyhow::Context;
 use sqlx::PgPool;
 
 use super::{connect, reports, warn_in_clear, Cli};
 use crate::config::{self, JobKind};
 use crate::effects::Effects;
+use crate::metrics::Metrics;
 use crate::runner::summary::counts;
 use crate::runner::{self, Ended, RunError, RunnerConfig};
 use crate::{scheduler, shutdown};
@@ -91,11 +94,74 @@ async fn print_execution_json(pool: &PgPool, key: &str) {
     }
 }
 
+/// Where `consume` serves `/metrics` and `/healthz`, and how many connections at once.
+pub(super) struct MetricsHow {
+    pub(super) addr: std::net::SocketAddr,
+    pub(super) max_connections: usize,
+}
+
 pub(super) async fn consume(
     cli: &Cli,
     job_ref: Option<&str>,
     from_start: bool,
+    http: MetricsHow,
 ) -> anyhow::Result<ExitCode> {
+    let (catalog, job) = match live_job(cli, job_ref)? {
+        Ok(found) => found,
+        Err(code) => return Ok(code),
+    };
+    let JobKind::Live(live) = &job.kind else {
+        eprintln!(
+            "error: job {} is a {} job, not a live one",
+            job.name,
+            job.kind.label()
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let limits = crate::http_server::HttpLimits {
+        max_connections: http.max_connections,
+        ..Default::default()
+    };
+    if let Err(err) = limits.validate() {
+        eprintln!("error: --metrics-max-connections: {err}");
+        return Ok(ExitCode::from(2));
+    }
+    let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
+    warn_in_clear(&catalog, cli);
+    let pool = connect(cli, true).await?;
+    let url = cli.database_url.clone().unwrap_or_default();
+    let (trigger, stop) = shutdown::channel();
+    shutdown::on_signals(trigger);
+    let metrics = Arc::new(Metrics::new());
+    let served = serve_consumer_metrics(&pool, &metrics, http.addr, limits, &stop).await?;
+    let config = crate::consumer::ConsumerConfig {
+        from_start,
+        retries: crate::applier::Retries {
+            stale_after: sweep_stale_after(&cli.jobs_dir),
+            ..Default::default()
+        },
+        metrics: Some(metrics),
+        ..Default::default()
+    };
+    let result = crate::consumer::consume(&pool, &url, &job, live, effects, config, stop).await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), served).await;
+    match result {
+        Ok(report) => {
+            print!("{}", consumed(&report));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// The job named, or the only `kind: live` job of the jobs dir; else the exit status to end with.
+fn live_job(
+    cli: &Cli,
+    job_ref: Option<&str>,
+) -> anyhow::Result<Result<(config::EffectCatalog, config::Job), ExitCode>> {
     let (catalog, job) = match job_ref {
         Some(name) => config::find_job(&cli.jobs_dir, name)?,
         None => {
@@ -108,54 +174,81 @@ pub(super) async fn consume(
                 (Some(job), None) => (loaded.effects.clone(), job.clone()),
                 (None, _) => {
                     eprintln!("error: no `kind: live` job in {}", cli.jobs_dir.display());
-                    return Ok(ExitCode::from(2));
+                    return Ok(Err(ExitCode::from(2)));
                 }
                 (Some(_), Some(_)) => {
                     eprintln!(
                         "error: several `kind: live` jobs in {}: name one",
                         cli.jobs_dir.display()
                     );
-                    return Ok(ExitCode::from(2));
+                    return Ok(Err(ExitCode::from(2)));
                 }
             }
         }
     };
-    let JobKind::Live(live) = &job.kind else {
-        eprintln!(
-            "error: job {} is a {} job, not a live one",
-            job.name,
-            job.kind.label()
-        );
-        return Ok(ExitCode::from(2));
-    };
-    let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
-    warn_in_clear(&catalog, cli);
-    let pool = connect(cli, true).await?;
-    let url = cli.database_url.clone().unwrap_or_default();
-    let (trigger, stop) = shutdown::channel();
-    shutdown::on_signals(trigger);
-    let config = crate::consumer::ConsumerConfig {
-        from_start,
-        retries: crate::applier::Retries {
-            stale_after: sweep_stale_after(&cli.jobs_dir),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match crate::consumer::consume(&pool, &url, &job, live, effects, config, stop).await {
-        Ok(report) => {
-            println!(
-                "live consumer stopped: {} events in this run; effects: {}",
-                report.events_this_run,
-                counts(&report.summary.effects)
-            );
-            Ok(ExitCode::SUCCESS)
+    Ok(Ok((catalog, job)))
+}
+
+/// `/metrics` and `/healthz` of the live consumer, as `serve` has them: one background task reads
+/// the database gauges (with the consumer's lag) every 5 s, HTTP clients only see its last
+/// reading, and a heartbeat every 5 s proves the runtime still runs. Returns once listening.
+async fn serve_consumer_metrics(
+    pool: &PgPool,
+    metrics: &Arc<Metrics>,
+    addr: std::net::SocketAddr,
+    limits: crate::http_server::HttpLimits,
+    stop: &shutdown::Shutdown,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use crate::metrics::{DbSnapshot, HttpState};
+    use std::time::Duration;
+    let (listener, local) = crate::metrics::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for /metrics and /healthz"))?;
+    let (every, limit) = (Duration::from_secs(5), Duration::from_secs(2));
+    let db = Arc::new(DbSnapshot::warning_after(Duration::from_secs(60)));
+    tokio::spawn(Arc::clone(&db).run(pool.clone(), every, limit, stop.clone()));
+    let beating = Arc::clone(metrics);
+    let mut stopping = stop.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => beating.beat(chrono::Utc::now()),
+                _ = stopping.triggered() => return,
+            }
         }
-        Err(err) => {
-            eprintln!("error: {err}");
-            Ok(ExitCode::from(1))
-        }
-    }
+    });
+    let state = HttpState {
+        metrics: Arc::clone(metrics),
+        db,
+        db_max_age: every * 2 + limit,
+        heartbeat_max_age: Duration::from_secs(30),
+    };
+    tracing::info!(addr = %local, "serving /metrics and /healthz");
+    Ok(tokio::spawn(crate::metrics::serve(
+        listener,
+        state,
+        limits,
+        stop.clone(),
+    )))
+}
+
+/// What `consume` prints when it stops: this run, then the live execution since it first started.
+fn consumed(report: &crate::consumer::ConsumeReport) -> String {
+    let (run, all) = (&report.this_run, &report.summary);
+    format!(
+        "live consumer ({}) stopped: {} events in this run (skipped {}, rejected {}); effects: {}\n  since it first started: events read {}, skipped {}, rejected {}; orders changed {}; effects: {}\n",
+        crate::consumer::LIVE_EXECUTION,
+        report.events_this_run,
+        run.events_skipped,
+        run.events_rejected,
+        counts(&run.effects),
+        all.events_read,
+        all.events_skipped,
+        all.events_rejected,
+        all.orders_changed,
+        counts(&all.effects),
+    )
 }
 
 /// The sweeper's `stale_after`, if a sweep job is configured: the age past which a reservation

@@ -130,7 +130,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             reports::approve(&cli, job, note.as_deref().or(by.as_deref())).await
         }
         Command::Approvals { json } => reports::approvals(&cli, *json).await,
-        Command::Consume { job, from_start } => consume(&cli, job.as_deref(), *from_start).await,
+        Command::Consume {
+            job,
+            from_start,
+            metrics_addr,
+            metrics_max_connections,
+        } => {
+            let http = daemons::MetricsHow {
+                addr: *metrics_addr,
+                max_connections: *metrics_max_connections,
+            };
+            consume(&cli, job.as_deref(), *from_start, http).await
+        }
         Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events).await,
         Command::Serve {
             metrics_addr,

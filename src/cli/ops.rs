@@ -214,6 +214,8 @@ fn review_table(items: &[ReviewItem]) -> String {
 pub(super) async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
     let pool = connect(cli, true).await?;
     let executions = crate::execution::list(&pool).await?;
+    let lag =
+        crate::consumer::lag(&pool, &crate::consumer::horizon::HorizonWatch::default()).await?;
     let review = ledger::review_queue_size(&pool).await?;
     let runs = scheduler::runs::all(&pool).await?;
     let jobs = config::load_dir(&cli.jobs_dir)
@@ -222,11 +224,15 @@ pub(super) async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         let views: Vec<ExecutionView<'_>> = executions.iter().map(ExecutionView::from).collect();
         let value = serde_json::json!({ "executions": views, "review_queue": review,
-            "jobs": jobs.as_ref().ok(), "jobs_error": jobs.as_ref().err() });
+            "jobs": jobs.as_ref().ok(), "jobs_error": jobs.as_ref().err(),
+            "live_lag": lag.as_ref().map(lag_json) });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
     }
     print!("{}", status_table(&executions, chrono::Utc::now()));
+    if let Some(lag) = &lag {
+        print!("{}", lag_text(lag));
+    }
     println!("review queue: {review} effect(s) incerto");
     match jobs {
         Ok(jobs) => print!("jobs:\n{}", scheduler::status::render(&jobs)),
@@ -249,9 +255,12 @@ fn status_table(
         "EXECUTION", "MODE", "STATE", "PROGRESS", "DURATION", "EVENTS", "ORDERS", "EFFECTS"
     );
     for e in executions {
-        let progress = e
-            .progress_percent()
-            .map_or_else(|| "-".into(), |p| format!("{p:.0}%"));
+        let live = e.mode == crate::execution::Mode::Live;
+        let progress = match e.progress_percent() {
+            Some(p) => format!("{p:.0}%"),
+            None if live => "live".into(),
+            None => "-".into(),
+        };
         let end = e.finished_at.unwrap_or(now);
         let took = (end - e.started_at).to_std().unwrap_or_default();
         let took = humantime::format_duration(std::time::Duration::from_secs(took.as_secs()));
@@ -260,14 +269,14 @@ fn status_table(
             "{:<40} {:<9} {:<12} {:>8} {:>10} {:>10} {:>9}  {}",
             crate::text::inert(&e.key),
             e.mode,
-            e.state,
+            e.state.label_in(e.mode),
             progress,
             took.to_string(),
             e.summary.events_read,
             e.summary.orders_changed,
             counts(&e.summary.effects)
         );
-        if e.summary.events_skipped + e.summary.events_rejected > 0 {
+        if live || e.summary.events_skipped + e.summary.events_rejected > 0 {
             let _ = writeln!(
                 out,
                 "    skipped {} (other types), rejected {} (invalid)",
@@ -279,4 +288,58 @@ fn status_table(
         }
     }
     out
+}
+
+/// The live consumer's lag as `status` prints it: what waits, and what holds its checkpoint.
+fn lag_text(lag: &crate::consumer::Lag) -> String {
+    let waiting = format!(
+        "live consumer: {} event(s) archived and not yet applied{}",
+        lag.pending.events,
+        if lag.pending.events > 0 {
+            format!(" (oldest {:.0}s)", lag.pending.oldest_age_seconds)
+        } else {
+            String::new()
+        }
+    );
+    let h = &lag.horizon;
+    let holder = match h.xid {
+        None => "no transaction open on the server holds its checkpoint".to_string(),
+        Some(xid) => {
+            let who = match (&h.prepared, h.pid) {
+                (Some(gid), _) => format!("prepared transaction {}", inert(gid)),
+                (None, Some(pid)) => format!("pid {pid}"),
+                (None, None) => "a session".to_string(),
+            };
+            let open = if h.age_exact {
+                format!(
+                    "open {}",
+                    humantime::format_duration(std::time::Duration::from_secs(h.age.as_secs()))
+                )
+            } else {
+                "how long it has been open is hidden from this role: see consume's /metrics"
+                    .to_string()
+            };
+            format!(
+                "its checkpoint waits for transaction {xid} ({who}, database {}, {open})",
+                inert(h.database.as_deref().unwrap_or("?"))
+            )
+        }
+    };
+    format!("{waiting}; {holder}\n")
+}
+
+/// The live consumer's lag in `status --json`.
+fn lag_json(lag: &crate::consumer::Lag) -> serde_json::Value {
+    let h = &lag.horizon;
+    serde_json::json!({
+        "events_waiting": lag.pending.events,
+        "oldest_waiting_seconds": lag.pending.oldest_age_seconds,
+        "horizon_xid": h.xid.map(|x| x.to_string()),
+        "horizon_age_seconds": h.age_exact.then_some(h.age.as_secs()),
+        "horizon_pid": h.pid,
+        "horizon_database": h.database,
+        "horizon_prepared": h.prepared,
+        "checkpoint_xid": lag.checkpoint.xid.to_string(),
+        "checkpoint_posicao": lag.checkpoint.posicao,
+    })
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::Execution;
+use super::{Execution, Mode, State};
 use crate::summary::{EffectOutcome, StateOutcome};
 
 /// One execution in JSON: `execution`, `mode`, `state`, `events_read`, `events_skipped`,
@@ -72,5 +72,17 @@ impl Execution {
             .map_or(0, |cp| i128::from(cp) - i128::from(first) + 1);
         let total = i128::from(last) - i128::from(first) + 1;
         Some((done.max(0) as f64 / total as f64 * 100.0).clamp(0.0, 100.0))
+    }
+}
+
+impl State {
+    /// How `status` names the state of an execution in `mode`: the seed's word, except that a
+    /// live consumer stopped on request is `stopped` — it has no window to be interrupted in,
+    /// and its next start simply carries on.
+    pub fn label_in(self, mode: Mode) -> &'static str {
+        match (mode, self) {
+            (Mode::Live, State::Interrupted) => "stopped",
+            _ => self.as_db(),
+        }
     }
 }

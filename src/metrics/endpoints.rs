@@ -17,6 +17,7 @@ use chrono::Utc;
 use sqlx::PgPool;
 
 use super::{DbGauges, Metrics, CONTENT_TYPE};
+use crate::consumer::horizon::HorizonWatch;
 use crate::http_server::{serve_bounded, HttpLimits};
 use crate::shutdown::Shutdown;
 
@@ -24,6 +25,8 @@ use crate::shutdown::Shutdown;
 #[derive(Debug, Default)]
 pub struct DbSnapshot {
     last: Mutex<Option<Reading>>,
+    /// Since when the live consumer's horizon has been held, across readings.
+    horizon: HorizonWatch,
 }
 
 #[derive(Debug, Clone)]
@@ -35,6 +38,15 @@ struct Reading {
 impl DbSnapshot {
     pub fn new() -> Self {
         DbSnapshot::default()
+    }
+
+    /// One that also logs a warning when the live consumer's horizon has been held longer than
+    /// `after` (once per transaction holding it): the live consumer's own reader.
+    pub fn warning_after(after: Duration) -> Self {
+        DbSnapshot {
+            horizon: HorizonWatch::new(Some(after)),
+            ..DbSnapshot::default()
+        }
     }
 
     /// Reads the gauges every `every` (each read giving up after `limit`) until `shutdown`.
@@ -56,7 +68,7 @@ impl DbSnapshot {
 
     /// One reading, kept whether it succeeded or not.
     pub async fn refresh(&self, pool: &PgPool, limit: Duration) {
-        let gauges = DbGauges::read(pool, limit).await;
+        let gauges = DbGauges::read_watching(pool, limit, &self.horizon).await;
         if let Err(e) = &gauges {
             tracing::debug!(error = %e, "database gauges unavailable");
         }

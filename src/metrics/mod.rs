@@ -8,9 +8,10 @@
 //! background task on a timer, never by a scrape (`endpoints.rs`).
 
 mod endpoints;
+mod exposition;
+mod live;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -24,6 +25,8 @@ use crate::summary::Summary;
 use crate::sweeper::SweepOutcome;
 
 pub use endpoints::{bind, router, serve, DbSnapshot, HttpState};
+pub use exposition::escape_label;
+use exposition::Exposition;
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -178,7 +181,7 @@ impl Metrics {
         out.family(
             "replay_ledger_events_total",
             "counter",
-            "Archived events read by replay runs of this process, per job.",
+            "Archived events read by runs of this process (replay jobs, the live consumer), per job.",
         );
         for (job, n) in &c.events {
             out.sample("replay_ledger_events_total", &[("job", job)], n);
@@ -186,7 +189,7 @@ impl Metrics {
         out.family(
             "replay_ledger_effects_total",
             "counter",
-            "Effect outcomes of replay runs of this process (aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",
+            "Effect outcomes of runs of this process (replay jobs, the live consumer: aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",
         );
         for ((job, outcome), n) in &c.effects {
             out.sample(
@@ -230,7 +233,7 @@ impl Metrics {
         out.family(
             "replay_ledger_scheduler_heartbeat_timestamp_seconds",
             "gauge",
-            "Unix time of the scheduler's last heartbeat.",
+            "Unix time of the last heartbeat of this process (serve's scheduler, or consume), every 5 s.",
         );
         out.sample(
             "replay_ledger_scheduler_heartbeat_timestamp_seconds",
@@ -247,17 +250,32 @@ pub struct DbGauges {
     /// nightly job does not add a series per day forever).
     pub executions: Vec<Execution>,
     pub review_queue: i64,
+    /// The live consumer's lag, when it has ever run in this database.
+    pub live: Option<crate::consumer::Lag>,
 }
 
 impl DbGauges {
     /// Reads them, giving up after `limit`.
     pub async fn read(pool: &PgPool, limit: Duration) -> Result<DbGauges, String> {
+        let horizon = crate::consumer::horizon::HorizonWatch::default();
+        DbGauges::read_watching(pool, limit, &horizon).await
+    }
+
+    /// [`DbGauges::read`], with `horizon` remembering across readings since when the live
+    /// consumer's horizon has been held.
+    pub async fn read_watching(
+        pool: &PgPool,
+        limit: Duration,
+        horizon: &crate::consumer::horizon::HorizonWatch,
+    ) -> Result<DbGauges, String> {
         let read = async {
             let all = execution::list(pool).await?;
             let review_queue = ledger::review_queue_size(pool).await?;
+            let live = crate::consumer::lag(pool, horizon).await?;
             Ok::<_, sqlx::Error>(DbGauges {
                 executions: reported(all),
                 review_queue,
+                live,
             })
         };
         match tokio::time::timeout(limit, read).await {
@@ -296,6 +314,9 @@ impl DbGauges {
             );
         }
         self.render_figures(out);
+        if let Some(lag) = &self.live {
+            live::render_lag(out, lag);
+        }
         out.family(
             "replay_ledger_review_queue",
             "gauge",
@@ -390,44 +411,6 @@ fn reported(all: Vec<Execution>) -> Vec<Execution> {
 fn is_partition(key: &str) -> bool {
     key.rsplit_once(":p")
         .is_some_and(|(_, i)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// A text exposition being written.
-#[derive(Default)]
-struct Exposition(String);
-
-impl Exposition {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
-        self.0.push_str(name);
-        if !labels.is_empty() {
-            self.0.push('{');
-            for (i, (label, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.0.push(',');
-                }
-                let _ = write!(self.0, "{label}=\"{}\"", escape_label(v));
-            }
-            self.0.push('}');
-        }
-        let _ = writeln!(self.0, " {value}");
-    }
-}
-
-/// A label value: backslash, double quote and line feed escaped.
-pub fn escape_label(v: &str) -> String {
-    v.replace('\\', r"\\")
-        .replace('"', "\\\"")
-        .replace('\n', r"\n")
-}
-
-/// A HELP text: backslash and line feed escaped.
-fn escape_help(v: &str) -> String {
-    v.replace('\\', r"\\").replace('\n', r"\n")
 }
 
 #[cfg(test)]

@@ -27,6 +27,9 @@ pub struct LastRun {
     /// `None` for a sweep or report job (they leave no execution).
     pub execution: Option<String>,
     pub state: crate::execution::State,
+    /// How the table names the state (see `State::label_in`).
+    #[serde(skip)]
+    pub state_label: &'static str,
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
@@ -59,6 +62,7 @@ pub fn job_statuses(
                 .map(|e| LastRun {
                     execution: Some(e.key.clone()),
                     state: e.state,
+                    state_label: e.state.label_in(e.mode),
                     started_at: e.started_at,
                     finished_at: e.finished_at,
                     error: e.error.clone(),
@@ -67,6 +71,7 @@ pub fn job_statuses(
                     runs.iter().find(|r| r.job == job.name).map(|r| LastRun {
                         execution: None,
                         state: r.state,
+                        state_label: r.state.as_db(),
                         started_at: r.started_at,
                         finished_at: Some(r.finished_at),
                         error: r.detail.clone(),
@@ -123,7 +128,7 @@ fn last_run(r: &LastRun) -> String {
     };
     format!(
         "{execution}{} (started {}{took}){detail}",
-        r.state,
+        r.state_label,
         r.started_at.format("%Y-%m-%d %H:%M:%S UTC")
     )
 }

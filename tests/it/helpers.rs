@@ -221,6 +221,9 @@ pub fn command(db_url: &str, jobs: &Path) -> tokio::process::Command {
     cmd.env("DATABASE_URL", db_url)
         .env("RUST_LOG", "info")
         .env_remove("LOG_FORMAT")
+        // `consume` and `serve` listen for /metrics: any free port, so parallel tests never
+        // collide on the default one (a test that scrapes passes --metrics-addr).
+        .env("METRICS_ADDR", "127.0.0.1:0")
         .arg("--jobs-dir")
         .arg(jobs)
         .kill_on_drop(true);

@@ -4,6 +4,8 @@
 
 mod config;
 mod consumer;
+mod consumer_horizon;
+mod consumer_status;
 mod database_away;
 mod domain;
 mod dst;

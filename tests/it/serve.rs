@@ -105,7 +105,7 @@ impl Serve {
 }
 
 /// A loopback address nobody listens on right now.
-fn free_addr() -> SocketAddr {
+pub(crate) fn free_addr() -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("local address")
 }
