@@ -38,7 +38,7 @@ use crate::db;
 use crate::effects::Effects;
 use crate::execution::{self, LockError, State};
 use crate::held::{Held, RecoverError};
-use crate::metrics::Metrics;
+use crate::metrics::counters::Metrics;
 use crate::runner::RunError;
 use crate::shutdown::Shutdown;
 use crate::summary::Summary;

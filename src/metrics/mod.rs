@@ -7,23 +7,19 @@
 //! database ([`DbGauges`]), so every `serve` instance reports the same values for them — by one
 //! background task on a timer, never by a scrape (`endpoints.rs`).
 
+pub mod counters;
 mod endpoints;
 mod exposition;
 mod live;
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use crate::execution::{self, Execution};
 use crate::ledger;
-use crate::summary::Summary;
-use crate::sweeper::SweepOutcome;
 
+pub use counters::{Metrics, RunOutcome};
 pub use endpoints::{bind, router, serve, DbSnapshot, HttpState};
 pub use exposition::escape_label;
 use exposition::Exposition;
@@ -31,134 +27,7 @@ use exposition::Exposition;
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// How a scheduled run of a job ended: the `outcome` label of `replay_ledger_runs_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum RunOutcome {
-    /// The window was completed (a sweep pass ended).
-    Finished,
-    /// The execution was already finished; nothing to do.
-    AlreadyFinished,
-    /// Stopped between batches by shutdown; the next fire (or `run`) resumes it.
-    Interrupted,
-    /// Failed; retried at the next fire.
-    Failed,
-    /// Another process holds the job or the execution; this fire was skipped.
-    LockedElsewhere,
-}
-
-impl RunOutcome {
-    pub const ALL: [RunOutcome; 5] = [
-        RunOutcome::Finished,
-        RunOutcome::AlreadyFinished,
-        RunOutcome::Interrupted,
-        RunOutcome::Failed,
-        RunOutcome::LockedElsewhere,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunOutcome::Finished => "finished",
-            RunOutcome::AlreadyFinished => "already_finished",
-            RunOutcome::Interrupted => "interrupted",
-            RunOutcome::Failed => "failed",
-            RunOutcome::LockedElsewhere => "locked_elsewhere",
-        }
-    }
-}
-
-/// The counters of this process, plus the scheduler's heartbeat.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    counters: Mutex<Counters>,
-    /// Unix seconds of the last heartbeat; 0 = none yet.
-    heartbeat: AtomicI64,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    events: BTreeMap<String, u64>,
-    effects: BTreeMap<(String, crate::summary::EffectOutcome), u64>,
-    runs: BTreeMap<(String, &'static str), u64>,
-    last_success: BTreeMap<String, DateTime<Utc>>,
-    sweeper: BTreeMap<&'static str, u64>,
-}
-
 impl Metrics {
-    pub fn new() -> Self {
-        let metrics = Metrics::default();
-        let mut c = metrics.lock();
-        for action in ["retaken", "completed", "released", "uncertain"] {
-            c.sweeper.insert(action, 0);
-        }
-        drop(c);
-        metrics
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Counters> {
-        // A panic while holding it cannot leave the maps inconsistent: every update is one insert.
-        self.counters.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Makes a job's series exist at zero from the start, so `rate()` and `increase()` see the
-    /// first run. `replay` jobs also get `replay_ledger_events_total`.
-    pub fn register_job(&self, job: &str, replay: bool) {
-        let mut c = self.lock();
-        for outcome in RunOutcome::ALL {
-            c.runs
-                .entry((job.to_string(), outcome.as_str()))
-                .or_default();
-        }
-        if replay {
-            c.events.entry(job.to_string()).or_default();
-        }
-    }
-
-    pub fn record_run(&self, job: &str, outcome: RunOutcome) {
-        *self
-            .lock()
-            .runs
-            .entry((job.to_string(), outcome.as_str()))
-            .or_default() += 1;
-    }
-
-    pub fn record_success(&self, job: &str, at: DateTime<Utc>) {
-        self.lock().last_success.insert(job.to_string(), at);
-    }
-
-    /// Adds what one run did: the difference between the execution's summary after and before it.
-    pub fn add_work(&self, job: &str, delta: &Summary) {
-        let mut c = self.lock();
-        *c.events.entry(job.to_string()).or_default() += delta.events_read;
-        for (outcome, n) in &delta.effects {
-            *c.effects.entry((job.to_string(), *outcome)).or_default() += n;
-        }
-    }
-
-    pub fn add_sweep(&self, outcome: &SweepOutcome) {
-        let mut c = self.lock();
-        for (action, n) in [
-            ("retaken", outcome.retaken),
-            ("completed", outcome.completed),
-            ("released", outcome.released),
-            ("uncertain", outcome.uncertain),
-        ] {
-            *c.sweeper.entry(action).or_default() += n;
-        }
-    }
-
-    /// Records that the scheduler is alive.
-    pub fn beat(&self, now: DateTime<Utc>) {
-        self.heartbeat.store(now.timestamp(), Ordering::Relaxed);
-    }
-
-    /// How long ago the scheduler last beat; `None` before the first beat.
-    pub fn heartbeat_age(&self, now: DateTime<Utc>) -> Option<Duration> {
-        match self.heartbeat.load(Ordering::Relaxed) {
-            0 => None,
-            t => Some(Duration::from_secs((now.timestamp() - t).max(0) as u64)),
-        }
-    }
-
     /// The whole exposition: this process's counters, then the gauges read from the database
     /// (`replay_ledger_database_up 0` and no such gauge when the last read failed or is stale).
     pub fn render(&self, db: Option<&DbGauges>) -> String {
@@ -174,72 +43,6 @@ impl Metrics {
             db.render(&mut out);
         }
         out.0
-    }
-
-    fn render_counters(&self, out: &mut Exposition) {
-        let c = self.lock();
-        out.family(
-            "replay_ledger_events_total",
-            "counter",
-            "Archived events read by runs of this process (replay jobs, the live consumer), per job.",
-        );
-        for (job, n) in &c.events {
-            out.sample("replay_ledger_events_total", &[("job", job)], n);
-        }
-        out.family(
-            "replay_ledger_effects_total",
-            "counter",
-            "Effect outcomes of runs of this process (replay jobs, the live consumer: aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",
-        );
-        for ((job, outcome), n) in &c.effects {
-            out.sample(
-                "replay_ledger_effects_total",
-                &[("job", job), ("outcome", outcome.as_db())],
-                n,
-            );
-        }
-        out.family(
-            "replay_ledger_runs_total",
-            "counter",
-            "Scheduled runs of this process by how they ended (finished, already_finished, interrupted, failed, locked_elsewhere), per job.",
-        );
-        for ((job, outcome), n) in &c.runs {
-            out.sample(
-                "replay_ledger_runs_total",
-                &[("job", job), ("outcome", outcome)],
-                n,
-            );
-        }
-        out.family(
-            "replay_ledger_last_success_timestamp_seconds",
-            "gauge",
-            "Unix time at which a run of the job last finished (a window completed, a sweep pass ended) in this process.",
-        );
-        for (job, at) in &c.last_success {
-            out.sample(
-                "replay_ledger_last_success_timestamp_seconds",
-                &[("job", job)],
-                at.timestamp(),
-            );
-        }
-        out.family(
-            "replay_ledger_sweeper_rows_total",
-            "counter",
-            "Ledger rows handled by sweeper passes of this process: retaken, completed, released (retake failed, retried at a later pass), uncertain (moved to incerto).",
-        );
-        for (action, n) in &c.sweeper {
-            out.sample("replay_ledger_sweeper_rows_total", &[("action", action)], n);
-        }
-        out.family(
-            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
-            "gauge",
-            "Unix time of the last heartbeat of this process (serve's scheduler, or consume), every 5 s.",
-        );
-        out.sample(
-            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
-            &[],
-            self.heartbeat.load(Ordering::Relaxed),
-        );
     }
 }
 
@@ -416,6 +219,7 @@ fn is_partition(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::summary::Summary;
 
     #[test]
     fn label_values_are_escaped() {
