@@ -195,6 +195,18 @@ impl DbGauges {
                 );
             }
         }
+        out.family(
+            "replay_ledger_execution_calls_retried",
+            "gauge",
+            "Provider calls of the execution that were retries (beyond each key's first), from its tallies.",
+        );
+        for e in &self.executions {
+            out.sample(
+                "replay_ledger_execution_calls_retried",
+                &[("execution", &e.key)],
+                e.summary.calls_retried,
+            );
+        }
     }
 }
 

@@ -92,6 +92,15 @@ async fn an_outage_longer_than_the_old_budget_is_ridden_out_and_every_retry_is_c
     assert_success(&again, "run --json of the finished execution");
     let json: Value = serde_json::from_str(&stdout(&again)).expect("run --json is JSON");
     assert_eq!(json["calls_retried"], retried, "{json}");
+    let gauges = replay_ledger::metrics::DbGauges::read(&db.pool, Duration::from_secs(10))
+        .await
+        .expect("read the gauges");
+    let metrics = replay_ledger::metrics::Metrics::new().render(Some(&gauges));
+    let series = format!("replay_ledger_execution_calls_retried{{execution=\"{JOB}\"}} {retried}");
+    assert!(
+        metrics.lines().any(|l| l == series),
+        "{series} in:\n{metrics}"
+    );
 }
 
 /// One key answered `status` with `retry_after` once, then accepted; the type's own backoff is
