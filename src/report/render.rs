@@ -305,7 +305,7 @@ fn rows_section(heading: String, rows: &[DiffRow], total: usize, empty: &str) ->
 }
 
 /// What each effect outcome means, for a reader who does not know the seed's names.
-fn meaning(outcome: EffectOutcome) -> &'static str {
+pub fn meaning(outcome: EffectOutcome) -> &'static str {
     match outcome {
         EffectOutcome::Applied => "executado por esta execução",
         EffectOutcome::AppliedEarlier => {
@@ -436,14 +436,14 @@ fn kv(label: &str, value: String) -> Vec<String> {
     vec![label.to_string(), value]
 }
 
-fn mode_label(mode: Mode) -> &'static str {
+pub fn mode_label(mode: Mode) -> &'static str {
     match mode {
         Mode::Simulation => "simulação",
         _ => "execução real",
     }
 }
 
-fn state_label(state: State) -> &'static str {
+pub fn state_label(state: State) -> &'static str {
     match state {
         State::Finished => "concluída",
         State::Running => "em andamento",
