@@ -316,7 +316,12 @@ fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usi
     let found: Vec<&DiffRow> = report
         .rows
         .iter()
-        .filter(|r| search.is_none_or(|q| r.pedido_id.contains(q)))
+        // The id as typed, or as the page shows it (a control character escaped).
+        .filter(|r| {
+            search.is_none_or(|q| {
+                r.pedido_id.contains(q) || crate::text::inert(&r.pedido_id).contains(q)
+            })
+        })
         .collect();
     let pages = found.len().div_ceil(PAGE_SIZE).max(1);
     let page = page.min(pages);
@@ -336,7 +341,7 @@ fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usi
             p { a #csv href={ (base) "/diff.csv" } download { "Baixar CSV (" (group_thousands(report.rows.len() as u64)) " pedidos)" } }
             form.filter method="get" action=(base) {
                 label for="q" { "Pedido" }
-                input #q type="search" name="q" value=(search.unwrap_or(""));
+                input #q type="search" name="q" value=(Inert(search.unwrap_or("")));
                 button type="submit" { "Buscar" }
             }
             p #diff-count { (group_thousands(found.len() as u64)) " pedidos"
