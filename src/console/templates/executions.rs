@@ -160,7 +160,7 @@ fn identity(e: &Execution, tz: Tz) -> Markup {
     if let Some(error) = &e.error {
         rows.push(("Erro", error.clone()));
     }
-    facts(&rows)
+    html! { section #identity { h2 { "Execução" } (facts(&rows)) } }
 }
 
 /// The tallies, as `status --json` prints them.

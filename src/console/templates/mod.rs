@@ -30,17 +30,9 @@ impl Render for Inert<'_> {
     }
 }
 
-/// A path segment for an id: unreserved characters kept, anything else percent-encoded.
+/// A path segment for an id (see [`crate::text::url_segment`]).
 pub(super) fn segment(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for b in id.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    crate::text::url_segment(id)
 }
 
 /// A query string's value, form-encoded.

@@ -4,6 +4,7 @@
 //! HTTP client that keeps one session's cookie and never follows redirects, accounts made with
 //! `users add`.
 
+mod browser;
 mod http;
 mod pages;
 mod sessions;
