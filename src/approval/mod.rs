@@ -309,6 +309,15 @@ pub async fn gate(start: RunStart<'_>) -> Result<(), GateError> {
     if start.mode != Mode::Real || !start.replay.require_approved_simulation {
         return Ok(());
     }
+    let id = start.resolved.execution_id.clone();
+    let approval = would_open(start).await?;
+    tracing::info!(execution = %id, approval = approval.id, by = %approval.by, "approved simulation checked; real run may start");
+    Ok(())
+}
+
+/// What [`gate`] checks, without logging (the console shows it on a page): the approval that
+/// would let the real run start now, or why none would.
+pub async fn would_open(start: RunStart<'_>) -> Result<Approval, GateError> {
     let (pool, job, id) = (start.pool, start.job, &start.resolved.execution_id);
     let refused = |what: String| GateError::Changed {
         job: job.name.clone(),
@@ -366,8 +375,7 @@ pub async fn gate(start: RunStart<'_>) -> Result<(), GateError> {
             "the commission of orders in the approved diff changed (written since by the live consumer or another run)".into(),
         ));
     }
-    tracing::info!(execution = %id, approval = approval.id, by = %approval.by, "approved simulation checked; real run may start");
-    Ok(())
+    Ok(approval)
 }
 
 /// A gated real run resumes a pass only under the definition the pass started with (the one the

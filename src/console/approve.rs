@@ -144,8 +144,8 @@ async fn gate(console: &Console, c: &Configured, approval: &Approval) -> Result<
         resolved: &c.resolved,
         definition: Definition::of(&c.job, &c.replay, &c.resolved, &c.effects),
     };
-    Ok(match approval::gate(start).await {
-        Ok(()) => Gate::Open,
+    Ok(match approval::would_open(start).await {
+        Ok(_) => Gate::Open,
         Err(approval::GateError::Database(e)) => return Err(e.into()),
         Err(refused) => Gate::Closed(refused.to_string()),
     })

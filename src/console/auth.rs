@@ -46,7 +46,9 @@ pub(super) async fn login(
 ) -> Result<Response, PageError> {
     let config = &console.config;
     let address = client_address(peer, &headers, &config.trusted_proxies).to_string();
-    let email = normalize_email(&form.email).unwrap_or_else(|_| form.email.trim().to_lowercase());
+    // As stored; anything that is not an address is still counted, cut to an address's length.
+    let email = normalize_email(&form.email)
+        .unwrap_or_else(|_| form.email.trim().to_lowercase().chars().take(254).collect());
     if throttled(&console.pool, &email, &address, config.throttle).await? {
         tracing::warn!(address = %crate::text::inert(&address), "console: login throttled");
         return Err(PageError::Throttled);
