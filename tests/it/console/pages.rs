@@ -320,3 +320,54 @@ async fn script_tags_and_control_characters_in_a_pedido_id_render_inert() {
         "{key}"
     );
 }
+
+#[tokio::test]
+async fn the_review_queue_is_filtered_by_type_execution_and_age_and_a_live_execution_has_a_page() {
+    let s = simulated().await;
+    let (old, recent) = (
+        uncertain(&s.db, "evt-3").await,
+        uncertain(&s.db, "evt-4").await,
+    );
+    sqlx::query(
+        "update efeito_aplicado set criado_em = now() - interval '3 hours' where chave = $1",
+    )
+    .bind(&old)
+    .execute(&s.db.pool)
+    .await
+    .unwrap();
+    sqlx::query("insert into reprocessamento_execucao (execucao_id, job, modo, estado, iniciada_por) values ('ao-vivo', 'live', 'ao-vivo', 'em-andamento', 'consume@host')")
+        .execute(&s.db.pool)
+        .await
+        .unwrap();
+    add_user(&s.db.url, s.jobs.path(), "vera@example.com", "viewer").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let viewer = Client::logged_in(&console, "vera@example.com").await;
+
+    let aged = viewer.get("/review?older_than=2h").await;
+    let by_execution = viewer
+        .get(&format!("/review?execution={JOB}&type=notificar-vendedor"))
+        .await;
+    let other = viewer.get("/review?execution=another-job").await;
+    let bad_age = viewer.get("/review?older_than=soon").await;
+    let live = viewer.get("/executions/ao-vivo").await;
+
+    assert!(
+        aged.body.contains("1 efeito(s).") && aged.body.contains(&old),
+        "{}",
+        aged.body
+    );
+    assert!(!aged.body.contains(&recent));
+    assert!(
+        by_execution.body.contains("2 efeito(s)."),
+        "{}",
+        by_execution.body
+    );
+    assert!(other.body.contains("0 efeito(s)."), "{}", other.body);
+    assert!(
+        !aged.body.contains("Foi enviado"),
+        "a viewer gets no decision form"
+    );
+    assert_eq!(bad_age.status, 400);
+    assert_eq!(live.status, 200, "{}", live.body);
+    assert!(live.body.contains("ao vivo"), "{}", live.body);
+}
