@@ -32,6 +32,10 @@ pub(super) struct LoginForm {
     password: String,
 }
 
+/// Password checks running at once: each holds 19 MiB for its tens of milliseconds, so a burst of
+/// logins (the connection limit allows 256 at once) waits here instead of taking gigabytes.
+static PASSWORD_CHECKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
 /// A hash to check a password against when the account does not exist.
 static DECOY: LazyLock<String> = LazyLock::new(|| {
     accounts::hash_password("not the password of any account").unwrap_or_default()
@@ -59,9 +63,12 @@ pub(super) async fn login(
         None => (DECOY.clone(), false),
     };
     let password = form.password;
-    let matches = tokio::task::spawn_blocking(move || accounts::verify_password(&password, &hash))
-        .await
-        .unwrap_or(false);
+    let matches = {
+        let _slot = PASSWORD_CHECKS.acquire().await;
+        tokio::task::spawn_blocking(move || accounts::verify_password(&password, &hash))
+            .await
+            .unwrap_or(false)
+    };
     if !(matches && known) {
         sqlx::query("select console_recusar_login($1, $2)")
             .bind(&email)
