@@ -79,7 +79,7 @@ fn configured(console: &Console, simulation: &Execution) -> Result<Option<Config
     if !replay.require_approved_simulation {
         return Ok(None);
     }
-    let id = super::executions::execution_id(&simulation.key);
+    let id = execution::execution_id_of(&simulation.key);
     // A `previous: day` job resolves to the day before "now": take the now of its window's end.
     let resolved = [Some(Utc::now()), simulation.window_to]
         .into_iter()
@@ -188,7 +188,7 @@ pub(super) async fn approve(
     Path(id): Path<String>,
     Form(form): Form<ApproveForm>,
 ) -> Result<Response, PageError> {
-    session.check_csrf(form.csrf_token.as_deref())?;
+    super::csrf::check(&session, form.csrf_token.as_deref())?;
     if !session.role.may_approve() {
         return Err(PageError::Forbidden(
             "só uma conta de finanças (finance) aprova simulações",
@@ -198,7 +198,7 @@ pub(super) async fn approve(
     if let Some(Err(e)) = note.as_deref().map(crate::identity::check_note) {
         return Err(PageError::BadRequest(format!("Nota recusada: {e}")));
     }
-    let key = execution::checkpoint_key(super::executions::execution_id(&id), Mode::Simulation);
+    let key = execution::checkpoint_key(execution::execution_id_of(&id), Mode::Simulation);
     let simulation = execution::load(&console.pool, &key).await?.ok_or_else(|| {
         PageError::NotFound(format!("Nenhuma simulação {}.", crate::text::inert(&key)))
     })?;

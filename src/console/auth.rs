@@ -8,8 +8,9 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::LazyLock;
 
-use axum::extract::{ConnectInfo, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use serde::Deserialize;
@@ -105,7 +106,7 @@ pub(super) async fn logout(
     session: Session,
     Form(form): Form<LogoutForm>,
 ) -> Result<Response, PageError> {
-    session.check_csrf(form.csrf_token.as_deref())?;
+    super::csrf::check(&session, form.csrf_token.as_deref())?;
     let config = &console.config;
     let address = client_address(peer, &headers, &config.trusted_proxies).to_string();
     if let Some(token) = session::token_of(&headers, config.secure_cookies) {
@@ -119,6 +120,30 @@ pub(super) async fn logout(
         Redirect::to("/login"),
     )
         .into_response())
+}
+
+/// A request's session, for every handler that takes one.
+impl FromRequestParts<Console> for Session {
+    type Rejection = PageError;
+
+    /// No live session: a page redirects to `/login` (303), anything else gets 401.
+    async fn from_request_parts(parts: &mut Parts, state: &Console) -> Result<Self, PageError> {
+        let config = &state.config;
+        let refused = || {
+            if parts.method == Method::GET || parts.method == Method::HEAD {
+                PageError::Login
+            } else {
+                PageError::Unauthorized
+            }
+        };
+        let Some(token) = session::token_of(&parts.headers, config.secure_cookies) else {
+            return Err(refused());
+        };
+        match session::touch(&state.pool, &session::digest(&token), config.idle_timeout).await? {
+            Some(session) => Ok(session),
+            None => Err(refused()),
+        }
+    }
 }
 
 /// Whether logins for `email` or from `address` are over their limit of failures.

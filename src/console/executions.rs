@@ -20,11 +20,6 @@ use crate::report::{self, render, ExecutionReport, ReportError};
 /// Diff rows per page.
 pub(super) const PAGE_SIZE: usize = 50;
 
-/// The execution id of a checkpoint key (`<id>:simulacao` → `<id>`).
-pub(super) fn execution_id(key: &str) -> &str {
-    key.strip_suffix(":simulacao").unwrap_or(key)
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(super) struct ListQuery {

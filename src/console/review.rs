@@ -87,7 +87,7 @@ pub(super) async fn resolve(
     session: Session,
     Form(form): Form<ResolveForm>,
 ) -> Result<Response, PageError> {
-    session.check_csrf(form.csrf_token.as_deref())?;
+    super::csrf::check(&session, form.csrf_token.as_deref())?;
     if !session.role.may_resolve() {
         return Err(PageError::Forbidden(
             "só uma conta de operação (operator) resolve itens da revisão",

@@ -6,15 +6,11 @@
 use std::time::Duration;
 
 use argon2::password_hash::rand_core::{OsRng, RngCore};
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, Method};
+use axum::http::{header, HeaderMap};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
 use super::accounts::Role;
-use super::error::PageError;
-use super::Console;
 
 /// The cookie's name: with `Secure`, the `__Host-` prefix also makes the browser refuse it from a
 /// subdomain or for another path.
@@ -92,44 +88,11 @@ impl Session {
             idle_timeout,
         }
     }
-
-    /// 403 unless `given` is this session's CSRF token.
-    pub fn check_csrf(&self, given: Option<&str>) -> Result<(), PageError> {
-        match given {
-            Some(token) if super::csrf::same(token, &self.csrf) => Ok(()),
-            _ => Err(PageError::Forbidden(
-                "o formulário expirou ou não veio desta sessão (csrf_token): recarregue a página e tente de novo",
-            )),
-        }
-    }
-}
-
-impl FromRequestParts<Console> for Session {
-    type Rejection = PageError;
-
-    /// No live session: a page redirects to `/login` (303), anything else gets 401.
-    async fn from_request_parts(parts: &mut Parts, state: &Console) -> Result<Self, PageError> {
-        let config = &state.config;
-        let refused = || {
-            if parts.method == Method::GET || parts.method == Method::HEAD {
-                PageError::Login
-            } else {
-                PageError::Unauthorized
-            }
-        };
-        let Some(token) = token_of(&parts.headers, config.secure_cookies) else {
-            return Err(refused());
-        };
-        match touch(&state.pool, &digest(&token), config.idle_timeout).await? {
-            Some(session) => Ok(session),
-            None => Err(refused()),
-        }
-    }
 }
 
 /// The live session of a token digest, marked as used now; `None` when there is none or it was
 /// idle for longer than `idle_timeout`.
-async fn touch(
+pub(super) async fn touch(
     pool: &PgPool,
     token_digest: &str,
     idle_timeout: Duration,
