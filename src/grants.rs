@@ -8,7 +8,11 @@
 //! - the **approver** reads everything and inserts approvals — not the `aprovado_por` column,
 //!   whose default is `session_user`, so an approval names the role that made it;
 //! - the **reviewer** reads everything and resolves `incerto` effects, only through the
-//!   `security definer` function `resolver_incerto`, which records `session_user`.
+//!   `security definer` function `resolver_incerto`, which records `session_user`;
+//! - the **console** (the web console's role) reads everything, keeps its sessions, and records
+//!   approvals and review decisions only through `security definer` functions that take the
+//!   session, check its account's role and record the account (`console:<email>`); every approval
+//!   and decision writes its audit row by a trigger, so none exists without the other.
 //!
 //! Each role first loses every privilege it had on replay-ledger's objects, so running `grants`
 //! again after an upgrade leaves exactly this list (the README's older list gave the worker
@@ -45,6 +49,26 @@ const SEQUENCES: &[&str] = &[
 
 /// The one way to resolve a review item.
 const RESOLVE: &str = "resolver_incerto(text, text, text)";
+
+/// The web console's tables: accounts (password hashes), sessions (token digests), login
+/// attempts, the audit trail. Only the console reads them.
+const CONSOLE_TABLES: &[&str] = &[
+    "console_usuario",
+    "console_sessao",
+    "console_tentativa_login",
+    "console_auditoria",
+];
+
+const CONSOLE_SEQUENCES: &[&str] = &["console_tentativa_login_id_seq", "console_auditoria_id_seq"];
+
+/// What the console may call: each records its audit row with what it writes.
+const CONSOLE_FUNCTIONS: &[&str] = &[
+    "console_aprovar(text, interval, jsonb)",
+    "console_resolver_incerto(text, interval, text, text, text)",
+    "console_abrir_sessao(text, text, text, text)",
+    "console_recusar_login(text, text)",
+    "console_fechar_sessao(text, text)",
+];
 
 /// The worker's privileges, table by table (see the README's Least privileges for why each).
 const WORKER: &[(&str, &[&str])] = &[
@@ -97,7 +121,7 @@ const APPROVAL_COLUMNS: &[&str] = &[
 pub enum GrantError {
     #[error("role name `{name}` {why}")]
     InvalidRole { name: String, why: &'static str },
-    #[error("`{0}` is given two duties: the worker, the approver and the reviewer are separate roles, so that none can do another's part")]
+    #[error("`{0}` is given two duties: the worker, the approver, the reviewer and the console are separate roles, so that none can do another's part")]
     SameRole(String),
     #[error("role `{0}` does not exist: create it first (see README, Least privileges)")]
     NoSuchRole(String),
@@ -143,12 +167,13 @@ impl Role {
     }
 }
 
-/// Who does what: the worker always, the approver and the reviewer when given.
+/// Who does what: the worker always, the approver, the reviewer and the console when given.
 #[derive(Debug, Clone)]
 pub struct Duties {
     pub worker: Role,
     pub approver: Option<Role>,
     pub reviewer: Option<Role>,
+    pub console: Option<Role>,
 }
 
 impl Duties {
@@ -158,10 +183,21 @@ impl Duties {
         approver: Option<&str>,
         reviewer: Option<&str>,
     ) -> Result<Duties, GrantError> {
+        Duties::with_console(worker, approver, reviewer, None)
+    }
+
+    /// As [`Duties::new`], with the web console's role.
+    pub fn with_console(
+        worker: &str,
+        approver: Option<&str>,
+        reviewer: Option<&str>,
+        console: Option<&str>,
+    ) -> Result<Duties, GrantError> {
         let duties = Duties {
             worker: Role::new(worker)?,
             approver: approver.map(Role::new).transpose()?,
             reviewer: reviewer.map(Role::new).transpose()?,
+            console: console.map(Role::new).transpose()?,
         };
         let roles = duties.roles();
         for (i, role) in roles.iter().enumerate() {
@@ -176,6 +212,7 @@ impl Duties {
         std::iter::once(&self.worker)
             .chain(&self.approver)
             .chain(&self.reviewer)
+            .chain(&self.console)
             .collect()
     }
 }
@@ -219,18 +256,48 @@ pub fn statements(duties: &Duties) -> Vec<String> {
         ));
         out.push(format!("grant execute on function {RESOLVE} to {reviewer}"));
     }
+    if let Some(console) = &duties.console {
+        out.extend(console_grants(console));
+    }
     out
 }
 
-fn revoke_all(role: &Role) -> [String; 3] {
+/// The console reads every table and its own, touches and ends its sessions, and writes nothing
+/// else but through its functions.
+fn console_grants(role: &Role) -> Vec<String> {
     let role = role.sql();
+    vec![
+        format!(
+            "grant select on {}, {} to {role}",
+            TABLES.join(", "),
+            CONSOLE_TABLES.join(", ")
+        ),
+        format!("grant update (ultimo_uso), delete on console_sessao to {role}"),
+        format!(
+            "grant execute on function {} to {role}",
+            CONSOLE_FUNCTIONS.join(", ")
+        ),
+    ]
+}
+
+fn revoke_all(role: &Role) -> [String; 4] {
+    let role = role.sql();
+    let sequences: Vec<&str> = SEQUENCES.iter().chain(CONSOLE_SEQUENCES).copied().collect();
     [
-        format!("revoke all on table {} from {role}", TABLES.join(", ")),
+        format!(
+            "revoke all on table {}, {} from {role}",
+            TABLES.join(", "),
+            CONSOLE_TABLES.join(", ")
+        ),
         format!(
             "revoke all on sequence {} from {role}",
-            SEQUENCES.join(", ")
+            sequences.join(", ")
         ),
         format!("revoke all on function {RESOLVE} from {role}"),
+        format!(
+            "revoke all on function {} from {role}",
+            CONSOLE_FUNCTIONS.join(", ")
+        ),
     ]
 }
 
@@ -348,6 +415,29 @@ mod tests {
         assert!(insert.contains("eventos_hash"), "{insert}");
         assert!(!insert.contains("aprovado_por"), "{insert}");
         assert!(insert.ends_with("to \"a\""), "{insert}");
+    }
+
+    #[test]
+    fn the_console_writes_approvals_and_decisions_only_through_its_functions() {
+        let duties = Duties::with_console("w", Some("a"), Some("r"), Some("c")).unwrap();
+
+        let console: Vec<String> = statements(&duties)
+            .into_iter()
+            .filter(|s| s.starts_with("grant") && s.ends_with("to \"c\""))
+            .collect();
+
+        assert!(console.iter().any(|s| s.contains("console_aprovar(")));
+        for s in &console {
+            assert!(!s.contains(RESOLVE), "{s}");
+            assert!(
+                !(s.contains("insert") || s.contains("update (") && !s.contains("console_sessao")),
+                "{s}"
+            );
+        }
+        assert!(matches!(
+            Duties::with_console("w", None, Some("r"), Some("r")),
+            Err(GrantError::SameRole(_))
+        ));
     }
 
     #[test]

@@ -17,6 +17,9 @@
 //! - on shutdown it stops accepting, lets requests in progress finish (bounded by
 //!   `request_timeout`) and returns once every connection is closed.
 //!
+//! Every request carries its peer's address as axum's `ConnectInfo<SocketAddr>` extension (the
+//! console throttles logins per address).
+//!
 //! What it does not do: tell a Prometheus scraper from an attacker. A client that keeps
 //! reconnecting can hold every slot, and the server then closes other connections at once —
 //! requests fail fast instead of hanging, and the rest of the process keeps its file descriptors.
@@ -98,10 +101,10 @@ pub async fn serve_bounded(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut refused = Refused::default();
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = shutdown.triggered() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     on_accept_error(&e).await;
                     continue;
@@ -110,7 +113,7 @@ pub async fn serve_bounded(
         };
         match Arc::clone(&slots).try_acquire_owned() {
             Ok(slot) => {
-                let conn = connection(stream, router.clone(), limits, slot, shutdown.clone());
+                let conn = connection(stream, peer, router.clone(), limits, slot, shutdown.clone());
                 tokio::spawn(conn);
             }
             Err(_) => {
@@ -127,6 +130,7 @@ pub async fn serve_bounded(
 /// Serves one connection within the limits; its slot is freed when it ends.
 async fn connection(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     router: Router,
     limits: HttpLimits,
     _slot: OwnedSemaphorePermit,
@@ -136,7 +140,10 @@ async fn connection(
     let handling = Arc::new(AtomicBool::new(false));
     let router = TowerToHyperService::new(router);
     let in_handler = Arc::clone(&handling);
-    let service = service_fn(move |request: Request<Incoming>| {
+    let service = service_fn(move |mut request: Request<Incoming>| {
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         let busy = Busy::new(&in_handler);
         let response = router.call(request);
         async move {

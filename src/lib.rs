@@ -19,8 +19,9 @@
 //! - [`report`]   — reports to finance (text, HTML, CSV; SMTP or `.eml`), exactly once or flagged.
 //! - [`approval`] — the approval gate between a simulation and its real run.
 //! - [`identity`] — who did it: the authenticated role, and the notes people type.
-//! - [`grants`]   — what each database role may do (worker, approver, reviewer), said once.
+//! - [`grants`]   — what each database role may do (worker, approver, reviewer, console), said once.
 //! - [`text`]     — archive text made inert for a terminal.
+//! - [`console`]  — the web console: executions, diffs, approvals, the review queue, the audit.
 //! - [`cli`]      — the `replay-ledger` command line.
 //! - [`demo`]     — the end-to-end story on a throwaway database; its rigs (the throwaway
 //!   cluster, the loopback webhook, the generated archive) live in the `testkit` crate.
@@ -31,6 +32,7 @@ pub mod archive;
 pub mod cli;
 pub mod commission;
 pub mod config;
+pub mod console;
 pub mod consumer;
 pub mod db;
 pub mod definition;

@@ -37,6 +37,20 @@ pub fn inert(text: &str) -> String {
     out
 }
 
+/// `text` as one segment of a URL's path: unreserved characters (and `:`) kept, every other
+/// byte percent-encoded, so an id cannot add a segment, a query or a fragment.
+pub fn url_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,6 +61,12 @@ mod tests {
             inert("evt-1\u{1b}[2J\n\u{202e}fdp.exe\u{85}"),
             "evt-1\\u{1b}[2J\\n\\u{202e}fdp.exe\\u{85}"
         );
+    }
+
+    #[test]
+    fn a_url_segment_cannot_add_a_segment_a_query_or_a_fragment() {
+        assert_eq!(url_segment("replay-x:simulacao"), "replay-x:simulacao");
+        assert_eq!(url_segment("a/b?c#d é"), "a%2Fb%3Fc%23d%20%C3%A9");
     }
 
     #[test]

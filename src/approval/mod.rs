@@ -94,6 +94,8 @@ pub enum ApprovalError {
         job: String,
         execution: String,
         changes: String,
+        /// The same, field by field (empty when the simulation recorded no definition).
+        fields: Vec<FieldChange>,
     },
     #[error(transparent)]
     Note(#[from] crate::identity::NoteError),
@@ -154,21 +156,108 @@ pub async fn approve(
 ) -> Result<Approval, ApprovalError> {
     let note = note.map(crate::identity::check_note).transpose()?;
     let resolved = job.resolve_window(&replay.window, now);
+    let candidate = candidate(pool, job, replay, &resolved, effects).await?;
+    let approval = store::insert(pool, candidate.to_record(note.as_deref(), now)).await?;
+    tracing::info!(execution = %resolved.execution_id, pass = approval.simulation_pass, approval = approval.id, "simulation approved");
+    Ok(approval)
+}
+
+/// A console session, as the database knows it: the digest of its token, and the idle time
+/// after which it no longer counts.
+#[derive(Debug, Clone, Copy)]
+pub struct ConsoleSession<'a> {
+    pub token_digest: &'a str,
+    pub idle_timeout: std::time::Duration,
+}
+
+/// Approves as [`approve`] does — the same checks, the same fingerprint — the simulation of the
+/// execution `resolved`, recorded as the finance account of a console session
+/// (`console:<email>`) by the `security definer` function `console_aprovar`, which refuses with
+/// 42501 unless the session is live and its account is a finance one.
+#[tracing::instrument(skip_all, fields(job = %target.job.name), err)]
+pub async fn approve_in_console(
+    pool: &PgPool,
+    session: ConsoleSession<'_>,
+    target: Target<'_>,
+    note: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Approval, ApprovalError> {
+    let note = note.map(crate::identity::check_note).transpose()?;
+    let (job, replay) = (target.job, target.replay);
+    let candidate = candidate(pool, job, replay, target.resolved, target.effects).await?;
+    let record = candidate.to_record(note.as_deref(), now);
+    let approval = store::insert_in_console(pool, session, record).await?;
+    tracing::info!(execution = %target.resolved.execution_id, pass = approval.simulation_pass, approval = approval.id, "simulation approved in the console");
+    Ok(approval)
+}
+
+/// The simulation an approval is about: the job as configured now, the execution's window, and
+/// the job's providers.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    pub job: &'a Job,
+    pub replay: &'a ReplayJob,
+    pub resolved: &'a ResolvedWindow,
+    pub effects: &'a Effects,
+}
+
+/// What an approval of a finished simulation would record, once every check of [`approve`]
+/// passed: nothing changed since the simulation ran.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub execution_id: String,
+    pub job: String,
+    pub simulation: Execution,
+    pub fingerprint: Fingerprint,
+}
+
+impl Candidate {
+    fn to_record(&self, note: Option<&str>, now: DateTime<Utc>) -> store::NewApproval {
+        store::NewApproval {
+            execution_id: self.execution_id.clone(),
+            job: self.job.clone(),
+            simulation_pass: self.simulation.pass,
+            simulation_finished_at: self.simulation.finished_at.unwrap_or(now),
+            note: note.map(str::to_string),
+            totals: Totals::of_summary(true, &self.simulation.summary),
+            fingerprint: self.fingerprint.clone(),
+        }
+    }
+}
+
+/// Whether the simulation of `resolved` may be approved now, and what the approval would bind;
+/// else why not: no finished simulation, the job's definition changed since it ran (field by
+/// field), or its data did. Reads only: the console shows it before offering the button.
+pub async fn candidate(
+    pool: &PgPool,
+    job: &Job,
+    replay: &ReplayJob,
+    resolved: &ResolvedWindow,
+    effects: &Effects,
+) -> Result<Candidate, ApprovalError> {
     let id = resolved.execution_id.clone();
     let simulation = finished_simulation(pool, job, &id).await?;
-    let definition = Definition::of(job, replay, &resolved, effects);
-    let changes = match Definition::from_json(simulation.definition.as_ref()) {
-        Some(simulated) => definition::describe(&simulated.changes(&definition)),
-        None => "the simulation was run before simulations recorded the job's definition".into(),
+    let definition = Definition::of(job, replay, resolved, effects);
+    let (fields, changes) = match Definition::from_json(simulation.definition.as_ref()) {
+        Some(simulated) => {
+            let fields = simulated.changes(&definition);
+            let changes = definition::describe(&fields);
+            (fields, changes)
+        }
+        None => (
+            Vec::new(),
+            "the simulation was run before simulations recorded the job's definition".into(),
+        ),
     };
     if !changes.is_empty() {
         return Err(ApprovalError::Redefined {
             job: job.name.clone(),
             execution: id,
             changes,
+            fields,
         });
     }
-    let (from, to) = window_of(&simulation, &resolved);
+    let (from, to) = window_of(&simulation, resolved);
     // The fingerprint first, then the checks against the simulation: a write racing with them is
     // either caught by the checks or makes the fingerprint differ at the gate.
     let mut fingerprint = Fingerprint::now(pool, &id, from, to).await?;
@@ -180,21 +269,12 @@ pub async fn approve(
             what,
         });
     }
-    let approval = store::insert(
-        pool,
-        store::NewApproval {
-            execution_id: &id,
-            job: &job.name,
-            simulation_pass: simulation.pass,
-            simulation_finished_at: simulation.finished_at.unwrap_or(now),
-            note: note.as_deref(),
-            totals: Totals::of_summary(true, &simulation.summary),
-            fingerprint,
-        },
-    )
-    .await?;
-    tracing::info!(execution = %id, pass = approval.simulation_pass, approval = approval.id, "simulation approved");
-    Ok(approval)
+    Ok(Candidate {
+        execution_id: id,
+        job: job.name.clone(),
+        simulation,
+        fingerprint,
+    })
 }
 
 /// The job's finished simulation, or why there is none.
@@ -229,6 +309,15 @@ pub async fn gate(start: RunStart<'_>) -> Result<(), GateError> {
     if start.mode != Mode::Real || !start.replay.require_approved_simulation {
         return Ok(());
     }
+    let id = start.resolved.execution_id.clone();
+    let approval = would_open(start).await?;
+    tracing::info!(execution = %id, approval = approval.id, by = %approval.by, "approved simulation checked; real run may start");
+    Ok(())
+}
+
+/// What [`gate`] checks, without logging (the console shows it on a page): the approval that
+/// would let the real run start now, or why none would.
+pub async fn would_open(start: RunStart<'_>) -> Result<Approval, GateError> {
     let (pool, job, id) = (start.pool, start.job, &start.resolved.execution_id);
     let refused = |what: String| GateError::Changed {
         job: job.name.clone(),
@@ -286,8 +375,7 @@ pub async fn gate(start: RunStart<'_>) -> Result<(), GateError> {
             "the commission of orders in the approved diff changed (written since by the live consumer or another run)".into(),
         ));
     }
-    tracing::info!(execution = %id, approval = approval.id, by = %approval.by, "approved simulation checked; real run may start");
-    Ok(())
+    Ok(approval)
 }
 
 /// A gated real run resumes a pass only under the definition the pass started with (the one the

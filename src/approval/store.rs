@@ -1,6 +1,7 @@
 //! Every statement on `reprocessamento_aprovacao`. Who approved is never written by this code:
 //! the column defaults to `session_user`, the authenticated database role (a role granted
-//! `--approver` may insert every column but that one).
+//! `--approver` may insert every column but that one), or, from the console, the function
+//! `console_aprovar` writes the account of the session it is given.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -11,12 +12,12 @@ use crate::definition::Definition;
 use crate::summary::Totals;
 
 /// An approval to record.
-pub(super) struct NewApproval<'a> {
-    pub execution_id: &'a str,
-    pub job: &'a str,
+pub(super) struct NewApproval {
+    pub execution_id: String,
+    pub job: String,
     pub simulation_pass: i32,
     pub simulation_finished_at: DateTime<Utc>,
-    pub note: Option<&'a str>,
+    pub note: Option<String>,
     pub totals: Totals,
     pub fingerprint: Fingerprint,
 }
@@ -47,7 +48,7 @@ pub async fn list(pool: &PgPool) -> Result<Vec<Approval>, sqlx::Error> {
 }
 
 /// Records an approval as the session's role (the column's default) and returns it as stored.
-pub(super) async fn insert(pool: &PgPool, a: NewApproval<'_>) -> Result<Approval, sqlx::Error> {
+pub(super) async fn insert(pool: &PgPool, a: NewApproval) -> Result<Approval, sqlx::Error> {
     let definition = a.fingerprint.definition.as_ref().map(Definition::to_json);
     let sql = format!(
         r#"
@@ -64,11 +65,11 @@ pub(super) async fn insert(pool: &PgPool, a: NewApproval<'_>) -> Result<Approval
         SELECT_APPROVAL.replace("from reprocessamento_aprovacao", "from nova")
     );
     let row: ApprovalRow = sqlx::query_as(&sql)
-        .bind(a.execution_id)
-        .bind(a.job)
+        .bind(&a.execution_id)
+        .bind(&a.job)
         .bind(a.simulation_pass)
         .bind(a.simulation_finished_at)
-        .bind(a.note)
+        .bind(&a.note)
         .bind(a.totals.orders as i64)
         .bind(a.totals.changed as i64)
         .bind(a.totals.before_centavos)
@@ -81,6 +82,43 @@ pub(super) async fn insert(pool: &PgPool, a: NewApproval<'_>) -> Result<Approval
         .bind(crate::domain::RULE_VERSION)
         .fetch_one(pool)
         .await?;
+    Ok(row.into_approval())
+}
+
+/// Records an approval as the finance account of a console session, through
+/// `console_aprovar` (42501 unless the session is live and its account may approve), and returns
+/// it as stored.
+pub(super) async fn insert_in_console(
+    pool: &PgPool,
+    session: super::ConsoleSession<'_>,
+    a: NewApproval,
+) -> Result<Approval, sqlx::Error> {
+    let row = serde_json::json!({
+        "execucao_id": a.execution_id,
+        "job": a.job,
+        "simulacao_passagem": a.simulation_pass,
+        "simulacao_concluida_em": a.simulation_finished_at,
+        "nota": a.note,
+        "pedidos": a.totals.orders,
+        "pedidos_alterados": a.totals.changed,
+        "total_antes_centavos": a.totals.before_centavos,
+        "total_depois_centavos": a.totals.after_centavos,
+        "eventos_total": a.fingerprint.events.count,
+        "eventos_max_posicao": a.fingerprint.events.max_posicao,
+        "eventos_hash": a.fingerprint.events.hash,
+        "comissao_hash": a.fingerprint.comissao,
+        "definicao": a.fingerprint.definition.as_ref().map(Definition::to_json),
+        "versao_regra": crate::domain::RULE_VERSION,
+    });
+    let id: i64 =
+        sqlx::query_scalar("select console_aprovar($1, make_interval(secs => $2), $3::jsonb)")
+            .bind(session.token_digest)
+            .bind(session.idle_timeout.as_secs_f64())
+            .bind(row)
+            .fetch_one(pool)
+            .await?;
+    let sql = format!("{SELECT_APPROVAL} where id = $1");
+    let row: ApprovalRow = sqlx::query_as(&sql).bind(id).fetch_one(pool).await?;
     Ok(row.into_approval())
 }
 

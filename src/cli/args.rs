@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use super::console::ConsoleArgs;
 use super::ops;
+use super::users::UsersAction;
 use crate::config;
 
 /// Replays archived domain events on PostgreSQL to correct derived state (`comissao`) and to
@@ -137,6 +139,10 @@ pub enum Command {
         /// The role that resolves review items (`review resolve`).
         #[arg(long)]
         reviewer: Option<String>,
+        /// The web console's role (`console`, `serve --console-database-url`): reads, and
+        /// records approvals and review decisions only with their audit row.
+        #[arg(long)]
+        console: Option<String>,
         /// Print the SQL (one transaction) for a DBA to run as the owner, instead of running it.
         #[arg(long)]
         print: bool,
@@ -165,6 +171,34 @@ pub enum Command {
         /// it well under the open-files limit (LimitNOFILE).
         #[arg(long, env = "METRICS_MAX_CONNECTIONS", default_value_t = 256)]
         metrics_max_connections: usize,
+        /// Also serve the web console here (as `replay-ledger console` does).
+        #[arg(long, env = "CONSOLE_ADDR")]
+        console_addr: Option<std::net::SocketAddr>,
+        /// The console's database URL (a role granted `--console`); default: DATABASE_URL.
+        #[arg(
+            long,
+            env = "CONSOLE_DATABASE_URL",
+            hide_env_values = true,
+            requires = "console_addr"
+        )]
+        console_database_url: Option<String>,
+        #[command(flatten)]
+        web: ConsoleArgs,
+    },
+    /// The web console: executions and their diffs, approvals (finance), the review queue
+    /// (operators), the audit trail. Several instances may run: sessions live in PostgreSQL.
+    /// Stops on SIGTERM/SIGINT.
+    Console {
+        /// Where it listens.
+        #[arg(long, env = "CONSOLE_ADDR", default_value = "127.0.0.1:9188")]
+        addr: std::net::SocketAddr,
+        #[command(flatten)]
+        web: ConsoleArgs,
+    },
+    /// The web console's accounts (argon2id passwords), as the schema's owner.
+    Users {
+        #[command(subcommand)]
+        action: UsersAction,
     },
     /// The live consumer: follow `evento_arquivado` as it grows, through the same applier as a
     /// replay, with execution id `ao-vivo` and the policy of a `kind: live` job. Applies each

@@ -288,11 +288,19 @@ async fn connect_or_serve_anyway(cli: &Cli) -> anyhow::Result<(PgPool, bool)> {
     }
 }
 
-/// `serve`: the scheduler daemon until SIGTERM/SIGINT.
+/// `serve --console-addr`: the console beside the scheduler.
+pub(super) struct ServeConsole {
+    pub(super) addr: std::net::SocketAddr,
+    pub(super) database_url: Option<String>,
+    pub(super) args: super::console::ConsoleArgs,
+}
+
+/// `serve`: the scheduler daemon (and the console, when asked) until SIGTERM/SIGINT.
 pub(super) async fn serve(
     cli: &Cli,
     metrics_addr: std::net::SocketAddr,
     max_connections: usize,
+    console: Option<ServeConsole>,
 ) -> anyhow::Result<ExitCode> {
     let loaded = config::load_dir(&cli.jobs_dir)?;
     let effects = Effects::from_catalog(&loaded.effects).context("setting up effect providers")?;
@@ -310,15 +318,29 @@ pub(super) async fn serve(
         ..scheduler::SchedulerConfig::default()
     };
     let url = cli.database_url.clone().unwrap_or_default();
-    let daemon = match scheduler::Scheduler::new(pool, url, loaded.jobs, effects, config) {
+    let daemon = match scheduler::Scheduler::new(pool.clone(), url, loaded.jobs, effects, config) {
         Ok(daemon) => daemon,
         Err(err) => {
             eprintln!("error: {err}");
             return Ok(ExitCode::from(2));
         }
     };
+    let bound = match &console {
+        Some(c) => {
+            let pool = super::console::pool_for_serve(c.database_url.as_deref(), &pool).await?;
+            match super::console::bind(cli, &c.args, c.addr, pool).await {
+                Ok(bound) => Some(bound),
+                Err(code) => return Ok(code),
+            }
+        }
+        None => None,
+    };
     let (trigger, stop) = shutdown::channel();
     shutdown::on_signals(trigger);
+    let console = bound.map(|b| b.spawn(stop.clone()));
     daemon.run(stop).await?;
+    if let Some(console) = console {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(15), console).await;
+    }
     Ok(ExitCode::SUCCESS)
 }

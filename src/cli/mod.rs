@@ -16,11 +16,14 @@ pub use args::{Cli, Command, ReviewAction};
 use daemons::{consume, run, serve, sweep_stale_after, RunHow};
 
 mod args;
+mod console;
 mod daemons;
 mod failure;
 mod ops;
 mod reports;
 mod roles;
+mod users;
+
 /// Parses the command line, runs it, returns the exit status.
 pub async fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -113,10 +116,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             worker,
             approver,
             reviewer,
+            console,
             print,
         } => {
-            let (approver, reviewer) = (approver.as_deref(), reviewer.as_deref());
-            roles::grants(&cli, worker, approver, reviewer, *print).await
+            let others = [approver, reviewer, console].map(Option::as_deref);
+            roles::grants(&cli, worker, others, *print).await
         }
         Command::Report {
             execution,
@@ -146,7 +150,19 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             metrics_addr,
             metrics_max_connections,
-        } => serve(&cli, *metrics_addr, *metrics_max_connections).await,
+            console_addr,
+            console_database_url,
+            web,
+        } => {
+            let console = console_addr.map(|addr| daemons::ServeConsole {
+                addr,
+                database_url: console_database_url.clone(),
+                args: web.clone(),
+            });
+            serve(&cli, *metrics_addr, *metrics_max_connections, console).await
+        }
+        Command::Console { addr, web } => console::console(&cli, *addr, web).await,
+        Command::Users { action } => users::users(&cli, action).await,
     }
 }
 

@@ -11,15 +11,16 @@ use crate::db;
 use crate::grants::{self, Duties, GrantError};
 use crate::text::inert;
 
-/// `replay-ledger grants --worker ROLE [--approver ROLE] [--reviewer ROLE] [--print]`.
+/// `replay-ledger grants --worker ROLE [--approver ROLE] [--reviewer ROLE] [--console ROLE]
+/// [--print]`; `others` are the approver, the reviewer and the console.
 pub(super) async fn grants(
     cli: &Cli,
     worker: &str,
-    approver: Option<&str>,
-    reviewer: Option<&str>,
+    others: [Option<&str>; 3],
     print: bool,
 ) -> anyhow::Result<ExitCode> {
-    let duties = match Duties::new(worker, approver, reviewer) {
+    let [approver, reviewer, console] = others;
+    let duties = match Duties::with_console(worker, approver, reviewer, console) {
         Ok(d) => d,
         Err(err) => {
             eprintln!("error: {err}");
@@ -36,6 +37,7 @@ pub(super) async fn grants(
             let mut done = vec![format!("worker `{}`", duties.worker.name())];
             done.extend(duties.approver.map(|r| format!("approver `{}`", r.name())));
             done.extend(duties.reviewer.map(|r| format!("reviewer `{}`", r.name())));
+            done.extend(duties.console.map(|r| format!("console `{}`", r.name())));
             println!("granted: {}", done.join(", "));
             Ok(ExitCode::SUCCESS)
         }
@@ -74,6 +76,8 @@ pub(super) fn duty_of(command: &Command) -> Duty {
             ("read the migrations table", "the role that ran `migrate`")
         }
         Command::Grants { .. } => ("grant privileges", "the role that ran `migrate`"),
+        Command::Users { .. } => ("manage console accounts", "the role that ran `migrate`"),
+        Command::Console { .. } => ("serve the console", "a role granted `--console`"),
         _ => ("run jobs", "a role granted `--worker`"),
     };
     Duty { what, instead }

@@ -63,6 +63,12 @@ pub fn checkpoint_key(execution_id: &str, mode: Mode) -> String {
     }
 }
 
+/// The execution id of a checkpoint key: `<id>:simulacao` → `<id>` (the inverse of
+/// [`checkpoint_key`]).
+pub fn execution_id_of(key: &str) -> &str {
+    key.strip_suffix(":simulacao").unwrap_or(key)
+}
+
 /// A row of `reprocessamento_execucao` with its checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Execution {

@@ -143,3 +143,35 @@ pub async fn resolve(
         None => Err(ReviewError::NotFound(key.to_string())),
     }
 }
+
+/// Resolves one `incerto` effect as [`resolve`] does, recorded as the operator account of a
+/// console session (`console:<email>`, returned) by the `security definer` function
+/// `console_resolver_incerto`, which refuses with 42501 unless the session (`token_digest`, used
+/// within `idle_timeout`) is live and its account is an operator's.
+pub async fn resolve_in_console(
+    pool: &PgPool,
+    token_digest: &str,
+    idle_timeout: Duration,
+    key: &str,
+    resolution: Resolution,
+    note: Option<&str>,
+) -> Result<(), ReviewError> {
+    let before: Option<super::State> = sqlx::query_scalar(
+        "select console_resolver_incerto($1, make_interval(secs => $2), $3, $4, $5)",
+    )
+    .bind(token_digest)
+    .bind(idle_timeout.as_secs_f64())
+    .bind(key)
+    .bind(resolution)
+    .bind(note)
+    .fetch_one(pool)
+    .await?;
+    match before {
+        Some(super::State::Uncertain) => Ok(()),
+        Some(state) => Err(ReviewError::NotUncertain {
+            key: key.to_string(),
+            state,
+        }),
+        None => Err(ReviewError::NotFound(key.to_string())),
+    }
+}

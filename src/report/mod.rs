@@ -4,6 +4,7 @@
 //!   `reprocessamento_diff`, the corrections of a real run from `reprocessamento_correcao`, the
 //!   execution's summary and rejected events, the open review queue);
 //! - [`render`]: subject, plain text and HTML; `csv`: the attachment with the full diff;
+//!   [`links`]: the console's pages it links to, when `CONSOLE_URL` is set;
 //! - [`mail`]: the message (lettre) and its transport: SMTP from `SMTP_URL`, or `.eml` files;
 //! - [`deliver`]: an e-mail is an effect of the ledger, sent exactly once or flagged `incerto`;
 //! - [`jobs`]: who sends what — `kind: report` jobs ([`run_report_job`]) and a replay job's
@@ -16,6 +17,7 @@ mod csv;
 pub mod deliver;
 mod escape;
 pub mod jobs;
+pub mod links;
 pub mod mail;
 pub mod render;
 mod store;
@@ -80,6 +82,8 @@ pub struct ExecutionReport {
     pub rows: Vec<DiffRow>,
     /// A real run of an approved simulation: whether it applied exactly what was approved.
     pub approved: Option<approved::Check>,
+    /// A finished simulation whose pass nobody has approved yet.
+    pub awaiting_approval: bool,
 }
 
 impl ExecutionReport {
@@ -103,8 +107,14 @@ impl ExecutionReport {
             rejected.extend(execution::rejected(pool, &part).await?);
         }
         rejected.sort_by_key(|r| r.posicao);
+        let awaiting_approval = mode == Mode::Simulation
+            && execution.state == crate::execution::State::Finished
+            && crate::approval::latest(pool, id)
+                .await?
+                .is_none_or(|a| a.simulation_pass != execution.pass);
         let mut report = ExecutionReport::from_parts(execution, mode, rows, rejected);
         report.approved = approved;
+        report.awaiting_approval = awaiting_approval;
         Ok(report)
     }
 
@@ -147,6 +157,7 @@ impl ExecutionReport {
             summary: execution.summary.clone(),
             totals: Totals::of_summary(mode == Mode::Simulation, &execution.summary),
             approved: None,
+            awaiting_approval: false,
             largest,
             new_count: new.len(),
             new_orders: new.into_iter().take(LIST_LIMIT).cloned().collect(),
@@ -181,6 +192,9 @@ pub struct Report {
     /// The open review queue, oldest first, at most [`REVIEW_LIMIT`].
     pub review: Vec<ReviewItem>,
     pub review_total: usize,
+    /// The web console's address (`CONSOLE_URL`): the report then links each execution to its
+    /// page, and the review queue to the console's.
+    pub console_url: Option<String>,
 }
 
 impl Report {
@@ -194,7 +208,8 @@ impl Report {
     ) -> Result<Report, ReportError> {
         let execution = ExecutionReport::load(pool, key).await?;
         let review = ledger::review_list(pool).await?;
-        Ok(Report::new(sender, timezone, now, Some(execution), review))
+        let report = Report::new(sender, timezone, now, Some(execution), review);
+        Ok(report.with_console_url(console_url_from_env()))
     }
 
     /// A report of the review queue alone (a report job's day with no execution to report).
@@ -205,7 +220,8 @@ impl Report {
         now: DateTime<Utc>,
     ) -> Result<Report, ReportError> {
         let review = ledger::review_list(pool).await?;
-        Ok(Report::new(sender, timezone, now, None, review))
+        let report = Report::new(sender, timezone, now, None, review);
+        Ok(report.with_console_url(console_url_from_env()))
     }
 
     pub fn new(
@@ -224,7 +240,15 @@ impl Report {
             execution,
             review,
             review_total,
+            console_url: None,
         }
+    }
+
+    /// Links the report to the console at `url` (`https://console.example.com`, or with a path
+    /// prefix); `None` links nothing.
+    pub fn with_console_url(mut self, url: Option<String>) -> Report {
+        self.console_url = url.map(|u| u.trim_end_matches('/').to_string());
+        self
     }
 
     /// What identifies this report among the sender's: `<execution key>#<pass>`, or, for a
@@ -237,6 +261,27 @@ impl Report {
                 .with_timezone(&self.timezone)
                 .format("%Y-%m-%d")
                 .to_string(),
+        }
+    }
+}
+
+/// `CONSOLE_URL` when it is an `http(s)://` URL; anything else is ignored (with a warning), so a
+/// typo never puts a wrong link in a mail.
+pub fn console_url_from_env() -> Option<String> {
+    let raw = std::env::var("CONSOLE_URL").ok()?;
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return None;
+    }
+    match url::Url::parse(raw) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.query().is_none() => {
+            Some(raw.to_string())
+        }
+        _ => {
+            tracing::warn!(
+                "CONSOLE_URL is not an http(s) URL without a query: reports carry no console link"
+            );
+            None
         }
     }
 }

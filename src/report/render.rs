@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use super::escape::esc;
+use super::links;
 use super::table::Table;
 use super::{csv, ExecutionReport, Report, LIST_LIMIT};
 use crate::commission::DiffRow;
@@ -48,6 +49,7 @@ pub fn text(report: &Report) -> String {
     let mut out = String::new();
     let title = title(report);
     out.push_str(&format!("{title}\n{}\n", "=".repeat(title.chars().count())));
+    out.push_str(&links::text(links::execution(report)));
     for section in sections(report) {
         out.push('\n');
         if let Some(heading) = &section.heading {
@@ -60,6 +62,7 @@ pub fn text(report: &Report) -> String {
             out.push_str(&table.text());
         }
     }
+    out.push_str(&links::text(links::review(report)));
     out.push_str(&format!("\n-- \n{}\n", footer(report)));
     out
 }
@@ -77,6 +80,7 @@ pub fn html(report: &Report) -> String {
         "<h2 style=\"font-size: 18px; margin: 0 0 12px 0;\">{}</h2>\n",
         esc(&title(report))
     ));
+    out.push_str(&links::html(links::execution(report)));
     for section in sections(report) {
         if let Some(heading) = &section.heading {
             out.push_str(&format!(
@@ -91,6 +95,7 @@ pub fn html(report: &Report) -> String {
             out.push_str(&table.html());
         }
     }
+    out.push_str(&links::html(links::review(report)));
     out.push_str(&format!(
         "<p style=\"margin-top: 24px; color: #666666; font-size: 12px;\">{}</p>\n</body>\n</html>\n",
         esc(&footer(report))
@@ -305,7 +310,7 @@ fn rows_section(heading: String, rows: &[DiffRow], total: usize, empty: &str) ->
 }
 
 /// What each effect outcome means, for a reader who does not know the seed's names.
-fn meaning(outcome: EffectOutcome) -> &'static str {
+pub fn meaning(outcome: EffectOutcome) -> &'static str {
     match outcome {
         EffectOutcome::Applied => "executado por esta execução",
         EffectOutcome::AppliedEarlier => {
@@ -436,14 +441,14 @@ fn kv(label: &str, value: String) -> Vec<String> {
     vec![label.to_string(), value]
 }
 
-fn mode_label(mode: Mode) -> &'static str {
+pub fn mode_label(mode: Mode) -> &'static str {
     match mode {
         Mode::Simulation => "simulação",
         _ => "execução real",
     }
 }
 
-fn state_label(state: State) -> &'static str {
+pub fn state_label(state: State) -> &'static str {
     match state {
         State::Finished => "concluída",
         State::Running => "em andamento",

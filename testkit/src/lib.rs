@@ -3,11 +3,13 @@
 //! - [`pgtemp`]  — a throwaway PostgreSQL cluster from the local server binaries.
 //! - [`sink`]    — a loopback webhook that records every key it receives and answers as told.
 //! - [`archive`] — rows of `evento_arquivado` written set-based, and the demo's generated day.
+//! - [`chromedriver`] — Debian's chromedriver and headless Chromium, for the console's browser tests.
 //!
 //! Used by the integration tests, the benchmark (`examples/bench.rs`) and `replay-ledger demo`.
 //! It does not depend on the `replay-ledger` crate (which depends on it for `demo`), so the
 //! archive generator speaks in plain rows and strings, not in the product's types.
 
 pub mod archive;
+pub mod chromedriver;
 pub mod pgtemp;
 pub mod sink;

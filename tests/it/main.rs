@@ -3,6 +3,7 @@
 //! the real `replay-ledger` binary.
 
 mod config;
+mod console;
 mod consumer;
 mod consumer_horizon;
 mod consumer_status;

@@ -4,6 +4,7 @@
 
 mod approval;
 mod bound;
+mod links;
 pub(crate) mod smtp;
 
 use std::time::Duration;

@@ -5,6 +5,7 @@
 //! stdout or stderr. `check` on broken files that hold a secret does not echo it either.
 
 mod cleartext;
+mod console;
 mod duties;
 mod echo;
 mod privileges;

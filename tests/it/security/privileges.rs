@@ -33,6 +33,8 @@ pub(super) struct Names {
     pub worker: String,
     pub approver: String,
     pub reviewer: String,
+    /// The web console's role.
+    pub console: String,
     /// Logins of people, members of the approver and the reviewer roles.
     pub ana: String,
     pub bruno: String,
@@ -48,6 +50,7 @@ impl Names {
             worker: name("worker"),
             approver: name("approver"),
             reviewer: name("reviewer"),
+            console: name("console"),
             ana: name("ana"),
             bruno: name("bruno"),
             database,
@@ -62,6 +65,7 @@ impl Names {
             &self.worker,
             &self.approver,
             &self.reviewer,
+            &self.console,
             &self.owner,
         ]
         .map(String::clone)
@@ -74,6 +78,7 @@ impl Names {
             .replace("replay_ledger_worker", &self.worker)
             .replace("replay_ledger_approver", &self.approver)
             .replace("replay_ledger_reviewer", &self.reviewer)
+            .replace("replay_ledger_console", &self.console)
             .replace("role ana ", &format!("role {} ", self.ana))
             .replace("role bruno ", &format!("role {} ", self.bruno))
             .replace(

@@ -1,0 +1,122 @@
+//! `console [--addr 127.0.0.1:9188] [--insecure-cookies]`, and the console beside the scheduler
+//! in `serve --console-addr ADDR`: the options both take, and how the server is started.
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::PgPool;
+
+use super::{connect, Cli};
+use crate::console::{self, Console, ConsoleConfig};
+use crate::http_server::HttpLimits;
+use crate::shutdown::{self, Shutdown};
+
+/// The console's options, shared by `console` and `serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConsoleArgs {
+    /// Session cookies without `Secure`, for plain HTTP on loopback only; behind a TLS proxy
+    /// keep them secure.
+    #[arg(long)]
+    pub insecure_cookies: bool,
+    /// A session unused for this long ends (e.g. 30m, 8h).
+    #[arg(long, env = "CONSOLE_IDLE_TIMEOUT", default_value = "30m", value_parser = humantime::parse_duration)]
+    pub idle_timeout: Duration,
+    /// The address of a TLS proxy in front of the console (repeatable): requests from it name
+    /// the client in `X-Forwarded-For`, for login throttling per address and the audit.
+    #[arg(
+        long = "trusted-proxy",
+        env = "CONSOLE_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Times are shown in this timezone (e.g. America/Sao_Paulo).
+    #[arg(long, env = "CONSOLE_TIMEZONE", default_value = "UTC")]
+    pub timezone: chrono_tz::Tz,
+    /// HTTP connections served at once by the console; more are closed at once.
+    #[arg(long, env = "CONSOLE_MAX_CONNECTIONS", default_value_t = 256)]
+    pub console_max_connections: usize,
+}
+
+impl ConsoleArgs {
+    fn config(&self, cli: &Cli, addr: SocketAddr) -> ConsoleConfig {
+        ConsoleConfig {
+            addr,
+            jobs_dir: cli.jobs_dir.clone(),
+            secure_cookies: !self.insecure_cookies,
+            idle_timeout: self.idle_timeout,
+            trusted_proxies: self.trusted_proxies.clone(),
+            timezone: self.timezone,
+            http_limits: HttpLimits {
+                max_connections: self.console_max_connections,
+                ..HttpLimits::default()
+            },
+            ..ConsoleConfig::default()
+        }
+    }
+}
+
+/// A console bound to its address, ready to serve.
+pub(super) struct Bound {
+    console: Console,
+    listener: tokio::net::TcpListener,
+}
+
+impl Bound {
+    /// Serves until `shutdown`.
+    pub(super) fn spawn(self, shutdown: Shutdown) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.console.serve(self.listener, shutdown))
+    }
+}
+
+/// Binds the console's address with `pool`; exit status 2 and why when it cannot.
+pub(super) async fn bind(
+    cli: &Cli,
+    args: &ConsoleArgs,
+    addr: SocketAddr,
+    pool: PgPool,
+) -> Result<Bound, ExitCode> {
+    let config = args.config(cli, addr);
+    let console = Console::new(pool, config).map_err(|e| {
+        eprintln!("error: invalid console configuration: {e}");
+        ExitCode::from(2)
+    })?;
+    let (listener, local) = console::bind(addr).await.map_err(|e| {
+        eprintln!("error: cannot listen on {addr} for the console: {e}");
+        ExitCode::from(2)
+    })?;
+    if args.insecure_cookies && !local.ip().is_loopback() {
+        tracing::warn!(addr = %local, "console: cookies without Secure on an address off loopback; put it behind TLS and drop --insecure-cookies");
+    }
+    tracing::info!(addr = %local, "console listening");
+    Ok(Bound { console, listener })
+}
+
+/// `replay-ledger console`: serves the console until SIGTERM/SIGINT.
+pub(super) async fn console(
+    cli: &Cli,
+    addr: SocketAddr,
+    args: &ConsoleArgs,
+) -> anyhow::Result<ExitCode> {
+    let pool = connect(cli, true).await?;
+    let bound = match bind(cli, args, addr, pool).await {
+        Ok(bound) => bound,
+        Err(code) => return Ok(code),
+    };
+    let (trigger, stop) = shutdown::channel();
+    shutdown::on_signals(trigger);
+    bound.spawn(stop).await.context("the console's server")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The console's pool in `serve`: `--console-database-url` (a role granted `--console`), else
+/// the daemon's own.
+pub(super) async fn pool_for_serve(url: Option<&str>, daemon: &PgPool) -> anyhow::Result<PgPool> {
+    match url {
+        Some(url) => crate::db::connect(url, "console")
+            .await
+            .context("connecting to the database as the console's role"),
+        None => Ok(daemon.clone()),
+    }
+}

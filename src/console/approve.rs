@@ -1,0 +1,236 @@
+//! The approval of a simulation in the console: what the execution page says about it, and
+//! `POST /executions/{id}/approve` (form `csrf_token`, `note`). Both go through
+//! [`crate::approval`] — the same checks and fingerprint as `replay-ledger approve`, against the
+//! job as configured in the jobs directory now — so what the page offers is what the CLI would
+//! record, and the real run's gate checks the same binding. When anything changed since the
+//! simulation ran, the page says what (field by field for the job's definition) instead of
+//! offering the button.
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use chrono::Utc;
+use serde::Deserialize;
+
+use super::error::PageError;
+use super::session::Session;
+use super::Console;
+use crate::approval::{self, Approval, ApprovalError, RunStart, Target};
+use crate::config::{self, Job, JobKind, ReplayJob, ResolvedWindow};
+use crate::definition::{Definition, FieldChange};
+use crate::effects::Effects;
+use crate::execution::{self, Execution, Mode, State as Run};
+
+/// Where a simulation stands with respect to approval, as the page shows it.
+#[derive(Debug)]
+pub(super) enum Standing {
+    /// Not a simulation (a real run shows what it applied instead), or not a gated job's.
+    NotNeeded,
+    /// The job could not be found or read in the jobs directory.
+    NoJob(String),
+    /// Not finished: nothing to approve yet.
+    Unfinished,
+    /// May be approved now: the button (for finance).
+    Approvable,
+    /// Changed since the simulation ran: what, and no button.
+    Changed {
+        what: String,
+        fields: Vec<FieldChange>,
+    },
+    /// This pass is approved; `gate` says whether the real run may start now (or that it ran).
+    Approved { approval: Box<Approval>, gate: Gate },
+}
+
+/// What the gate of the real run says about an approved simulation.
+#[derive(Debug)]
+pub(super) enum Gate {
+    Open,
+    /// The real run started after the approval: its page says what it applied.
+    Ran(String),
+    Closed(String),
+}
+
+/// A gated job of the jobs directory, resolved for one execution.
+struct Configured {
+    job: Job,
+    replay: ReplayJob,
+    resolved: ResolvedWindow,
+    effects: Effects,
+}
+
+impl Configured {
+    fn target(&self) -> Target<'_> {
+        Target {
+            job: &self.job,
+            replay: &self.replay,
+            resolved: &self.resolved,
+            effects: &self.effects,
+        }
+    }
+}
+
+/// The job of a simulation, as configured now, if it requires an approved simulation.
+fn configured(console: &Console, simulation: &Execution) -> Result<Option<Configured>, String> {
+    let (catalog, job) = config::find_job(&console.config.jobs_dir, &simulation.job)
+        .map_err(|e| crate::text::inert(&e.to_string()))?;
+    let JobKind::Replay(replay) = &job.kind else {
+        return Ok(None);
+    };
+    if !replay.require_approved_simulation {
+        return Ok(None);
+    }
+    let id = execution::execution_id_of(&simulation.key);
+    // A `previous: day` job resolves to the day before "now": take the now of its window's end.
+    let resolved = [Some(Utc::now()), simulation.window_to]
+        .into_iter()
+        .flatten()
+        .map(|at| job.resolve_window(&replay.window, at))
+        .find(|r| r.execution_id == id)
+        .ok_or_else(|| format!("the job {} no longer resolves to {id}", job.name))?;
+    let effects = Effects::from_catalog(&catalog).map_err(|e| e.to_string())?;
+    let replay = replay.clone();
+    Ok(Some(Configured {
+        job,
+        replay,
+        resolved,
+        effects,
+    }))
+}
+
+/// Where the simulation `e` stands.
+pub(super) async fn standing(console: &Console, e: &Execution) -> Result<Standing, PageError> {
+    if e.mode != Mode::Simulation {
+        return Ok(Standing::NotNeeded);
+    }
+    let c = match configured(console, e) {
+        Ok(Some(c)) => c,
+        Ok(None) => return Ok(Standing::NotNeeded),
+        Err(why) => return Ok(Standing::NoJob(why)),
+    };
+    if e.state != Run::Finished {
+        return Ok(Standing::Unfinished);
+    }
+    let pool = &console.pool;
+    let id = &c.resolved.execution_id;
+    if let Some(approval) = approval::latest(pool, id).await? {
+        let same = approval.simulation_pass == e.pass
+            && Some(approval.simulation_finished_at) == e.finished_at;
+        if same {
+            let gate = gate(console, &c, &approval).await?;
+            return Ok(Standing::Approved {
+                approval: Box::new(approval),
+                gate,
+            });
+        }
+    }
+    match approval::candidate(pool, &c.job, &c.replay, &c.resolved, &c.effects).await {
+        Ok(_) => Ok(Standing::Approvable),
+        Err(err) => refusal(err),
+    }
+}
+
+/// What the real run's gate says now, unless the real run already started since the approval.
+async fn gate(console: &Console, c: &Configured, approval: &Approval) -> Result<Gate, PageError> {
+    let id = &c.resolved.execution_id;
+    let real = execution::load(&console.pool, id).await?;
+    if let Some(real) = real.filter(|r| r.started_at > approval.at) {
+        return Ok(Gate::Ran(real.key));
+    }
+    let start = RunStart {
+        pool: &console.pool,
+        job: &c.job,
+        replay: &c.replay,
+        mode: Mode::Real,
+        resolved: &c.resolved,
+        definition: Definition::of(&c.job, &c.replay, &c.resolved, &c.effects),
+    };
+    Ok(match approval::would_open(start).await {
+        Ok(_) => Gate::Open,
+        Err(approval::GateError::Database(e)) => return Err(e.into()),
+        Err(refused) => Gate::Closed(refused.to_string()),
+    })
+}
+
+/// An approval refused: what the page says instead of the button.
+fn refusal(err: ApprovalError) -> Result<Standing, PageError> {
+    match err {
+        ApprovalError::Redefined {
+            changes, fields, ..
+        } => Ok(Standing::Changed {
+            what: changes,
+            fields,
+        }),
+        ApprovalError::Changed { what, .. } => Ok(Standing::Changed {
+            what,
+            fields: Vec::new(),
+        }),
+        ApprovalError::Unfinished { .. } | ApprovalError::NoSimulation { .. } => {
+            Ok(Standing::Unfinished)
+        }
+        ApprovalError::Note(e) => Err(PageError::BadRequest(e.to_string())),
+        ApprovalError::Database(e) => Err(e.into()),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct ApproveForm {
+    csrf_token: Option<String>,
+    note: Option<String>,
+}
+
+/// `POST /executions/{id}/approve`: 401 without a session, 403 without the CSRF token or the
+/// finance role, 409 when the simulation cannot be approved now (and why); else the approval is
+/// recorded as the account and the browser goes back to the execution (303).
+pub(super) async fn approve(
+    State(console): State<Console>,
+    session: Session,
+    Path(id): Path<String>,
+    Form(form): Form<ApproveForm>,
+) -> Result<Response, PageError> {
+    super::csrf::check(&session, form.csrf_token.as_deref())?;
+    if !session.role.may_approve() {
+        return Err(PageError::Forbidden(
+            "só uma conta de finanças (finance) aprova simulações",
+        ));
+    }
+    let note = form.note.filter(|n| !n.trim().is_empty());
+    if let Some(Err(e)) = note.as_deref().map(crate::identity::check_note) {
+        return Err(PageError::BadRequest(format!("Nota recusada: {e}")));
+    }
+    let key = execution::checkpoint_key(execution::execution_id_of(&id), Mode::Simulation);
+    let simulation = execution::load(&console.pool, &key).await?.ok_or_else(|| {
+        PageError::NotFound(format!("Nenhuma simulação {}.", crate::text::inert(&key)))
+    })?;
+    let c = match configured(&console, &simulation) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return Err(PageError::Conflict(
+                "O job desta simulação não exige aprovação (require_approved_simulation).".into(),
+            ))
+        }
+        Err(why) => return Err(PageError::Conflict(why)),
+    };
+    let recorded = approval::approve_in_console(
+        &console.pool,
+        session.for_database(console.config.idle_timeout),
+        c.target(),
+        note.as_deref(),
+        Utc::now(),
+    )
+    .await;
+    match recorded {
+        Ok(_) => Ok(
+            Redirect::to(&format!("/executions/{}", super::templates::segment(&key)))
+                .into_response(),
+        ),
+        Err(ApprovalError::Database(e)) if crate::db::is_permission_denied(&e) => Err(
+            PageError::Forbidden("o banco recusou: a sessão expirou ou a conta não é de finanças"),
+        ),
+        Err(ApprovalError::Database(e)) => Err(e.into()),
+        Err(ApprovalError::Note(e)) => Err(PageError::BadRequest(format!("Nota recusada: {e}"))),
+        Err(refused) => Err(PageError::Conflict(crate::text::inert(
+            &refused.to_string(),
+        ))),
+    }
+}

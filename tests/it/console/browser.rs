@@ -1,0 +1,367 @@
+//! The daily loop in a real browser: Debian's Chromium, headless, driven over WebDriver
+//! (chromedriver, fantoccini) against the real `replay-ledger console`, with the real binary
+//! running the jobs. Finance logs in, opens the simulation from the list, searches the diff,
+//! downloads the CSV, approves, and the gated real run proceeds; an operator resolves one
+//! `incerto` item as sent and another as not sent, and the next run sends the second exactly
+//! once; both log out. With `CONSOLE_SCREENSHOTS=docs` it also writes the README's screenshots
+//! (`docs/console-*.png`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use replay_ledger::report::{render, ExecutionReport};
+use testkit::chromedriver::ChromeDriver;
+use testkit::sink::Behavior;
+
+use super::*;
+
+const FINANCE: &str = "ana@financeiro.example";
+const OPERATOR: &str = "bruno@operacao.example";
+/// The next run of the same window: not gated, so it runs once the operator has decided.
+const NEXT: &str = "replay-2026-10-14-v3";
+
+/// Where to write screenshots, when asked (`CONSOLE_SCREENSHOTS=docs`, relative to the crate).
+fn screenshots() -> Option<PathBuf> {
+    let dir = std::env::var("CONSOLE_SCREENSHOTS").ok()?;
+    Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir))
+}
+
+async fn screenshot(browser: &Browser, name: &str) {
+    if let Some(dir) = screenshots() {
+        let png = browser.screenshot().await.expect("a screenshot");
+        std::fs::create_dir_all(&dir).expect("the screenshot directory");
+        std::fs::write(dir.join(format!("console-{name}.png")), png).expect("write a screenshot");
+    }
+}
+
+async fn open_browser(driver: &ChromeDriver) -> Browser {
+    ClientBuilder::new(HttpConnector::new())
+        .capabilities(driver.capabilities())
+        .connect(&driver.url())
+        .await
+        .expect("a Chromium session over WebDriver")
+}
+
+/// Fills the login form and submits it; waits for the executions list.
+async fn log_in(browser: &Browser, console: &ConsoleProc, email: &str) {
+    browser.goto(&console.url("/login")).await.unwrap();
+    browser
+        .find(Locator::Id("email"))
+        .await
+        .unwrap()
+        .send_keys(email)
+        .await
+        .unwrap();
+    let password = browser.find(Locator::Id("password")).await.unwrap();
+    password.send_keys(PASSWORD).await.unwrap();
+    browser
+        .find(Locator::Css("form.login button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("header.top .who"))
+        .await
+        .unwrap();
+    let who = browser.find(Locator::Css("header.top .who")).await.unwrap();
+    assert!(who.text().await.unwrap().contains(email));
+}
+
+async fn log_out(browser: &Browser, console: &ConsoleProc) {
+    browser
+        .find(Locator::Css("form.logout button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("form.login"))
+        .await
+        .unwrap();
+    // The session is over: a page sends the browser back to the login.
+    browser.goto(&console.url("/")).await.unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("form.login"))
+        .await
+        .unwrap();
+}
+
+/// Waits (at most 60 s) for one finished download in `dir` and returns its bytes.
+async fn downloaded(dir: &Path) -> (String, Vec<u8>) {
+    for _ in 0..600 {
+        let done: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| Some(e.ok()?.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+            .collect();
+        if let [file] = done.as_slice() {
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            return (name, std::fs::read(file).unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no CSV was downloaded into {}", dir.display());
+}
+
+/// The archive, the gated job and its provider (which does not deduplicate and fails two keys,
+/// so the real run leaves them `incerto`), the next job, the two accounts.
+struct Scene {
+    db: TestDb,
+    jobs: tempfile::TempDir,
+    provider: testkit::sink::Sink,
+    sent: String,
+    not_sent: String,
+}
+
+async fn scene() -> Scene {
+    let events = paid_orders(30);
+    let already = sent_share(&events, 3);
+    let db = seeded_db(&events, &already).await;
+    let (sent, not_sent) = (key(&events[3]), key(&events[4]));
+    let provider = sink(Behavior {
+        fail_keys: [sent.clone(), not_sent.clone()].into(),
+        ..Default::default()
+    })
+    .await;
+    let spec = JobSpec {
+        idempotent: false,
+        on_failure: "keep",
+        extra: "require_approved_simulation: true\n".into(),
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    let gated = std::fs::read_to_string(jobs.path().join(format!("{JOB}.yaml"))).unwrap();
+    let next = gated
+        .replace(&format!("name: {JOB}"), &format!("name: {NEXT}"))
+        .replace("require_approved_simulation: true\n", "");
+    std::fs::write(jobs.path().join(format!("{NEXT}.yaml")), next).unwrap();
+    add_user(&db.url, jobs.path(), FINANCE, "finance").await;
+    add_user(&db.url, jobs.path(), OPERATOR, "operator").await;
+    Scene {
+        db,
+        jobs,
+        provider,
+        sent,
+        not_sent,
+    }
+}
+
+/// Finance: list → execution → search → CSV → approve.
+async fn finance_approves(browser: &Browser, console: &ConsoleProc, s: &Scene, downloads: &Path) {
+    log_in(browser, console, FINANCE).await;
+    screenshot(browser, "executions").await;
+    let simulation = format!("{JOB}:simulacao");
+    let link = browser.find(Locator::LinkText(&simulation)).await.unwrap();
+    link.click().await.unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Id("diff"))
+        .await
+        .unwrap();
+    let page = browser.current_url().await.unwrap();
+    assert_eq!(page.path(), format!("/executions/{simulation}"));
+
+    let search = browser.find(Locator::Id("q")).await.unwrap();
+    search.send_keys("ped-17").await.unwrap();
+    browser
+        .find(Locator::Css("#diff form button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Css("#diff-count"))
+        .await
+        .unwrap();
+    let count = browser
+        .find(Locator::Id("diff-count"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(count.starts_with("1 pedidos com “ped-17”"), "{count}");
+    let rows = browser
+        .find_all(Locator::Css("#diff tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].text().await.unwrap().starts_with("ped-17 "));
+
+    browser
+        .find(Locator::Id("csv"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // The search is still applied, so the screenshot of the page before approving shows it.
+    let (name, bytes) = downloaded(downloads).await;
+    let report = ExecutionReport::load(&s.db.pool, &simulation)
+        .await
+        .unwrap();
+    assert_eq!(name, render::csv_name(&report));
+    assert_eq!(
+        bytes,
+        render::csv(&report),
+        "the report's CSV, byte for byte"
+    );
+    let csv = String::from_utf8(bytes).unwrap();
+    assert_eq!(csv.lines().count(), 31, "a header and the 30 orders");
+
+    browser
+        .find(Locator::Id("note"))
+        .await
+        .unwrap()
+        .send_keys("diff conferido")
+        .await
+        .unwrap();
+    screenshot(browser, "execution").await;
+    browser
+        .find(Locator::Css("form.approve button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Id("approved"))
+        .await
+        .unwrap();
+    let approved = browser
+        .find(Locator::Id("approved"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        approved.starts_with(&format!("Aprovada por console:{FINANCE}")),
+        "{approved}"
+    );
+    log_out(browser, console).await;
+}
+
+/// Operator: the queue → one sent, one not sent.
+async fn operator_resolves(browser: &Browser, console: &ConsoleProc, s: &Scene) {
+    log_in(browser, console, OPERATOR).await;
+    browser.goto(&console.url("/review")).await.unwrap();
+    browser
+        .wait()
+        .for_element(Locator::Id("review"))
+        .await
+        .unwrap();
+    let rows = browser
+        .find_all(Locator::Css("#review tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    screenshot(browser, "review").await;
+    for (key, outcome) in [(&s.sent, "sent"), (&s.not_sent, "not-sent")] {
+        let button = format!("//tr[td[normalize-space()='{key}']]//button[@value='{outcome}']");
+        browser
+            .find(Locator::XPath(&button))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        browser
+            .wait()
+            .for_element(Locator::Css("p.ok"))
+            .await
+            .unwrap();
+        let said = browser
+            .find(Locator::Css("p.ok"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(said.starts_with(key.as_str()), "{said}");
+    }
+    let left = browser
+        .find_all(Locator::Css("#review tbody tr"))
+        .await
+        .unwrap();
+    assert!(left.is_empty());
+    browser.goto(&console.url("/audit")).await.unwrap();
+    let audit = browser
+        .find(Locator::Id("audit"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in ["aprovou", "resolveu", "entrou", "saiu"] {
+        assert!(audit.contains(line), "{line} in the audit:\n{audit}");
+    }
+    log_out(browser, console).await;
+}
+
+#[tokio::test]
+async fn finance_approves_and_an_operator_settles_the_queue_in_a_real_browser() {
+    assert!(
+        ChromeDriver::installed(),
+        "Debian's chromium and chromium-driver are needed (.ci/run installs them)"
+    );
+    let s = scene().await;
+    let (db, jobs) = (&s.db, s.jobs.path());
+    assert_success(
+        &run_bin_within(&db.url, jobs, &["run", JOB, "--simulate"]).await,
+        "the simulation",
+    );
+    let refused = run_bin_within(&db.url, jobs, &["run", JOB]).await;
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "no real run before the approval"
+    );
+    assert_eq!(s.provider.request_count(), 0);
+    let console = ConsoleProc::start(&db.url, jobs, &["--timezone", "America/Sao_Paulo"]).await;
+    let driver = ChromeDriver::start().expect("chromedriver starts");
+    let browser = open_browser(&driver).await;
+
+    finance_approves(&browser, &console, &s, &driver.downloads()).await;
+    let real = run_bin_within(&db.url, jobs, &["run", JOB]).await;
+    assert_success(&real, "the gated real run, approved in the console");
+    assert_eq!(keys_in_state(&db.pool, "incerto").await.len(), 2);
+    s.provider.set_behavior(Behavior::default());
+    let before = s.provider.received().len();
+    operator_resolves(&browser, &console, &s).await;
+    let next = run_bin_within(&db.url, jobs, &["run", NEXT]).await;
+    browser.close().await.unwrap();
+
+    assert_success(&next, "the next run");
+    let after: Vec<String> = s.provider.received()[before..]
+        .iter()
+        .map(|r| r.key.clone())
+        .collect();
+    assert_eq!(
+        after,
+        std::slice::from_ref(&s.not_sent),
+        "the next run sends the not-sent key exactly once"
+    );
+    assert!(keys_in_state(&db.pool, "incerto").await.is_empty());
+    assert_eq!(keys_in_state(&db.pool, "concluido").await.len(), 30);
+    let who: Vec<String> =
+        sqlx::query_scalar("select resolvido_por from efeito_revisao order by id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        who,
+        [format!("console:{OPERATOR}"), format!("console:{OPERATOR}")]
+    );
+}

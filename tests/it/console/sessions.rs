@@ -1,0 +1,159 @@
+//! Sessions live in PostgreSQL: a login always makes a new session id, an idle session is over
+//! by the database's clock (rows backdated, no sleeping), two console instances share sessions,
+//! and the console runs inside `serve` beside `/metrics`.
+
+use super::*;
+
+#[tokio::test]
+async fn the_session_id_changes_at_every_login_and_the_old_one_stops_working() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "ana@example.com", "viewer").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let mut browser = Client::logged_in(&console, "ana@example.com").await;
+    let first = browser.clone();
+
+    let again = browser.login("ana@example.com", PASSWORD).await;
+
+    assert_eq!(again.status, 303);
+    assert_ne!(browser.token, first.token, "a new id at the second login");
+    assert_eq!(browser.get("/").await.status, 200);
+    let old = first.get("/").await;
+    assert_eq!((old.status.as_u16(), old.location()), (303, Some("/login")));
+    let stored: Vec<String> = sqlx::query_scalar("select id_hash from console_sessao")
+        .fetch_all(&s.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 1, "the old session was dropped");
+    assert!(
+        !stored.contains(browser.token.as_ref().unwrap()),
+        "only a digest is stored"
+    );
+}
+
+#[tokio::test]
+async fn a_session_idle_past_its_timeout_is_refused_and_a_recent_one_is_not() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "ana@example.com", "finance").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let browser = Client::logged_in(&console, "ana@example.com").await;
+    let csrf = browser.csrf().await;
+    let idle = |minutes: i32| {
+        let pool = s.db.pool.clone();
+        async move {
+            sqlx::query("update console_sessao set ultimo_uso = now() - make_interval(mins => $1)")
+                .bind(minutes)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+
+    idle(29).await;
+    assert_eq!(
+        browser.get("/").await.status,
+        200,
+        "29 minutes idle is still a session"
+    );
+    idle(31).await;
+
+    let page = browser.get("/").await;
+    assert_eq!(
+        (page.status.as_u16(), page.location()),
+        (303, Some("/login"))
+    );
+    let approve = format!("/executions/{JOB}:simulacao/approve");
+    assert_eq!(
+        browser
+            .post(&approve, &[("csrf_token", &csrf)])
+            .await
+            .status,
+        401
+    );
+    let approvals: i64 = sqlx::query_scalar("select count(*) from reprocessamento_aprovacao")
+        .fetch_one(&s.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(approvals, 0);
+}
+
+#[tokio::test]
+async fn two_console_instances_share_sessions() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "ana@example.com", "viewer").await;
+    let a = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let b = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let on_a = Client::logged_in(&a, "ana@example.com").await;
+    let mut on_b = Client::new(&b);
+    on_b.token = on_a.token.clone();
+
+    let page = on_b.get("/").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("ana@example.com"));
+    let csrf = on_b.csrf().await;
+    assert_eq!(
+        on_b.post("/logout", &[("csrf_token", &csrf)]).await.status,
+        303
+    );
+
+    let after = on_a.get("/").await;
+    assert_eq!(
+        (after.status.as_u16(), after.location()),
+        (303, Some("/login"))
+    );
+}
+
+#[tokio::test]
+async fn the_console_runs_inside_serve_beside_the_metrics() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "ana@example.com", "finance").await;
+    let (metrics, console_addr) = (free_addr(), free_addr());
+    let args = [
+        "serve",
+        "--metrics-addr",
+        &metrics.to_string(),
+        "--console-addr",
+        &console_addr.to_string(),
+        "--insecure-cookies",
+    ];
+    let serve = ConsoleProc::spawn(&s.db.url, s.jobs.path(), &args, console_addr).await;
+    let browser = Client::logged_in(&serve, "ana@example.com").await;
+
+    let page = browser.get(&format!("/executions/{JOB}:simulacao")).await;
+    let scrape = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap();
+
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Aprovar simulação"), "{}", page.body);
+    assert_eq!(scrape.status(), 200);
+    assert!(scrape.text().await.unwrap().contains("replay_ledger_"));
+}
+
+#[tokio::test]
+async fn removing_an_account_ends_its_sessions_and_the_audit_says_who_did_what() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "ana@example.com", "viewer").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let browser = Client::logged_in(&console, "ana@example.com").await;
+    let listed = run_bin_within(&s.db.url, s.jobs.path(), &["users", "list"]).await;
+
+    let removed = run_bin_within(
+        &s.db.url,
+        s.jobs.path(),
+        &["users", "remove", "ana@example.com"],
+    )
+    .await;
+    let again = run_bin_within(
+        &s.db.url,
+        s.jobs.path(),
+        &["users", "remove", "ana@example.com"],
+    )
+    .await;
+
+    assert!(stdout(&listed).contains("ana@example.com") && stdout(&listed).contains("viewer"));
+    assert_success(&removed, "users remove");
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert_eq!(browser.get("/").await.status, 303);
+    let actions: Vec<String> = audit(&s.db).await.into_iter().map(|(_, a, _)| a).collect();
+    assert_eq!(actions, ["usuario-criado", "login", "usuario-removido"]);
+}
