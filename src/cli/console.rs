@@ -114,9 +114,19 @@ pub(super) async fn console(
 /// the daemon's own.
 pub(super) async fn pool_for_serve(url: Option<&str>, daemon: &PgPool) -> anyhow::Result<PgPool> {
     match url {
-        Some(url) => crate::db::connect(url, "console")
-            .await
-            .context("connecting to the database as the console's role"),
+        // Like the daemon's own pool: a database away for a cause time may cure is waited for
+        // (the console's pages answer 503 meanwhile), anything else ends `serve` at once.
+        Some(url) => {
+            match crate::db::connect(url, "console").await {
+                Ok(pool) => Ok(pool),
+                Err(e) if e.may_pass() => {
+                    tracing::warn!("{e}; the console connects once it is back");
+                    Ok(crate::db::connect_lazy(url, "console")?)
+                }
+                Err(e) => Err(anyhow::Error::new(e)
+                    .context("connecting to the database as the console's role")),
+            }
+        }
         None => Ok(daemon.clone()),
     }
 }

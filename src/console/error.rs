@@ -1,6 +1,7 @@
 //! What a request that cannot be served gets: the status code of the contract (303 to `/login`
 //! for a page without a session, 401 for any other request without one, 403 for a role without
-//! the right or a missing CSRF token) and a short page that says why.
+//! the right or a missing CSRF token; 503 while the database is away) and a short page that says
+//! why.
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -50,6 +51,14 @@ impl IntoResponse for PageError {
                     templates::html(templates::login::page(Some(templates::login::THROTTLED))),
                 )
                     .into_response()
+            }
+            PageError::Database(e) if crate::db::is_transient(&e) => {
+                tracing::warn!(error = %e, "console: the database is away");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "O banco de dados está fora do alcance agora; tente de novo em instantes."
+                        .to_string(),
+                )
             }
             PageError::Database(e) => {
                 tracing::error!(error = %e, "console: database error");

@@ -157,3 +157,36 @@ async fn removing_an_account_ends_its_sessions_and_the_audit_says_who_did_what()
     let actions: Vec<String> = audit(&s.db).await.into_iter().map(|(_, a, _)| a).collect();
     assert_eq!(actions, ["usuario-criado", "login", "usuario-removido"]);
 }
+
+/// While its database is away the console answers 503 (not 500, not a hang) and keeps running;
+/// once the database is back the same session works again.
+#[tokio::test]
+async fn the_console_answers_503_while_its_database_is_away_and_recovers() {
+    let mut cluster = testkit::pgtemp::TempCluster::start()
+        .await
+        .expect("a throwaway cluster from the local binaries");
+    let provider = sink(dedup()).await;
+    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
+    assert_success(
+        &run_bin(&cluster.url(), jobs.path(), &["migrate"]).await,
+        "migrate",
+    );
+    add_user(&cluster.url(), jobs.path(), "ana@example.com", "viewer").await;
+    let console = ConsoleProc::start(&cluster.url(), jobs.path(), &[]).await;
+    let browser = Client::logged_in(&console, "ana@example.com").await;
+    assert_eq!(browser.get("/").await.status, 200);
+
+    cluster.stop().await;
+    let away = browser.get("/").await;
+    assert_eq!(away.status, 503, "{}", away.body);
+    cluster
+        .start_again()
+        .await
+        .expect("the cluster starts again");
+
+    let back = eventually(PROCESS_LIMIT, || async {
+        browser.get("/").await.status == 200
+    })
+    .await;
+    assert!(back, "the session works again; log:\n{}", console.log());
+}
