@@ -122,34 +122,30 @@ pub async fn upsert_diff(
         None,
         changes,
         r#"
-        with dados as (
-            select * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
-              as u(pedido_id, antes, depois, versao)
-        ),
-        anterior as (
-            select d.pedido_id, d.antes, d.depois from reprocessamento_diff d
-            where d.execucao_id = $1 and d.pedido_id in (select pedido_id from dados)
-        ),
-        gravadas as (
+        with gravadas as (
             insert into reprocessamento_diff (execucao_id, pedido_id, antes, depois, versao_evento)
-            select $1, pedido_id, antes, depois, versao from dados
+            select $1, pedido_id, antes, depois, versao
+            from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+              as u(pedido_id, antes, depois, versao)
             on conflict (execucao_id, pedido_id) do update
             set antes = excluded.antes, depois = excluded.depois,
-                versao_evento = excluded.versao_evento
+                versao_evento = excluded.versao_evento,
+                antes_anterior = reprocessamento_diff.antes,
+                depois_anterior = reprocessamento_diff.depois
             where (reprocessamento_diff.versao_evento is null
                    or reprocessamento_diff.versao_evento <= excluded.versao_evento)
               and (reprocessamento_diff.antes, reprocessamento_diff.depois,
                    reprocessamento_diff.versao_evento)
                   is distinct from (excluded.antes, excluded.depois, excluded.versao_evento)
-            returning pedido_id, antes, depois
+            returning antes, depois, antes_anterior, depois_anterior
         ),
-        -- Each written row replaces its previous state in the figures: + new, - old.
+        -- Each written row replaces its previous state in the figures: + new, - old (the old
+        -- state is what the upsert itself replaced; `depois_anterior` is null for a new row).
         lados as (
-            select 1 as sinal, g.antes, g.depois, (a.pedido_id is null) as novo
-            from gravadas g left join anterior a using (pedido_id)
+            select 1 as sinal, antes, depois, (depois_anterior is null) as novo from gravadas
             union all
-            select -1, a.antes, a.depois, false
-            from anterior a join gravadas g using (pedido_id)
+            select -1, antes_anterior, depois_anterior, false
+            from gravadas where depois_anterior is not null
         )
         select coalesce(sum(case when novo then 1 else 0 end), 0)::bigint,
                coalesce(sum(case when antes is distinct from depois then sinal else 0 end), 0)
@@ -250,34 +246,31 @@ pub async fn record_corrections(
         Some(pass),
         changes,
         r#"
-        with dados as (
-            select * from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
-              as u(pedido_id, antes, depois, versao)
-        ),
-        anterior as (
-            select c.pedido_id, c.depois from reprocessamento_correcao c
-            where c.execucao_id = $1 and c.passagem = $6
-              and c.pedido_id in (select pedido_id from dados)
-        ),
-        gravadas as (
+        with gravadas as (
             insert into reprocessamento_correcao
               (execucao_id, pedido_id, antes, depois, versao_evento, passagem)
-            select $1, pedido_id, antes, depois, versao, $6 from dados
+            select $1, pedido_id, antes, depois, versao, $6
+            from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+              as u(pedido_id, antes, depois, versao)
             on conflict (execucao_id, pedido_id) do update
             set antes = case when reprocessamento_correcao.passagem = excluded.passagem
                              then reprocessamento_correcao.antes else excluded.antes end,
+                depois_anterior = case when reprocessamento_correcao.passagem = excluded.passagem
+                                       then reprocessamento_correcao.depois end,
                 depois = excluded.depois, versao_evento = excluded.versao_evento,
                 passagem = excluded.passagem, atualizado_em = now()
-            returning pedido_id, antes, depois
+            returning antes, depois, depois_anterior
         )
-        select count(*) filter (where a.pedido_id is null)::bigint,
-               count(*) filter (where a.pedido_id is null)::bigint,
-               least(greatest(coalesce(sum(coalesce(g.antes, 0)::numeric)
-                                       filter (where a.pedido_id is null), 0),
+        -- `depois_anterior` is null for an order new to the pass (inserted, or taken over from
+        -- an earlier pass), else the value this pass had written before.
+        select count(*) filter (where depois_anterior is null)::bigint,
+               count(*) filter (where depois_anterior is null)::bigint,
+               least(greatest(coalesce(sum(coalesce(antes, 0)::numeric)
+                                       filter (where depois_anterior is null), 0),
                       -9223372036854775808), 9223372036854775807)::bigint,
-               least(greatest(coalesce(sum(g.depois::numeric - coalesce(a.depois, 0)::numeric), 0),
+               least(greatest(coalesce(sum(depois::numeric - coalesce(depois_anterior, 0)::numeric), 0),
                       -9223372036854775808), 9223372036854775807)::bigint
-        from gravadas g left join anterior a using (pedido_id)
+        from gravadas
         "#,
     )
     .await
