@@ -122,7 +122,6 @@ pub(super) async fn insert_in_console(
     Ok(row.into_approval())
 }
 
-#[derive(sqlx::FromRow)]
 struct ApprovalRow {
     id: i64,
     execucao_id: String,
@@ -142,6 +141,26 @@ struct ApprovalRow {
     comissao_hash: String,
     definicao: Option<serde_json::Value>,
 }
+
+crate::db::from_row!(ApprovalRow {
+    id,
+    execucao_id,
+    job,
+    simulacao_passagem,
+    simulacao_concluida_em,
+    aprovado_por,
+    aprovado_em,
+    nota,
+    pedidos,
+    pedidos_alterados,
+    total_antes_centavos,
+    total_depois_centavos,
+    eventos_total,
+    eventos_max_posicao,
+    eventos_hash,
+    comissao_hash,
+    definicao,
+});
 
 impl ApprovalRow {
     fn into_approval(self) -> Approval {

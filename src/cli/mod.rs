@@ -24,6 +24,22 @@ mod reports;
 mod roles;
 mod users;
 
+/// The binary's entry point: a multi-threaded runtime running [`main`]. Not `async`, so the binary
+/// crate instantiates none of the library's futures: its build, the last and serial step of a
+/// first build, compiles one call instead of the whole program a second time.
+pub fn start() -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(main()),
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Parses the command line, runs it, returns the exit status.
 pub async fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

@@ -47,18 +47,17 @@ impl Role {
 }
 
 /// An account as listed (never its hash).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Account {
     pub email: String,
-    #[sqlx(rename = "papel")]
     pub role: Role,
-    #[sqlx(rename = "criado_em")]
     pub created_at: DateTime<Utc>,
-    #[sqlx(rename = "criado_por")]
     pub created_by: String,
     /// Open sessions right now (idle ones included until they are swept).
     pub sessions: i64,
 }
+
+crate::db::from_row!(Account { email, role = "papel", created_at = "criado_em", created_by = "criado_por", sessions });
 
 /// Why an account could not be added.
 #[derive(Debug, thiserror::Error)]

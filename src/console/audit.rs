@@ -17,7 +17,7 @@ use super::Console;
 pub(super) const AUDIT_PAGE: i64 = 200;
 
 /// One row of the audit trail.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub(super) struct AuditRow {
     pub id: i64,
     pub em: DateTime<Utc>,
@@ -27,6 +27,16 @@ pub(super) struct AuditRow {
     pub detalhe: Option<String>,
     pub endereco: Option<String>,
 }
+
+crate::db::from_row!(AuditRow {
+    id,
+    em,
+    quem,
+    acao,
+    alvo,
+    detalhe,
+    endereco
+});
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]

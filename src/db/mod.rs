@@ -2,6 +2,7 @@
 //! a retry with backoff) from a permanent one. Connecting, and why it failed: [`connect`].
 
 mod connect;
+mod migrations;
 
 pub use connect::{
     attempt, check_url, connect, connect_lazy, connect_waiting, parse_wait, pool_for, target_of,
@@ -14,8 +15,23 @@ use std::time::Duration;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::PgPool;
 
-/// The migrations in `migrations/`, embedded in the binary.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+/// `sqlx::FromRow` for a struct read by column name (`field`, or `field = "column"`), written
+/// out instead of derived: sqlx's derive macros would compile a second sqlx for the host.
+macro_rules! from_row {
+    ($ty:ident { $($field:ident $(= $column:literal)?),* $(,)? }) => {
+        impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for $ty {
+            fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
+                use sqlx::Row;
+                Ok($ty {
+                    $($field: row.try_get($crate::db::from_row!(@column $field $($column)?))?,)*
+                })
+            }
+        }
+    };
+    (@column $field:ident) => { stringify!($field) };
+    (@column $field:ident $column:literal) => { $column };
+}
+pub(crate) use from_row;
 
 /// What other sessions see in `pg_stat_activity.application_name`: who holds a lock.
 pub fn application_name(role: &str) -> String {
@@ -40,9 +56,24 @@ pub fn options(url: &str, role: &str) -> Result<PgConnectOptions, sqlx::Error> {
     Ok(PgConnectOptions::from_str(url)?.application_name(&application_name(role)))
 }
 
+/// A transaction whose commit does not wait for its WAL to reach the disk
+/// (`synchronous_commit = off` for this transaction alone), for writes that a crash may take back
+/// as a whole and that are then simply done again: a batch's derived state with its figures, the
+/// checkpoint past it with the batch's tallies. Never for the ledger. Commits reach the disk in
+/// WAL order, so the ledger's next commit (always synchronous, and made before any call) flushes
+/// every relaxed commit before it: no effect is performed on a state write a crash could undo,
+/// and a crash loses at most the last relaxed commits (about 0.2 s at the server's default
+/// `wal_writer_delay`), which the run that resumes writes again from the stored checkpoint.
+pub async fn begin_relaxed(
+    pool: &PgPool,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    pool.begin_with("begin; set local synchronous_commit = off")
+        .await
+}
+
 /// Applies the embedded migrations; idempotent.
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
+    migrations::migrator().await?.run(pool).await
 }
 
 /// Where one embedded migration stands in a database.
@@ -88,7 +119,7 @@ pub async fn migration_status(pool: &PgPool) -> Result<Vec<MigrationStatus>, sql
     } else {
         Vec::new()
     };
-    Ok(MIGRATOR
+    Ok(migrations::migrations()
         .iter()
         .filter(|m| !m.migration_type.is_down_migration())
         .map(|m| {

@@ -94,7 +94,6 @@ pub struct Execution {
 }
 
 /// A row as selected by [`select_execution`].
-#[derive(sqlx::FromRow)]
 struct ExecutionRow {
     execucao_id: String,
     job: String,
@@ -116,6 +115,27 @@ struct ExecutionRow {
     definicao: Option<serde_json::Value>,
     ultima_posicao: Option<i64>,
 }
+
+crate::db::from_row!(ExecutionRow {
+    execucao_id,
+    job,
+    modo,
+    janela_inicio,
+    janela_fim,
+    posicao_inicial,
+    posicao_final,
+    total_eventos,
+    estado,
+    passagem,
+    iniciada_por,
+    iniciada_em,
+    concluida_em,
+    erro,
+    resumo,
+    contagem,
+    definicao,
+    ultima_posicao,
+});
 
 impl From<ExecutionRow> for Execution {
     fn from(r: ExecutionRow) -> Self {

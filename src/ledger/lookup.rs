@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 
 /// A ledger row as it stands.
-#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub chave: String,
     pub estado: super::State,
@@ -14,6 +14,14 @@ pub struct Entry {
     pub resultado: Option<Value>,
     pub atualizado_em: DateTime<Utc>,
 }
+
+crate::db::from_row!(Entry {
+    chave,
+    estado,
+    execucao_id,
+    resultado,
+    atualizado_em
+});
 
 /// The row of `key`, if the ledger holds it.
 pub async fn entry(pool: &PgPool, key: &str) -> Result<Option<Entry>, sqlx::Error> {

@@ -12,7 +12,7 @@ use sqlx::PgPool;
 
 /// One effect waiting for a human. JSON keys are English (`review list --json`); values keep the
 /// database's words.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReviewItem {
     pub key: String,
     #[serde(rename = "effect_type")]
@@ -41,6 +41,20 @@ pub struct ReviewItem {
     #[serde(rename = "age_seconds")]
     pub idade_segundos: i64,
 }
+
+crate::db::from_row!(ReviewItem {
+    key,
+    tipo_efeito,
+    execucao_id,
+    motivo,
+    status_http,
+    desde,
+    primeira_tentativa,
+    ultima_tentativa,
+    tentativas,
+    ultimo_erro,
+    idade_segundos,
+});
 
 /// Which `incerto` effects to list; the default lists them all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

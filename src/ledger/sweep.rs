@@ -9,12 +9,18 @@ use sqlx::PgPool;
 use super::{Claim, Why};
 
 /// A stale reservation.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaleRow {
     pub chave: String,
     pub evento_id: String,
     pub tipo_efeito: String,
 }
+
+crate::db::from_row!(StaleRow {
+    chave,
+    evento_id,
+    tipo_efeito
+});
 
 /// The oldest stale reservations, at most `limit` (served by the partial index on
 /// `atualizado_em where estado = 'reservado'`).
