@@ -260,7 +260,7 @@ impl Applier {
             commission::newest_per_order(decided.iter().map(|d| d.decision.commission.clone()));
         let ids: Vec<String> = rows.iter().map(|r| r.pedido_id.clone()).collect();
         let written = db::retry("state", self.config.retries.db_backoff, || async {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = db::begin_relaxed(&self.pool).await?;
             let written = self.write_rows(&mut tx, &rows, &ids).await?;
             execution::record_rejected(&mut tx, &self.config.checkpoint_key, rejected).await?;
             tx.commit().await?;

@@ -205,7 +205,7 @@ impl<'a> Batches<'a> {
             "advance checkpoint",
             self.config.retries.db_backoff,
             || async {
-                let mut tx = pool.begin().await?;
+                let mut tx = db::begin_relaxed(pool).await?;
                 execution::advance(&mut tx, scope, last, batch).await?;
                 tx.commit().await
             },
