@@ -274,12 +274,7 @@ async fn serve_started_while_the_database_is_away_keeps_running_and_works_once_i
     .await;
     let event = paid(1, "ped-1", 1, 1000, 5.0);
     insert(&db.pool, std::slice::from_ref(&event)).await;
-    sqlx::query("insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, atualizado_em) values ($1, $2, 'notificar-vendedor', 'reservado', 'crashed', now() - interval '1 hour')")
-        .bind(key(&event))
-        .bind(&event.id)
-        .execute(&db.pool)
-        .await
-        .expect("a stale reservation");
+    abandon_stale_reservation(&db.pool, &event).await;
 
     wait_until("the sweep job retook the stale reservation", || async {
         keys_in_state(&db.pool, "concluido").await == vec![key(&event)]

@@ -129,20 +129,6 @@ fn effect(s: &Shown, word: &str) -> u64 {
     s.effects.get(word).copied().unwrap_or(0)
 }
 
-/// `status --json`'s entry for the execution.
-async fn status_entry(db: &TestDb, jobs: &std::path::Path) -> Value {
-    let out = run_bin_within(&db.url, jobs, &["status", "--json"]).await;
-    assert_success(&out, "status --json");
-    let all: Value = serde_json::from_str(&stdout(&out)).expect("status --json is JSON");
-    all["executions"]
-        .as_array()
-        .expect("executions")
-        .iter()
-        .find(|e| e["execution"] == JOB)
-        .cloned()
-        .expect("the execution in status --json")
-}
-
 /// The execution's gauges in `/metrics` (rendered by the same code as the endpoint).
 async fn metrics_figures(pool: &PgPool) -> (u64, u64, i64, i64, BTreeMap<String, u64>) {
     let gauges = replay_ledger::metrics::DbGauges::read(pool, Duration::from_secs(10))
@@ -224,7 +210,7 @@ async fn assert_every_surface_agrees(
     assert_eq!(effect(&run, "ja-registrado"), t.registered_before);
     assert_eq!(effect(&run, "incerto"), 0);
 
-    let status = shown(&status_entry(db, jobs).await);
+    let status = shown(&status_entry(&db.url, jobs, JOB).await);
     assert_eq!(status, run, "status --json agrees with run --json");
 
     let report = replay_ledger::report::ExecutionReport::load(&db.pool, JOB)

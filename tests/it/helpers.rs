@@ -587,6 +587,32 @@ pub async fn abandon_fresh_reservation(pool: &PgPool, event: &Event, execucao_id
     .expect("insert an abandoned reservation");
 }
 
+/// A reservation left an hour ago by a process of execution `crashed` that died: stale, so the
+/// sweep (or a run) may retake it.
+pub async fn abandon_stale_reservation(pool: &PgPool, event: &Event) {
+    sqlx::query("insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, atualizado_em) values ($1, $2, 'notificar-vendedor', 'reservado', 'crashed', now() - interval '1 hour')")
+        .bind(key(event))
+        .bind(&event.id)
+        .execute(pool)
+        .await
+        .expect("a stale reservation");
+}
+
+/// `status --json`'s entry for `execution`.
+pub async fn status_entry(db_url: &str, jobs: &Path, execution: &str) -> serde_json::Value {
+    let out = run_bin_within(db_url, jobs, &["status", "--json"]).await;
+    assert_success(&out, "status --json");
+    let all: serde_json::Value =
+        serde_json::from_str(&stdout(&out)).expect("status --json is JSON");
+    all["executions"]
+        .as_array()
+        .expect("executions")
+        .iter()
+        .find(|e| e["execution"] == execution)
+        .cloned()
+        .expect("the execution in status --json")
+}
+
 /// Waits until no session of a `replay-ledger` process (other than this test's own pool) is left
 /// on this test's database: after a kill, a statement the process had already sent has then
 /// either committed or rolled back, so what the ledger shows is final.

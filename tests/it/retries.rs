@@ -33,20 +33,6 @@ fn arrivals(sink: &Sink, key: &str) -> Vec<std::time::Instant> {
         .collect()
 }
 
-/// `status --json`'s entry for the job's execution.
-async fn status_entry(db: &TestDb, jobs: &std::path::Path) -> Value {
-    let out = run_bin_within(&db.url, jobs, &["status", "--json"]).await;
-    assert_success(&out, "status --json");
-    let all: Value = serde_json::from_str(&stdout(&out)).expect("status --json is JSON");
-    all["executions"]
-        .as_array()
-        .expect("executions")
-        .iter()
-        .find(|e| e["execution"] == JOB)
-        .cloned()
-        .expect("the execution in status --json")
-}
-
 /// `calls retried: N` of the text summary.
 fn retried_in_summary(text: &str) -> Option<u64> {
     text.lines()
@@ -85,7 +71,7 @@ async fn an_outage_longer_than_the_old_budget_is_ridden_out_and_every_retry_is_c
         stdout(&out)
     );
     assert_eq!(
-        status_entry(&db, jobs.path()).await["calls_retried"],
+        status_entry(&db.url, jobs.path(), JOB).await["calls_retried"],
         retried
     );
     let again = run_bin_within(&db.url, jobs.path(), &["run", JOB, "--json"]).await;

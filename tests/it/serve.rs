@@ -388,12 +388,7 @@ async fn serve_survives_a_database_restart_and_its_next_tick_succeeds() {
         .expect("connect");
     let event = paid(1, "ped-1", 1, 1000, 5.0);
     insert(&pool, std::slice::from_ref(&event)).await;
-    sqlx::query("insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, atualizado_em) values ($1, $2, 'notificar-vendedor', 'reservado', 'crashed', now() - interval '1 hour')")
-        .bind(key(&event))
-        .bind(&event.id)
-        .execute(&pool)
-        .await
-        .expect("a stale reservation");
+    abandon_stale_reservation(&pool, &event).await;
 
     wait_until("the sweep job retook the stale reservation", || async {
         keys_in_state(&pool, "concluido").await == vec![key(&event)]

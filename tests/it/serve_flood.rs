@@ -114,12 +114,7 @@ async fn a_flood_of_idle_and_slow_connections_leaves_metrics_healthz_and_the_swe
     let idle = connect_many(serve.addr, IDLE).await;
     let event = paid(1, "ped-1", 1, 1000, 5.0);
     insert(&db.pool, std::slice::from_ref(&event)).await;
-    sqlx::query("insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, atualizado_em) values ($1, $2, 'notificar-vendedor', 'reservado', 'crashed', now() - interval '1 hour')")
-        .bind(key(&event))
-        .bind(&event.id)
-        .execute(&db.pool)
-        .await
-        .expect("a stale reservation");
+    abandon_stale_reservation(&db.pool, &event).await;
 
     assert!(
         eventually(PATIENCE, || answers_200(&serve, "/metrics")).await,

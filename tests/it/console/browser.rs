@@ -44,6 +44,22 @@ async fn open_browser(driver: &ChromeDriver) -> Browser {
         .expect("a Chromium session over WebDriver")
 }
 
+/// Clicks the element `button` finds.
+async fn click(browser: &Browser, button: Locator<'_>) {
+    browser.find(button).await.unwrap().click().await.unwrap();
+}
+
+/// Waits for the element `what` finds to appear (the next page, or an answer), and returns it.
+async fn appears(browser: &Browser, what: Locator<'_>) -> fantoccini::elements::Element {
+    browser.wait().for_element(what).await.unwrap()
+}
+
+/// Clicks `button`, waits for `answer` and returns its text.
+async fn click_then_read(browser: &Browser, button: Locator<'_>, answer: Locator<'_>) -> String {
+    click(browser, button).await;
+    appears(browser, answer).await.text().await.unwrap()
+}
+
 /// Fills the login form and submits it; waits for the executions list.
 async fn log_in(browser: &Browser, console: &ConsoleProc, email: &str) {
     browser.goto(&console.url("/login")).await.unwrap();
@@ -56,42 +72,21 @@ async fn log_in(browser: &Browser, console: &ConsoleProc, email: &str) {
         .unwrap();
     let password = browser.find(Locator::Id("password")).await.unwrap();
     password.send_keys(PASSWORD).await.unwrap();
-    browser
-        .find(Locator::Css("form.login button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Css("header.top .who"))
-        .await
-        .unwrap();
-    let who = browser.find(Locator::Css("header.top .who")).await.unwrap();
-    assert!(who.text().await.unwrap().contains(email));
+    let who = click_then_read(
+        browser,
+        Locator::Css("form.login button"),
+        Locator::Css("header.top .who"),
+    )
+    .await;
+    assert!(who.contains(email), "{who}");
 }
 
 async fn log_out(browser: &Browser, console: &ConsoleProc) {
-    browser
-        .find(Locator::Css("form.logout button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Css("form.login"))
-        .await
-        .unwrap();
+    click(browser, Locator::Css("form.logout button")).await;
+    appears(browser, Locator::Css("form.login")).await;
     // The session is over: a page sends the browser back to the login.
     browser.goto(&console.url("/")).await.unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Css("form.login"))
-        .await
-        .unwrap();
+    appears(browser, Locator::Css("form.login")).await;
 }
 
 /// Waits (at most 60 s) for one finished download in `dir` and returns its bytes.
@@ -161,35 +156,18 @@ async fn finance_approves(browser: &Browser, console: &ConsoleProc, s: &Scene, d
     let simulation = format!("{JOB}:simulacao");
     let link = browser.find(Locator::LinkText(&simulation)).await.unwrap();
     link.click().await.unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Id("diff"))
-        .await
-        .unwrap();
+    appears(browser, Locator::Id("diff")).await;
     let page = browser.current_url().await.unwrap();
     assert_eq!(page.path(), format!("/executions/{simulation}"));
 
     let search = browser.find(Locator::Id("q")).await.unwrap();
     search.send_keys("ped-17").await.unwrap();
-    browser
-        .find(Locator::Css("#diff form button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Css("#diff-count"))
-        .await
-        .unwrap();
-    let count = browser
-        .find(Locator::Id("diff-count"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let count = click_then_read(
+        browser,
+        Locator::Css("#diff form button"),
+        Locator::Id("diff-count"),
+    )
+    .await;
     assert!(count.starts_with("1 pedidos com “ped-17”"), "{count}");
     let rows = browser
         .find_all(Locator::Css("#diff tbody tr"))
@@ -198,13 +176,7 @@ async fn finance_approves(browser: &Browser, console: &ConsoleProc, s: &Scene, d
     assert_eq!(rows.len(), 1);
     assert!(rows[0].text().await.unwrap().starts_with("ped-17 "));
 
-    browser
-        .find(Locator::Id("csv"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, Locator::Id("csv")).await;
     // The search is still applied, so the screenshot of the page before approving shows it.
     let (name, bytes) = downloaded(downloads).await;
     let report = ExecutionReport::load(&s.db.pool, &simulation)
@@ -227,25 +199,12 @@ async fn finance_approves(browser: &Browser, console: &ConsoleProc, s: &Scene, d
         .await
         .unwrap();
     screenshot(browser, "execution").await;
-    browser
-        .find(Locator::Css("form.approve button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Id("approved"))
-        .await
-        .unwrap();
-    let approved = browser
-        .find(Locator::Id("approved"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let approved = click_then_read(
+        browser,
+        Locator::Css("form.approve button"),
+        Locator::Id("approved"),
+    )
+    .await;
     assert!(
         approved.starts_with(&format!("Aprovada por console:{FINANCE}")),
         "{approved}"
@@ -257,11 +216,7 @@ async fn finance_approves(browser: &Browser, console: &ConsoleProc, s: &Scene, d
 async fn operator_resolves(browser: &Browser, console: &ConsoleProc, s: &Scene) {
     log_in(browser, console, OPERATOR).await;
     browser.goto(&console.url("/review")).await.unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Id("review"))
-        .await
-        .unwrap();
+    appears(browser, Locator::Id("review")).await;
     let rows = browser
         .find_all(Locator::Css("#review tbody tr"))
         .await
@@ -270,25 +225,7 @@ async fn operator_resolves(browser: &Browser, console: &ConsoleProc, s: &Scene) 
     screenshot(browser, "review").await;
     for (key, outcome) in [(&s.sent, "sent"), (&s.not_sent, "not-sent")] {
         let button = format!("//tr[td[normalize-space()='{key}']]//button[@value='{outcome}']");
-        browser
-            .find(Locator::XPath(&button))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-        browser
-            .wait()
-            .for_element(Locator::Css("p.ok"))
-            .await
-            .unwrap();
-        let said = browser
-            .find(Locator::Css("p.ok"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let said = click_then_read(browser, Locator::XPath(&button), Locator::Css("p.ok")).await;
         assert!(said.starts_with(key.as_str()), "{said}");
     }
     let left = browser
