@@ -54,10 +54,27 @@ async fn appears(browser: &Browser, what: Locator<'_>) -> fantoccini::elements::
     browser.wait().for_element(what).await.unwrap()
 }
 
-/// Clicks `button`, waits for `answer` and returns its text.
+/// Clicks `button`, waits for the page it submits to replace the current one, then for `answer`
+/// on the new page, and returns its text. Waiting for `answer` alone would race: the element may
+/// already be on the old page (the diff's count, the previous resolution's message), and be read
+/// there or go stale between being found and being read.
 async fn click_then_read(browser: &Browser, button: Locator<'_>, answer: Locator<'_>) -> String {
+    let old_page = browser.find(Locator::Css("html")).await.unwrap();
     click(browser, button).await;
+    gone(&old_page).await;
     appears(browser, answer).await.text().await.unwrap()
+}
+
+/// Waits (at most 60 s) until `element` no longer belongs to the page shown: a navigation ended.
+async fn gone(element: &fantoccini::elements::Element) {
+    for _ in 0..600 {
+        match element.tag_name().await {
+            Err(e) if e.is_stale_element_reference() => return,
+            Err(e) => panic!("reading the old page: {e}"),
+            Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    panic!("the page did not change within 60 s");
 }
 
 /// Fills the login form and submits it; waits for the executions list.
