@@ -57,6 +57,7 @@ fn connecting_commands() -> Vec<Vec<&'static str>> {
         vec!["approvals"],
         vec!["report", JOB],
         vec!["grants", "--worker", "nobody"],
+        vec!["consume", "--metrics-addr", "127.0.0.1:0"],
     ]
 }
 
@@ -65,6 +66,11 @@ async fn every_command_names_a_closed_port_as_refused_and_exits_1() {
     let port = closed_port();
     let url = url_at("127.0.0.1", port, "test");
     let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
+    std::fs::write(
+        jobs.path().join("live.yaml"),
+        "name: live\nkind: live\neffects:\n  notificar-vendedor: { mode: apply, on_failure: keep }\n",
+    )
+    .unwrap();
     let runs = connecting_commands().into_iter().map(|args| {
         let (url, jobs) = (url.clone(), jobs.path().to_path_buf());
         async move {
@@ -216,6 +222,11 @@ async fn wait_for_db_gives_up_with_the_cause() {
     let port = closed_port();
     let url = url_at("127.0.0.1", port, "test");
     let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
+    std::fs::write(
+        jobs.path().join("live.yaml"),
+        "name: live\nkind: live\neffects:\n  notificar-vendedor: { mode: apply, on_failure: keep }\n",
+    )
+    .unwrap();
 
     let out = run_bin_within(&url, jobs.path(), &["--wait-for-db", "2s", "status"]).await;
 
