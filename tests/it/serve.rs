@@ -445,4 +445,23 @@ async fn status_shows_the_last_run_of_a_sweep_job_under_a_header() {
     assert_eq!(sweeper["last_run"]["state"], "concluida", "{sweeper}");
     assert!(sweeper["last_run"]["execution"].is_null(), "{sweeper}");
     assert!(sweeper["last_run"]["finished_at"].is_string(), "{sweeper}");
+
+    assert_success(&run_bin(&db.url, jobs.path(), &["run", JOB]).await, "run");
+    let text = stdout(&run_bin(&db.url, jobs.path(), &["status"]).await);
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("EXECUTION "))
+        .unwrap_or_else(|| panic!("a header row over the executions:\n{text}"));
+    for column in ["MODE", "STATE", "PROGRESS", "DURATION", "EVENTS", "ORDERS"] {
+        assert!(header.contains(column), "{header}");
+    }
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{JOB} ")))
+        .unwrap_or_else(|| panic!("the execution's row:\n{text}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[3], "100%", "{row:?}");
+    assert!(row[4].ends_with('s'), "a duration: {row:?}");
+    assert_eq!(row[5], "3", "events read: {row:?}");
 }
