@@ -64,7 +64,7 @@ fn example() -> Report {
         events_read: 10_000,
         events_skipped: 5_183,
         events_rejected: 2,
-        state: BTreeMap::from([(StateOutcome::Written, 4_815)]),
+        state: BTreeMap::from([(StateOutcome::WouldWrite, 4_815)]),
         orders_changed: 4_815,
         effects: BTreeMap::from([
             (EffectOutcome::AlreadyRegistered, 3_381),
