@@ -70,3 +70,96 @@ async fn a_second_real_run_of_the_same_window_changes_no_order_and_says_inaltera
     );
     assert_eq!(again["state_outcomes"]["inalterado"], 12, "{again}");
 }
+
+#[tokio::test]
+async fn run_json_prints_every_key_of_the_contract_with_the_runs_figures() {
+    let provider = sink(dedup()).await;
+    let (db, jobs) = day(10, &provider).await;
+    let mut invalid = paid(11, "ped-11", 1, 0, 5.0);
+    invalid.payload = serde_json::json!({"valorCentavos": "12,50", "percentual": 5});
+    let mut cancelled = paid(12, "ped-1", 2, 0, 5.0);
+    cancelled.tipo = "pedido.cancelado".into();
+    insert(&db.pool, &[invalid, cancelled]).await;
+
+    let run = run_json(&db, &jobs, &[]).await;
+
+    let keys: BTreeSet<&str> = run
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let expected: BTreeSet<&str> = [
+        // The interface contract's keys.
+        "execution",
+        "mode",
+        "state",
+        "events_read",
+        "events_skipped",
+        "events_rejected",
+        "orders_changed",
+        "total_before_cents",
+        "total_after_cents",
+        "effects",
+        // And the rest of the summary and of the execution's row.
+        "orders_in_diff",
+        "calls_retried",
+        "state_outcomes",
+        "progress_percent",
+        "key",
+        "job",
+        "window_from",
+        "window_to",
+        "first",
+        "last",
+        "total_events",
+        "pass",
+        "started_by",
+        "started_at",
+        "finished_at",
+        "error",
+        "summary",
+        "definition",
+        "checkpoint",
+    ]
+    .into();
+    assert_eq!(keys, expected, "{run}");
+    let rejected: i64 =
+        sqlx::query_scalar("select count(*) from evento_rejeitado where execucao_id = $1")
+            .bind(JOB)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(rejected, 1);
+    assert_eq!(
+        (
+            &run["execution"],
+            &run["mode"],
+            &run["state"],
+            &run["events_read"],
+            &run["events_skipped"],
+            &run["events_rejected"],
+        ),
+        (
+            &Value::from(JOB),
+            &Value::from("real"),
+            &Value::from("concluida"),
+            &Value::from(12),
+            &Value::from(1),
+            &Value::from(rejected),
+        ),
+        "{run}"
+    );
+    // 5 % of 1000 × i cents for i in 1..=10, which the bug had divided by 10.
+    assert_eq!(
+        (
+            &run["orders_changed"],
+            &run["total_before_cents"],
+            &run["total_after_cents"]
+        ),
+        (&Value::from(10), &Value::from(275), &Value::from(2750)),
+        "{run}"
+    );
+    assert_eq!(run["effects"]["aplicado"], 10, "{run}");
+    assert_eq!(provider.deliveries().len(), 10);
+}
