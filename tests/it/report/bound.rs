@@ -13,34 +13,50 @@ const JOB: &str = "gated";
 /// The gated job of the story: the seller notifications suppressed, a window of the first
 /// 20 s of 2026-10-14 (events 1..=19 of `paid_orders`).
 struct Job {
+    from: &'static str,
     to: &'static str,
     mode: &'static str,
     on_failure: &'static str,
     event_types: &'static str,
     on_invalid_event: &'static str,
+    /// The effect type's `idempotent` in effects.yaml.
+    idempotent: bool,
+    /// The effect type's `retry` in effects.yaml, a flow mapping; empty for the defaults.
+    retry: &'static str,
 }
 
 const APPROVED: Job = Job {
+    from: "2026-10-14T00:00:00-03:00",
     to: "2026-10-14T00:00:20-03:00",
     mode: "suppress",
     on_failure: "release",
     event_types: "[pedido.pago]",
     on_invalid_event: "record",
+    idempotent: true,
+    retry: "",
+};
+
+/// The same job with the seller notifications sent.
+const APPLIED: Job = Job {
+    mode: "apply",
+    ..APPROVED
 };
 
 fn write(dir: &Path, provider: &str, job: &Job) {
     std::fs::write(
         dir.join("effects.yaml"),
         format!(
-            "notificar-vendedor:\n  webhook:\n    url: {provider}\n  idempotent: true\n  concurrency: 4\n"
+            "notificar-vendedor:\n  webhook:\n    url: {provider}\n  idempotent: {}\n  concurrency: 4\n{}",
+            job.idempotent,
+            if job.retry.is_empty() { String::new() } else { format!("  retry: {}\n", job.retry) }
         ),
     )
     .unwrap();
     std::fs::write(
         dir.join("gated.yaml"),
         format!(
-            "name: {JOB}\nwindow:\n  from: 2026-10-14T00:00:00-03:00\n  to: {}\nrequire_approved_simulation: true\nbatch_size: 7\nevent_types: {}\non_invalid_event: {}\neffects:\n  notificar-vendedor: {{ mode: {}, on_failure: {} }}\n",
-            job.to, job.event_types, job.on_invalid_event, job.mode, job.on_failure
+            "name: {JOB}\nwindow:\n  from: {}\n  to: {}\nrequire_approved_simulation: true\nbatch_size: 7\nevent_types: {}\non_invalid_event: {}\neffects:\n  notificar-vendedor: {{ mode: {}, on_failure: {} }}\n",
+            job.from, job.to, job.event_types, job.on_invalid_event, job.mode, job.on_failure
         ),
     )
     .unwrap();
@@ -54,11 +70,17 @@ struct Setup {
 
 /// A day of buggy commissions, the job simulated and approved as [`APPROVED`].
 async fn approved() -> Setup {
+    approved_as(&APPROVED, dedup()).await
+}
+
+/// A day of buggy commissions, the job simulated and approved as `job`, with a provider that
+/// behaves as `provider`.
+async fn approved_as(job: &Job, provider: testkit::sink::Behavior) -> Setup {
     let events = paid_orders(40);
     let db = seeded_db(&events, &[]).await;
-    let provider = sink(dedup()).await;
+    let provider = sink(provider).await;
     let jobs = tempfile::tempdir().unwrap();
-    write(jobs.path(), &provider.url(), &APPROVED);
+    write(jobs.path(), &provider.url(), job);
     let s = Setup { db, provider, jobs };
     assert_success(&s.bin(&["run", JOB, "--simulate"]).await, "simulation");
     assert_success(&s.bin(&["approve", JOB]).await, "approve");
@@ -232,4 +254,72 @@ async fn after_a_gated_real_run_the_report_says_it_applied_exactly_what_was_appr
 
     assert!(check.exact(), "{check:?}");
     assert_eq!(check.applied, check.approved);
+}
+
+#[tokio::test]
+async fn editing_an_applied_effects_on_failure_or_the_windows_start_after_approval_refuses_the_real_run(
+) {
+    let s = approved_as(&APPLIED, dedup()).await;
+    let untouched = checksum(&s.db.pool, "comissao", "pedido_id").await;
+    let edits = [
+        (
+            Job {
+                on_failure: "keep",
+                ..APPLIED
+            },
+            "effects.notificar-vendedor.on_failure: release → keep",
+        ),
+        (
+            Job {
+                from: "2026-10-14T00:00:05-03:00",
+                ..APPLIED
+            },
+            "window.from: 2026-10-14T03:00:00+00:00 → 2026-10-14T03:00:05+00:00",
+        ),
+    ];
+    for (job, field) in &edits {
+        s.edit(job);
+        refused_naming(&s, field, &untouched).await;
+    }
+}
+
+#[tokio::test]
+async fn making_an_applied_effect_type_non_idempotent_after_approval_refuses_the_real_run() {
+    // `keep`: `check` refuses `release` on a type that is not idempotent.
+    let approved = Job {
+        on_failure: "keep",
+        ..APPLIED
+    };
+    let s = approved_as(&approved, dedup()).await;
+    let untouched = checksum(&s.db.pool, "comissao", "pedido_id").await;
+
+    s.edit(&Job {
+        idempotent: false,
+        ..approved
+    });
+
+    refused_naming(
+        &s,
+        "effects.notificar-vendedor.idempotent: true → false",
+        &untouched,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn tuning_an_effect_types_retries_after_approval_keeps_the_approval() {
+    let s = approved_as(&APPLIED, dedup()).await;
+
+    s.edit(&Job {
+        retry: "{ attempts: 3, backoff: 10ms, max_backoff: 20ms }",
+        ..APPLIED
+    });
+    let real = s.bin(&["run", JOB]).await;
+
+    assert_success(&real, "the real run under the approval");
+    assert_eq!(
+        s.provider.deliveries().len(),
+        19,
+        "the approved notifications"
+    );
 }
