@@ -162,6 +162,11 @@ fn provider(url: &reqwest::Url) -> String {
     )
 }
 
+/// A digest that stays the same across releases and platforms (see [`fnv1a`]).
+pub fn digest(bytes: &[u8]) -> u64 {
+    fnv1a(bytes)
+}
+
 /// FNV-1a, 64 bits: a digest that stays the same across releases and platforms (unlike the
 /// standard library's hasher), so an approval is not refused because the program was rebuilt.
 fn fnv1a(bytes: &[u8]) -> u64 {

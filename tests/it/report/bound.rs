@@ -323,3 +323,79 @@ async fn tuning_an_effect_types_retries_after_approval_keeps_the_approval() {
         "the approved notifications"
     );
 }
+
+#[tokio::test]
+async fn approvals_json_lists_the_job_the_simulation_its_totals_its_fingerprint_and_the_role_that_approved(
+) {
+    let events = paid_orders(40);
+    let db = seeded_db(&events, &[]).await;
+    let provider = sink(dedup()).await;
+    let jobs = tempfile::tempdir().unwrap();
+    write(jobs.path(), &provider.url(), &APPROVED);
+    let s = Setup { db, provider, jobs };
+    assert_success(&s.bin(&["run", JOB, "--simulate"]).await, "simulation");
+    let before = chrono::Utc::now();
+    assert_success(
+        &s.bin(&["approve", JOB, "--note", "checked against the ticket"])
+            .await,
+        "approve",
+    );
+    let role: String = sqlx::query_scalar("select session_user::text")
+        .fetch_one(&s.db.pool)
+        .await
+        .unwrap();
+
+    let out = s.bin(&["approvals", "--json"]).await;
+
+    assert_success(&out, "approvals --json");
+    let all: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    let [a] = all.as_array().expect("a list").as_slice() else {
+        panic!("one approval: {all}")
+    };
+    assert_eq!(
+        (&a["job"], &a["execution"]),
+        (&JOB.into(), &JOB.into()),
+        "{a}"
+    );
+    assert_eq!(a["simulation_pass"], 1, "{a}");
+    // Events 1..=19 of the window, 5 % of 1000 × i cents, which the bug had divided by 10.
+    assert_eq!(
+        (
+            &a["orders_changed"],
+            &a["total_before_cents"],
+            &a["total_after_cents"]
+        ),
+        (&19.into(), &950.into(), &9500.into()),
+        "{a}"
+    );
+    let fingerprint = &a["fingerprint"];
+    assert_eq!(fingerprint["events"], 19, "{a}");
+    assert_eq!(
+        fingerprint["definition"]["effects.notificar-vendedor.mode"], "suppress",
+        "{a}"
+    );
+    let summary = fingerprint["summary"]
+        .as_str()
+        .expect("a fingerprint summary");
+    assert!(
+        summary.starts_with(&format!(
+            "{}; 19 events up to posicao 19; commissions of 19 orders; #",
+            replay_ledger::domain::RULE_VERSION
+        )),
+        "{summary}"
+    );
+    assert_eq!(a["approved_by"], role.as_str(), "{a}");
+    assert_eq!(a["note"], "checked against the ticket", "{a}");
+    let at: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(a["approved_at"].clone()).expect("approved_at is a time");
+    assert!(
+        at >= before - chrono::Duration::seconds(5),
+        "{at} vs {before}"
+    );
+    let table = stdout(&s.bin(&["approvals"]).await);
+    let short = summary.rsplit("; ").next().unwrap();
+    assert!(
+        table.contains(JOB) && table.contains(short) && table.contains(&role),
+        "the table shows the job, the fingerprint and who:\n{table}"
+    );
+}
