@@ -399,3 +399,58 @@ async fn approvals_json_lists_the_job_the_simulation_its_totals_its_fingerprint_
         "the table shows the job, the fingerprint and who:\n{table}"
     );
 }
+
+#[tokio::test]
+async fn a_gated_run_that_meets_a_newer_commission_says_it_did_not_apply_exactly_what_was_approved()
+{
+    let slow = testkit::sink::Behavior {
+        delay: std::time::Duration::from_millis(300),
+        ..dedup()
+    };
+    let s = approved_as(&APPLIED, slow).await;
+    let child = spawn_run_captured(&s.db.url, s.jobs.path(), JOB);
+    wait_until("the gate let the run through", || async {
+        s.provider.delivery_count() >= 1
+    })
+    .await;
+    send_signal(&child, nix::sys::signal::Signal::SIGINT);
+    let stopped = finish(child, "the interrupted run").await;
+    assert_eq!(stopped.status.code(), Some(130), "{}", stderr(&stopped));
+    // The live consumer applies a newer event of ped-19, the last order of the window.
+    sqlx::query(
+        "update comissao set valor_centavos = 4321, versao_evento = 2 where pedido_id = 'ped-19'",
+    )
+    .execute(&s.db.pool)
+    .await
+    .unwrap();
+
+    assert_success(&s.bin(&["run", JOB]).await, "the resumed real run");
+
+    let execution = replay_ledger::report::ExecutionReport::load(&s.db.pool, JOB)
+        .await
+        .unwrap();
+    let report = replay_ledger::report::Report::new(
+        "test",
+        chrono_tz::UTC,
+        chrono::Utc::now(),
+        Some(execution),
+        Vec::new(),
+    );
+    let text = replay_ledger::report::render::text(&report);
+    assert!(
+        text.contains("Não aplicou exatamente o que foi aprovado por"),
+        "{text}"
+    );
+    assert!(
+        text.contains("aprovado 19 pedidos, +R$ 85,50; aplicado 18 pedidos, +R$ 76,95"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains("ped-19"))
+        .unwrap_or_else(|| panic!("ped-19 listed:\n{text}"));
+    assert!(
+        row.contains("R$ 9,50") && row.trim_end().ends_with('-'),
+        "{row}"
+    );
+}
