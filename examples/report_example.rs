@@ -64,8 +64,11 @@ fn example() -> Report {
         events_read: 10_000,
         events_skipped: 5_183,
         events_rejected: 2,
-        state: BTreeMap::from([(StateOutcome::Written, 4_815)]),
+        state: BTreeMap::from([(StateOutcome::WouldWrite, 4_815)]),
+        orders_in_diff: 4_815,
         orders_changed: 4_815,
+        total_before_centavos: 442_502,
+        total_after_centavos: 4_364_272,
         effects: BTreeMap::from([
             (EffectOutcome::AlreadyRegistered, 3_381),
             (EffectOutcome::WouldApply, 1_434),

@@ -1,8 +1,18 @@
 //! What decides the outcome of a replay job's run, written down so that an approval can bind it
 //! (invariant 10, "approved = applied"): the resolved window, the event types, each effect type's
-//! `mode`, `on_failure` and provider, `on_invalid_event`, and the version of the commission rule.
+//! `mode`, and for a type that is applied its `on_failure`, provider and `idempotent` (which
+//! decides whether an unknown outcome is released and resent or held `incerto`),
+//! `on_invalid_event`, and the version of the commission rule.
+//!
 //! Not in it: what changes how fast or when a run goes, never what it does (`batch_size`,
-//! `partitions`, `schedule`, `report_to`, concurrency, rate limits, timeouts).
+//! `partitions`, `schedule`, `report_to`, concurrency, rate limits) — and an effect type's
+//! `retry`, `timeout` and `dedup_window`. Those three decide how hard a failing call is tried
+//! before the key is given up on, not which orders are corrected, to which values, or which keys
+//! may be sent: every key they touch is one the approval already covers, and however they are
+//! set a key ends sent once, `liberado` for the next run, or `incerto` for a human — never sent
+//! to a second provider, never sent twice by a non-idempotent type. Binding them would make an
+//! operator who lengthens a timeout for a slow provider send finance back to approve the same
+//! diff, for no difference finance could see in it.
 //!
 //! A definition is a flat map from a field's path (`effects.notificar-vendedor.mode`) to its
 //! value as shown to a person, so two definitions compare field by field and the difference is
@@ -150,6 +160,11 @@ fn provider(url: &reqwest::Url) -> String {
         url.port_or_known_default().unwrap_or(0),
         fnv1a(url.as_str().as_bytes())
     )
+}
+
+/// A digest that stays the same across releases and platforms (see [`fnv1a`]).
+pub fn digest(bytes: &[u8]) -> u64 {
+    fnv1a(bytes)
 }
 
 /// FNV-1a, 64 bits: a digest that stays the same across releases and platforms (unlike the

@@ -19,6 +19,7 @@ use crate::domain::{self, effect_key, NOTIFY_SELLER};
 use crate::effects::Effects;
 use crate::runner::{self, RunReport, RunnerConfig};
 use crate::shutdown::Shutdown;
+use crate::summary::StateOutcome;
 use crate::{db, money};
 
 const EFFECTS_YAML: &str = include_str!("../jobs/effects.yaml");
@@ -131,6 +132,10 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
         before == after,
         "comissao and efeito_aplicado are byte-identical after the simulation",
     );
+    ok &= verdict(
+        !report.summary.state.contains_key(&StateOutcome::Written),
+        "the simulation counts the orders it would change as `seria-gravado`, none as `gravado`",
+    );
     print_largest_diffs(&pool, &report.execution_id).await?;
 
     println!("\nstep 2: the real run (`replay-ledger run {}`)", job.name);
@@ -165,6 +170,11 @@ async fn story(url: &str, events: u32) -> anyhow::Result<ExitCode> {
     ok &= verdict(
         sink.request_count() == requests_before,
         "the second run sent nothing: every key is already in the ledger",
+    );
+    ok &= verdict(
+        report.summary.orders_changed == 0
+            && !report.summary.state.contains_key(&StateOutcome::Written),
+        "the second run changed no order: every row already held its value (`inalterado`)",
     );
     sink.shutdown().await;
     pool.close().await;

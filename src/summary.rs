@@ -17,6 +17,9 @@ db_words! {
         Unchanged = "inalterado",
         /// The order's row was written from a newer version; left alone (invariant 4).
         NewerKept = "ignorado-versao-mais-nova",
+        /// A simulation: the real run would change the order's row to this event's value and
+        /// version (a simulation writes no `comissao` row, so it never says `gravado`).
+        WouldWrite = "seria-gravado",
     }
 }
 

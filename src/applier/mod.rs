@@ -267,7 +267,11 @@ impl Applier {
             Ok(written)
         })
         .await?;
-        count_state(decided, &written, summary);
+        let changed = match self.config.mode {
+            Mode::Simulation => StateOutcome::WouldWrite,
+            Mode::Real | Mode::Live => StateOutcome::Written,
+        };
+        count_state(decided, &written, changed, summary);
         Ok(())
     }
 
@@ -427,9 +431,15 @@ struct Written {
 
 /// The state outcome of every event (the seed's per-event words, as if applied one by one):
 /// an order's row newer than the event → `ignorado-versao-mais-nova`; a row this execution
-/// changed to the order's newest value → `gravado` (an older event of the same order too: it
-/// was written, then overwritten); a row already holding that value and version → `inalterado`.
-fn count_state(decided: &[Decided], written: &Written, summary: &mut Summary) {
+/// changed to the order's newest value → `changed` (`gravado`; in a simulation `seria-gravado`,
+/// since it writes no row) — an older event of the same order too: it was written, then
+/// overwritten; a row already holding that value and version → `inalterado`.
+fn count_state(
+    decided: &[Decided],
+    written: &Written,
+    changed: StateOutcome,
+    summary: &mut Summary,
+) {
     let newest: HashMap<&str, &CommissionRow> = written
         .newest
         .iter()
@@ -441,7 +451,7 @@ fn count_state(decided: &[Decided], written: &Written, summary: &mut Summary) {
         let outcome = if before.is_some_and(|c| c.versao_evento > row.versao) {
             StateOutcome::NewerKept
         } else if written.changed.contains(&row.pedido_id) {
-            StateOutcome::Written
+            changed
         } else if newest.get(row.pedido_id.as_str()).is_some_and(|n| {
             before.is_some_and(|c| {
                 c.valor_centavos == n.valor_centavos && c.versao_evento == n.versao

@@ -58,6 +58,38 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
+    /// A digest of everything the approval binds, short enough for a table column: two approvals
+    /// with the same one bound the same definition, events and commissions.
+    pub fn short(&self) -> String {
+        let definition = self.definition.as_ref().map(Definition::to_json);
+        let whole = format!(
+            "{}|{}|{}|{}|{}",
+            definition.map(|d| d.to_string()).unwrap_or_default(),
+            self.events.count,
+            opt(self.events.max_posicao),
+            self.events.hash,
+            self.comissao
+        );
+        format!("#{:012x}", definition::digest(whole.as_bytes()) >> 16)
+    }
+
+    /// What the approval binds, in one line for a person: the rule's version, the window's
+    /// events, the diff's orders, and [`Fingerprint::short`].
+    pub fn summary(&self) -> String {
+        let rule = self
+            .definition
+            .as_ref()
+            .and_then(|d| d.0.get("rule").cloned())
+            .unwrap_or_else(|| "no job definition".into());
+        let orders = self.comissao.split(':').next().unwrap_or("?");
+        format!(
+            "{rule}; {} events up to posicao {}; commissions of {orders} orders; {}",
+            self.events.count,
+            opt(self.events.max_posicao),
+            self.short()
+        )
+    }
+
     async fn now(
         pool: &PgPool,
         execution_id: &str,

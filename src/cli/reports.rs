@@ -169,17 +169,19 @@ pub(super) async fn approvals(cli: &Cli, json: bool) -> anyhow::Result<ExitCode>
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<20} {:<34} {:>4} {:>9} {:>18}  {:<24} NOTE",
-        "APPROVED AT", "EXECUTION", "PASS", "ORDERS", "DIFFERENCE", "BY"
+        "{:<20} {:<24} {:<34} {:>4} {:>9} {:>18}  {:<13} {:<24} NOTE",
+        "APPROVED AT", "JOB", "EXECUTION", "PASS", "ORDERS", "DIFFERENCE", "FINGERPRINT", "BY"
     );
     for a in &all {
         println!(
-            "{:<20} {:<34} {:>4} {:>9} {:>18}  {:<24} {}",
+            "{:<20} {:<24} {:<34} {:>4} {:>9} {:>18}  {:<13} {:<24} {}",
             a.at.format("%Y-%m-%d %H:%M:%S"),
+            crate::text::inert(&a.job),
             crate::text::inert(&a.execution_id),
             a.simulation_pass,
             group_thousands(a.totals.changed),
             brl_signed(a.totals.difference()),
+            a.fingerprint.short(),
             crate::text::inert(&a.by),
             crate::text::inert(a.note.as_deref().unwrap_or("-"))
         );
@@ -205,6 +207,7 @@ fn approval_json(a: &approval::Approval) -> serde_json::Value {
             "events_max_posicao": f.events.max_posicao,
             "events_hash": f.events.hash,
             "commissions_hash": f.comissao,
+            "summary": f.summary(),
         },
         "approved_by": a.by,
         "note": a.note,

@@ -2,9 +2,10 @@
 //! three instants, a PostgreSQL restart, with one partition or several — and then resumed, every
 //! surface (`run --json`, `status --json`, the report's totals and CSV, `/metrics`) shows the same
 //! figures, and they are what SQL over `comissao`, `reprocessamento_correcao` and
-//! `efeito_aplicado` says, and what the loopback provider received.
+//! `efeito_aplicado` says, and the very keys the loopback provider received. SIGINT and the
+//! restart run both with one partition and with `partitions: 4` under `--workers 2`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -209,6 +210,24 @@ async fn assert_every_surface_agrees(
     );
     assert_eq!(effect(&run, "ja-registrado"), t.registered_before);
     assert_eq!(effect(&run, "incerto"), 0);
+    let done: BTreeSet<String> = sqlx::query_scalar::<_, String>(
+        "select chave from efeito_aplicado where execucao_id = $1 and estado = 'concluido'",
+    )
+    .bind(JOB)
+    .fetch_all(&db.pool)
+    .await
+    .expect("the execution's keys")
+    .into_iter()
+    .collect();
+    let received: BTreeSet<String> = provider.deliveries().into_keys().collect();
+    assert!(
+        received == done,
+        "the provider received exactly the keys the ledger says the execution sent: {} received, {} concluido; received only: {:?}; concluido only: {:?}",
+        received.len(),
+        done.len(),
+        received.difference(&done).take(5).collect::<Vec<_>>(),
+        done.difference(&received).take(5).collect::<Vec<_>>()
+    );
 
     let status = shown(&status_entry(&db.url, jobs, JOB).await);
     assert_eq!(status, run, "status --json agrees with run --json");
@@ -269,11 +288,52 @@ async fn resume(db_url: &str, jobs: &std::path::Path, extra: &[&str]) -> Value {
     serde_json::from_str(stdout(&out).trim()).expect("run --json prints one JSON object")
 }
 
-async fn interrupted_by(signal: Signal) {
+/// How the execution is laid out: one pass over the window, or partitions of `pedido_id` run
+/// by several workers.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Single,
+    /// `partitions: 4`, `--workers 2`.
+    Partitioned,
+}
+
+impl Shape {
+    fn spec(self) -> JobSpec {
+        match self {
+            Shape::Single => JobSpec::default(),
+            Shape::Partitioned => JobSpec {
+                batch_size: 50,
+                extra: "partitions: 4\n".into(),
+                ..JobSpec::default()
+            },
+        }
+    }
+
+    fn run_args(self) -> &'static [&'static str] {
+        match self {
+            Shape::Single => &[],
+            Shape::Partitioned => &["--workers", "2"],
+        }
+    }
+
+    /// `run JOB` in the background, output captured for [`finish`].
+    fn spawn(self, db_url: &str, jobs: &std::path::Path) -> tokio::process::Child {
+        command(db_url, jobs)
+            .args(["run", JOB])
+            .args(self.run_args())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn replay-ledger run")
+    }
+}
+
+async fn interrupted_by(signal: Signal, shape: Shape) {
     let (db, events) = day(1500).await;
     let provider = sink(provider_behaviour()).await;
-    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
-    let child = spawn_run_captured(&db.url, jobs.path(), JOB);
+    let jobs = jobs_dir(&provider.url(), &shape.spec());
+    let child = shape.spawn(&db.url, jobs.path());
     wait_until("the run is mid-window", || async {
         provider.delivery_count() >= 300
     })
@@ -282,14 +342,20 @@ async fn interrupted_by(signal: Signal) {
     let stopped = finish(child, "the interrupted run").await;
     assert_eq!(stopped.status.code(), Some(130), "{}", stderr(&stopped));
 
-    let run = resume(&db.url, jobs.path(), &[]).await;
+    let run = resume(&db.url, jobs.path(), shape.run_args()).await;
 
     assert_every_surface_agrees(&db, jobs.path(), events.len(), &provider, &run).await;
 }
 
 #[tokio::test]
 async fn after_sigint_and_a_resume_every_surface_shows_the_tables_figures() {
-    interrupted_by(Signal::SIGINT).await;
+    interrupted_by(Signal::SIGINT, Shape::Single).await;
+}
+
+#[tokio::test]
+async fn a_partitioned_execution_stopped_by_sigint_and_resumed_shows_the_tables_figures_everywhere()
+{
+    interrupted_by(Signal::SIGINT, Shape::Partitioned).await;
 }
 
 #[tokio::test]
@@ -340,8 +406,7 @@ async fn a_partitioned_execution_killed_and_resumed_shows_the_tables_figures_eve
     assert_every_surface_agrees(&db, jobs.path(), events.len(), &provider, &run).await;
 }
 
-#[tokio::test]
-async fn after_a_postgresql_restart_under_the_run_every_surface_shows_the_tables_figures() {
+async fn across_a_postgresql_restart(shape: Shape) {
     let mut cluster = testkit::pgtemp::TempCluster::start()
         .await
         .expect("a throwaway cluster");
@@ -351,13 +416,17 @@ async fn after_a_postgresql_restart_under_the_run_every_surface_shows_the_tables
     let events = paid_orders(1500);
     insert(&pool, &events).await;
     let provider = sink(provider_behaviour()).await;
-    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
-    let child = spawn_run_captured(&url, jobs.path(), JOB);
+    let jobs = jobs_dir(&provider.url(), &shape.spec());
+    let child = shape.spawn(&url, jobs.path());
     wait_until("the run is mid-window", || async {
         provider.delivery_count() >= 300
     })
     .await;
     cluster.stop().await;
+    assert!(
+        provider.delivery_count() < events.len(),
+        "the restart came before the run had sent everything"
+    );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     cluster
         .start_again()
@@ -367,8 +436,18 @@ async fn after_a_postgresql_restart_under_the_run_every_surface_shows_the_tables
     assert_success(&first, "the run across a restart");
 
     // `run --json` of a finished execution reports it as stored.
-    let run = resume(&url, jobs.path(), &[]).await;
+    let run = resume(&url, jobs.path(), shape.run_args()).await;
 
     let db = TestDb::attach(&url).await;
     assert_every_surface_agrees(&db, jobs.path(), events.len(), &provider, &run).await;
+}
+
+#[tokio::test]
+async fn after_a_postgresql_restart_under_the_run_every_surface_shows_the_tables_figures() {
+    across_a_postgresql_restart(Shape::Single).await;
+}
+
+#[tokio::test]
+async fn a_partitioned_execution_across_a_postgresql_restart_shows_the_tables_figures_everywhere() {
+    across_a_postgresql_restart(Shape::Partitioned).await;
 }

@@ -26,6 +26,7 @@ mod process;
 mod report;
 mod retries;
 mod review;
+mod run_json;
 mod security;
 mod serve;
 mod serve_flood;
