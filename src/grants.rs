@@ -341,6 +341,42 @@ pub async fn apply(pool: &PgPool, duties: &Duties) -> Result<(), GrantError> {
     Ok(())
 }
 
+/// What the connected role lacks of the console's duties (`grants --console`), each said as
+/// `select on console_usuario`; empty when it has them all. A role that lacks any would answer 500
+/// to every login, so the console checks at start. A table or function that does not exist counts
+/// as lacking. Returns the role's name too, for the message.
+pub async fn console_lacks(pool: &PgPool) -> Result<(String, Vec<String>), sqlx::Error> {
+    let tables: Vec<&str> = TABLES.iter().chain(CONSOLE_TABLES).copied().collect();
+    let lacking: Vec<String> = sqlx::query_scalar(
+        r#"
+        select what from (
+            select 'select on ' || t as what,
+                   coalesce(has_table_privilege(to_regclass(t), 'select'), false) as held
+            from unnest($1::text[]) t
+            union all
+            select 'update (ultimo_uso) on console_sessao',
+                   coalesce(has_column_privilege(to_regclass('console_sessao'), 'ultimo_uso', 'update'), false)
+            union all
+            select 'delete on console_sessao',
+                   coalesce(has_table_privilege(to_regclass('console_sessao'), 'delete'), false)
+            union all
+            select 'execute on function ' || f,
+                   coalesce(has_function_privilege(to_regprocedure(f), 'execute'), false)
+            from unnest($2::text[]) f
+        ) p
+        where not held
+        "#,
+    )
+    .bind(&tables)
+    .bind(CONSOLE_FUNCTIONS)
+    .fetch_all(pool)
+    .await?;
+    let role: String = sqlx::query_scalar("select current_user::text")
+        .fetch_one(pool)
+        .await?;
+    Ok((role, lacking))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
