@@ -383,6 +383,47 @@ fn attribute_value(html: &str, name: &str) -> String {
 }
 
 #[tokio::test]
+async fn an_event_added_to_the_window_after_the_simulation_blocks_the_approval_and_says_why() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "ana@example.com", "finance").await;
+    insert(&s.db.pool, &[paid(11, "ped-11", 1, 11_000, 5.0)]).await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let finance = Client::logged_in(&console, "ana@example.com").await;
+    let page = format!("/executions/{JOB}:simulacao");
+
+    let shown = finance.get(&page).await;
+    let csrf = finance.csrf().await;
+    let forced = finance
+        .post(&format!("{page}/approve"), &[("csrf_token", &csrf)])
+        .await;
+
+    assert_eq!(shown.status, 200);
+    assert!(!shown.body.contains("Aprovar simulação"), "{}", shown.body);
+    assert!(
+        shown.body.contains("Não pode ser aprovada"),
+        "{}",
+        shown.body
+    );
+    assert!(
+        shown.body.contains("the window's events changed"),
+        "{}",
+        shown.body
+    );
+    assert_eq!(forced.status, 409, "{}", forced.body);
+    assert!(forced.body.contains("events changed"), "{}", forced.body);
+    let approvals: i64 = sqlx::query_scalar("select count(*) from reprocessamento_aprovacao")
+        .fetch_one(&s.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(approvals, 0);
+    let recorded = audit(&s.db).await;
+    assert!(
+        !recorded.iter().any(|(_, acao, _)| acao == "aprovacao"),
+        "{recorded:?}"
+    );
+}
+
+#[tokio::test]
 async fn the_review_queue_is_filtered_by_type_execution_and_age_and_a_live_execution_has_a_page() {
     let s = simulated().await;
     let (old, recent) = (
