@@ -346,25 +346,27 @@ pub async fn apply(pool: &PgPool, duties: &Duties) -> Result<(), GrantError> {
 /// to every login, so the console checks at start. A table or function that does not exist counts
 /// as lacking. Returns the role's name too, for the message.
 pub async fn console_lacks(pool: &PgPool) -> Result<(String, Vec<String>), sqlx::Error> {
-    let tables: Vec<&str> = TABLES.iter().chain(CONSOLE_TABLES).copied().collect();
+    // The console's own objects first: they are what another role most likely lacks.
+    let tables: Vec<&str> = CONSOLE_TABLES.iter().chain(TABLES).copied().collect();
     let lacking: Vec<String> = sqlx::query_scalar(
         r#"
         select what from (
-            select 'select on ' || t as what,
+            select 1 as part, i, 'select on ' || t as what,
                    coalesce(has_table_privilege(to_regclass(t), 'select'), false) as held
-            from unnest($1::text[]) t
+            from unnest($1::text[]) with ordinality as u(t, i)
             union all
-            select 'update (ultimo_uso) on console_sessao',
+            select 2, 1, 'update (ultimo_uso) on console_sessao',
                    coalesce(has_column_privilege(to_regclass('console_sessao'), 'ultimo_uso', 'update'), false)
             union all
-            select 'delete on console_sessao',
+            select 2, 2, 'delete on console_sessao',
                    coalesce(has_table_privilege(to_regclass('console_sessao'), 'delete'), false)
             union all
-            select 'execute on function ' || f,
+            select 3, i, 'execute on function ' || f,
                    coalesce(has_function_privilege(to_regprocedure(f), 'execute'), false)
-            from unnest($2::text[]) f
+            from unnest($2::text[]) with ordinality as u(f, i)
         ) p
         where not held
+        order by part, i
         "#,
     )
     .bind(&tables)

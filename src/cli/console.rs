@@ -103,10 +103,14 @@ async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), Exi
         Connected::Daemons { .. } => "pass `--console-database-url` with a role granted `grants --console ROLE` (the worker's role may not read the console's tables)",
         Connected::Own { .. } => "connect as a role granted `grants --console ROLE`",
     };
+    const SHOWN: usize = 3;
+    let mut lacks = lacking[..lacking.len().min(SHOWN)].join(", ");
+    if lacking.len() > SHOWN {
+        lacks.push_str(&format!(" and {} more", lacking.len() - SHOWN));
+    }
     eprintln!(
-        "error: the database role `{}` may not serve the console (it lacks {}): {instead}; see README, Least privileges",
+        "error: the database role `{}` may not serve the console (it lacks {lacks}): {instead}; see README, Least privileges",
         crate::text::inert(&role),
-        lacking.join(", ")
     );
     Err(ExitCode::from(2))
 }
