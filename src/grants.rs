@@ -341,6 +341,44 @@ pub async fn apply(pool: &PgPool, duties: &Duties) -> Result<(), GrantError> {
     Ok(())
 }
 
+/// What the connected role lacks of the console's duties (`grants --console`), each said as
+/// `select on console_usuario`; empty when it has them all. A role that lacks any would answer 500
+/// to every login, so the console checks at start. A table or function that does not exist counts
+/// as lacking. Returns the role's name too, for the message.
+pub async fn console_lacks(pool: &PgPool) -> Result<(String, Vec<String>), sqlx::Error> {
+    // The console's own objects first: they are what another role most likely lacks.
+    let tables: Vec<&str> = CONSOLE_TABLES.iter().chain(TABLES).copied().collect();
+    let lacking: Vec<String> = sqlx::query_scalar(
+        r#"
+        select what from (
+            select 1 as part, i, 'select on ' || t as what,
+                   coalesce(has_table_privilege(to_regclass(t), 'select'), false) as held
+            from unnest($1::text[]) with ordinality as u(t, i)
+            union all
+            select 2, 1, 'update (ultimo_uso) on console_sessao',
+                   coalesce(has_column_privilege(to_regclass('console_sessao'), 'ultimo_uso', 'update'), false)
+            union all
+            select 2, 2, 'delete on console_sessao',
+                   coalesce(has_table_privilege(to_regclass('console_sessao'), 'delete'), false)
+            union all
+            select 3, i, 'execute on function ' || f,
+                   coalesce(has_function_privilege(to_regprocedure(f), 'execute'), false)
+            from unnest($2::text[]) with ordinality as u(f, i)
+        ) p
+        where not held
+        order by part, i
+        "#,
+    )
+    .bind(&tables)
+    .bind(CONSOLE_FUNCTIONS)
+    .fetch_all(pool)
+    .await?;
+    let role: String = sqlx::query_scalar("select current_user::text")
+        .fetch_one(pool)
+        .await?;
+    Ok((role, lacking))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

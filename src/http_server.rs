@@ -95,7 +95,20 @@ pub async fn serve_bounded(
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,
+    shutdown: Shutdown,
+) {
+    serve_bounded_answering(listener, router, limits, shutdown, timed_out).await;
+}
+
+/// As [`serve_bounded`], with `timed_out` as the answer to a handler that overran
+/// `request_timeout`: that answer is made outside `router`, so its layers (the console's
+/// security headers) are not on it unless `timed_out` puts them there.
+pub async fn serve_bounded_answering(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
     mut shutdown: Shutdown,
+    timed_out: fn() -> Response<Body>,
 ) {
     warn_if_over_open_files_limit(limits.max_connections);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -113,7 +126,12 @@ pub async fn serve_bounded(
         };
         match Arc::clone(&slots).try_acquire_owned() {
             Ok(slot) => {
-                let conn = connection(stream, peer, router.clone(), limits, slot, shutdown.clone());
+                let server = Served {
+                    router: router.clone(),
+                    limits,
+                    timed_out,
+                };
+                let conn = connection(stream, peer, server, slot, shutdown.clone());
                 tokio::spawn(conn);
             }
             Err(_) => {
@@ -127,15 +145,26 @@ pub async fn serve_bounded(
     let _ = slots.acquire_many(limits.max_connections as u32).await;
 }
 
+/// What a connection serves, and within what.
+struct Served {
+    router: Router,
+    limits: HttpLimits,
+    timed_out: fn() -> Response<Body>,
+}
+
 /// Serves one connection within the limits; its slot is freed when it ends.
 async fn connection(
     stream: TcpStream,
     peer: std::net::SocketAddr,
-    router: Router,
-    limits: HttpLimits,
+    served: Served,
     _slot: OwnedSemaphorePermit,
     mut shutdown: Shutdown,
 ) {
+    let Served {
+        router,
+        limits,
+        timed_out,
+    } = served;
     let _ = stream.set_nodelay(true);
     let handling = Arc::new(AtomicBool::new(false));
     let router = TowerToHyperService::new(router);
@@ -194,7 +223,7 @@ impl Drop for Busy {
 }
 
 /// What a client gets when its handler overran `request_timeout`.
-fn timed_out() -> Response<Body> {
+pub fn timed_out() -> Response<Body> {
     (StatusCode::SERVICE_UNAVAILABLE, "request timed out\n").into_response()
 }
 

@@ -70,13 +70,61 @@ impl Bound {
     }
 }
 
-/// Binds the console's address with `pool`; exit status 2 and why when it cannot.
+/// The console's connection: whose role it is (to say what to pass instead when it lacks a
+/// privilege), and whether the database answered at start (a pool made while it was away is not
+/// checked: it connects later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Connected {
+    /// The console's own URL (`console`, or `serve --console-database-url`).
+    Own { reachable: bool },
+    /// `serve` without `--console-database-url`: the daemon's `DATABASE_URL`.
+    Daemons { reachable: bool },
+}
+
+/// Whether the console's role has what `grants --console` gives; exit status 2 and what to pass
+/// instead when it lacks any (its logins would all answer 500). A database away at start, or a
+/// check that fails, is logged and the console starts.
+async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), ExitCode> {
+    let (Connected::Own { reachable } | Connected::Daemons { reachable }) = connected;
+    if !reachable {
+        return Ok(());
+    }
+    let (role, lacking) = match crate::grants::console_lacks(pool).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(error = %crate::db::describe(&e), "console: could not check the role's privileges; starting anyway");
+            return Ok(());
+        }
+    };
+    if lacking.is_empty() {
+        return Ok(());
+    }
+    let instead = match connected {
+        Connected::Daemons { .. } => "pass `--console-database-url` with a role granted `grants --console ROLE` (the worker's role may not read the console's tables)",
+        Connected::Own { .. } => "connect as a role granted `grants --console ROLE`",
+    };
+    const SHOWN: usize = 3;
+    let mut lacks = lacking[..lacking.len().min(SHOWN)].join(", ");
+    if lacking.len() > SHOWN {
+        lacks.push_str(&format!(" and {} more", lacking.len() - SHOWN));
+    }
+    eprintln!(
+        "error: the database role `{}` may not serve the console (it lacks {lacks}): {instead}; see README, Least privileges",
+        crate::text::inert(&role),
+    );
+    Err(ExitCode::from(2))
+}
+
+/// Binds the console's address with `pool`; exit status 2 and why when it cannot, or when the
+/// role of `pool` lacks the console's privileges.
 pub(super) async fn bind(
     cli: &Cli,
     args: &ConsoleArgs,
     addr: SocketAddr,
     pool: PgPool,
+    connected: Connected,
 ) -> Result<Bound, ExitCode> {
+    check_privileges(&pool, connected).await?;
     let config = args.config(cli, addr);
     let console = Console::new(pool, config).map_err(|e| {
         eprintln!("error: invalid console configuration: {e}");
@@ -100,7 +148,8 @@ pub(super) async fn console(
     args: &ConsoleArgs,
 ) -> anyhow::Result<ExitCode> {
     let pool = connect(cli, true).await?;
-    let bound = match bind(cli, args, addr, pool).await {
+    let connected = Connected::Own { reachable: true };
+    let bound = match bind(cli, args, addr, pool, connected).await {
         Ok(bound) => bound,
         Err(code) => return Ok(code),
     };
@@ -111,22 +160,32 @@ pub(super) async fn console(
 }
 
 /// The console's pool in `serve`: `--console-database-url` (a role granted `--console`), else
-/// the daemon's own.
-pub(super) async fn pool_for_serve(url: Option<&str>, daemon: &PgPool) -> anyhow::Result<PgPool> {
+/// the daemon's own (`daemon_reachable`: whether it connected at start).
+pub(super) async fn pool_for_serve(
+    url: Option<&str>,
+    daemon: &PgPool,
+    daemon_reachable: bool,
+) -> anyhow::Result<(PgPool, Connected)> {
     match url {
         // Like the daemon's own pool: a database away for a cause time may cure is waited for
         // (the console's pages answer 503 meanwhile), anything else ends `serve` at once.
         Some(url) => {
             match crate::db::connect(url, "console").await {
-                Ok(pool) => Ok(pool),
+                Ok(pool) => Ok((pool, Connected::Own { reachable: true })),
                 Err(e) if e.may_pass() => {
                     tracing::warn!("{e}; the console connects once it is back");
-                    Ok(crate::db::connect_lazy(url, "console")?)
+                    let pool = crate::db::connect_lazy(url, "console")?;
+                    Ok((pool, Connected::Own { reachable: false }))
                 }
                 Err(e) => Err(anyhow::Error::new(e)
                     .context("connecting to the database as the console's role")),
             }
         }
-        None => Ok(daemon.clone()),
+        None => Ok((
+            daemon.clone(),
+            Connected::Daemons {
+                reachable: daemon_reachable,
+            },
+        )),
     }
 }

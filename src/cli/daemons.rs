@@ -327,8 +327,10 @@ pub(super) async fn serve(
     };
     let bound = match &console {
         Some(c) => {
-            let pool = super::console::pool_for_serve(c.database_url.as_deref(), &pool).await?;
-            match super::console::bind(cli, &c.args, c.addr, pool).await {
+            let url = c.database_url.as_deref();
+            let (pool, connected) =
+                super::console::pool_for_serve(url, &pool, !away_at_start).await?;
+            match super::console::bind(cli, &c.args, c.addr, pool, connected).await {
                 Ok(bound) => Some(bound),
                 Err(code) => return Ok(code),
             }

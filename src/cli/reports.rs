@@ -41,7 +41,13 @@ pub(super) async fn report(
     let Some(sender) = sender(&cli.jobs_dir, &pool, &key, job).await? else {
         return Ok(invalid(&ReportError::NoRecipients(key)));
     };
-    match report::send_execution_report(&pool, &mailer, &sender, &key, Utc::now(), out).await {
+    // A jobs directory that does not load gates nothing: the link then says "Abrir no console".
+    let gated = config::load_dir(&cli.jobs_dir)
+        .map(|loaded| report::Gated::of(&loaded.jobs))
+        .unwrap_or_default();
+    let sent =
+        report::send_execution_report(&pool, &mailer, &sender, &key, Utc::now(), out, &gated);
+    match sent.await {
         Ok(delivery) => {
             println!("{}", delivery.describe(&mailer.target()));
             Ok(if delivery.is_delivered() {

@@ -54,28 +54,7 @@ pub(super) async fn login(
     // As stored; anything that is not an address is still counted, cut to an address's length.
     let email = normalize_email(&form.email)
         .unwrap_or_else(|_| form.email.trim().to_lowercase().chars().take(254).collect());
-    if throttled(&console.pool, &email, &address, config.throttle).await? {
-        tracing::warn!(address = %crate::text::inert(&address), "console: login throttled");
-        return Err(PageError::Throttled);
-    }
-    let account = accounts::credentials(&console.pool, &email).await?;
-    let (hash, known) = match &account {
-        Some((_, hash)) => (hash.clone(), true),
-        None => (DECOY.clone(), false),
-    };
-    let password = form.password;
-    let matches = {
-        let _slot = PASSWORD_CHECKS.acquire().await;
-        tokio::task::spawn_blocking(move || accounts::verify_password(&password, &hash))
-            .await
-            .unwrap_or(false)
-    };
-    if !(matches && known) {
-        sqlx::query("select console_recusar_login($1, $2)")
-            .bind(&email)
-            .bind(&address)
-            .execute(&console.pool)
-            .await?;
+    if !password_holds(&console, &email, &address, form.password).await? {
         let page = templates::login::page(Some(templates::login::REFUSED));
         return Ok((StatusCode::UNAUTHORIZED, templates::html(page)).into_response());
     }
@@ -90,6 +69,40 @@ pub(super) async fn login(
         Redirect::to("/"),
     )
         .into_response())
+}
+
+/// Whether `password` is `email`'s: 429 ([`PageError::Throttled`]) past the throttle's limits,
+/// else the check, a refusal recorded. The throttle's count, the check and the recording happen
+/// under one of the [`PASSWORD_CHECKS`] slots, so a burst of concurrent guesses cannot all read
+/// the count before any is recorded: at most the limit plus the slots in flight get checked.
+async fn password_holds(
+    console: &Console,
+    email: &str,
+    address: &str,
+    password: String,
+) -> Result<bool, PageError> {
+    let _slot = PASSWORD_CHECKS.acquire().await;
+    if throttled(&console.pool, email, address, console.config.throttle).await? {
+        tracing::warn!(address = %crate::text::inert(address), "console: login throttled");
+        return Err(PageError::Throttled);
+    }
+    let account = accounts::credentials(&console.pool, email).await?;
+    let (hash, known) = match &account {
+        Some((_, hash)) => (hash.clone(), true),
+        None => (DECOY.clone(), false),
+    };
+    let matches = tokio::task::spawn_blocking(move || accounts::verify_password(&password, &hash))
+        .await
+        .unwrap_or(false);
+    if matches && known {
+        return Ok(true);
+    }
+    sqlx::query("select console_recusar_login($1, $2)")
+        .bind(email)
+        .bind(address)
+        .execute(&console.pool)
+        .await?;
+    Ok(false)
 }
 
 #[derive(Debug, Default, Deserialize)]

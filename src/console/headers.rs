@@ -12,7 +12,17 @@ pub(super) const STYLESHEET_PATH: &str = "/console.css";
 const STYLESHEET: &str = include_str!("console.css");
 
 /// Adds the security headers to a response.
-pub(super) async fn secure(mut response: Response) -> Response {
+pub(super) async fn secure(response: Response) -> Response {
+    secured(response)
+}
+
+/// The server's 503 for a handler that overran its time, with the security headers: it is made
+/// outside the router (see [`crate::http_server::serve_bounded_answering`]).
+pub(super) fn timed_out() -> Response {
+    secured(crate::http_server::timed_out())
+}
+
+fn secured(mut response: Response) -> Response {
     let headers = response.headers_mut();
     for (name, value) in [
         (header::CONTENT_SECURITY_POLICY, "default-src 'self'"),
@@ -37,4 +47,22 @@ pub(super) async fn stylesheet() -> impl IntoResponse {
         ],
         STYLESHEET,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_to_a_handler_that_overran_its_time_carries_the_security_headers() {
+        let answer = timed_out();
+        assert_eq!(answer.status(), 503);
+        for (name, value) in [
+            ("content-security-policy", "default-src 'self'"),
+            ("x-frame-options", "DENY"),
+            ("referrer-policy", "same-origin"),
+        ] {
+            assert_eq!(answer.headers()[name], value, "{name}");
+        }
+    }
 }

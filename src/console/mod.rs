@@ -39,7 +39,7 @@ use axum::Router;
 use chrono_tz::Tz;
 use sqlx::PgPool;
 
-use crate::http_server::{serve_bounded, HttpLimits};
+use crate::http_server::{serve_bounded_answering, HttpLimits};
 use crate::shutdown::Shutdown;
 
 pub use accounts::{Account, AccountError, Role};
@@ -147,10 +147,12 @@ impl Console {
             .with_state(self.clone())
     }
 
-    /// Serves on `listener` until `shutdown`, within the configured limits.
+    /// Serves on `listener` until `shutdown`, within the configured limits; every answer,
+    /// the server's own 503 included, carries the security headers.
     pub async fn serve(self, listener: tokio::net::TcpListener, shutdown: Shutdown) {
         let limits = self.config.http_limits;
-        serve_bounded(listener, self.router(), limits, shutdown).await;
+        let router = self.router();
+        serve_bounded_answering(listener, router, limits, shutdown, headers::timed_out).await;
     }
 }
 

@@ -19,7 +19,7 @@ use sqlx::PgPool;
 
 use super::deliver::{self, Delivery, ReportKey};
 use super::mail::{eml_name, Mailer, Recipients};
-use super::{report_id, Report, ReportError};
+use super::{report_id, Gated, Report, ReportError};
 use crate::config::{Job, JobKind, ReplayJob, ReportJob};
 use crate::execution::{self, Execution};
 use crate::execution::{Mode, State};
@@ -92,16 +92,23 @@ pub async fn run_report_job(
     job: &Job,
     report_job: &ReportJob,
     now: DateTime<Utc>,
+    gated: &Gated,
 ) -> Result<ReportOutcome, ReportError> {
     let mailer = Mailer::from_env()?;
-    run_report_job_with(pool, job, report_job, now, &mailer).await
+    run_report_job_with(pool, job, report_job, now, &mailer, gated).await
 }
 
 /// A scheduler's fire of a report job: one tick, its outcome logged; a failure is logged and
 /// retried at the next tick. Returns whether the tick ran (sends that were not accepted count as
 /// ran: they are retried at the next tick).
-pub async fn fire(pool: &PgPool, job: &Job, report_job: &ReportJob, now: DateTime<Utc>) -> bool {
-    match run_report_job(pool, job, report_job, now).await {
+pub async fn fire(
+    pool: &PgPool,
+    job: &Job,
+    report_job: &ReportJob,
+    now: DateTime<Utc>,
+    gated: &Gated,
+) -> bool {
+    match run_report_job(pool, job, report_job, now, gated).await {
         Ok(_) => true,
         Err(err) => {
             tracing::warn!(job = %job.name, error = %err, "report tick failed; retrying at the next tick");
@@ -117,6 +124,7 @@ pub async fn run_report_job_with(
     report_job: &ReportJob,
     now: DateTime<Utc>,
     mailer: &Mailer,
+    gated: &Gated,
 ) -> Result<ReportOutcome, ReportError> {
     let sender = Sender {
         name: job.name.clone(),
@@ -131,7 +139,7 @@ pub async fn run_report_job_with(
     let mut outcome = ReportOutcome::default();
     for e in &pending {
         let report =
-            Report::for_execution(pool, &e.key, &sender.name, sender.timezone, now).await?;
+            Report::for_execution(pool, &e.key, &sender.name, sender.timezone, now, gated).await?;
         outcome
             .deliveries
             .push(deliver(pool, mailer, &sender, &report).await?);
@@ -173,8 +181,16 @@ pub async fn after_run(
     let Some(sender) = Sender::of(job) else {
         return Ok(None);
     };
-    let report =
-        Report::for_execution(pool, checkpoint_key, &sender.name, sender.timezone, now).await?;
+    let gated = Gated::of([job]);
+    let report = Report::for_execution(
+        pool,
+        checkpoint_key,
+        &sender.name,
+        sender.timezone,
+        now,
+        &gated,
+    )
+    .await?;
     let key = ReportKey::new(&sender.name, &report.report_id());
     if !done(pool, mailer, std::slice::from_ref(&key.key))
         .await?
@@ -194,8 +210,10 @@ pub async fn send_execution_report(
     key: &str,
     now: DateTime<Utc>,
     out: Option<&Path>,
+    gated: &Gated,
 ) -> Result<Delivery, ReportError> {
-    let report = Report::for_execution(pool, key, &sender.name, sender.timezone, now).await?;
+    let report =
+        Report::for_execution(pool, key, &sender.name, sender.timezone, now, gated).await?;
     match out {
         Some(path) => {
             let key = ReportKey::new(&sender.name, &report.report_id());

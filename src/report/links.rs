@@ -1,5 +1,6 @@
 //! With `CONSOLE_URL` set, a report links to the web console: the execution's page ("Revisar e
-//! aprovar" for a finished simulation nobody approved yet, else "Abrir no console") and the
+//! aprovar" for a finished simulation of a gated job nobody approved yet — the page then offers
+//! the approval form —, else "Abrir no console") and the
 //! review queue when it is not empty. The URL is built from the configured base and the
 //! execution's key as one path segment ([`crate::text::url_segment`]), never from the archive.
 

@@ -82,7 +82,8 @@ pub struct ExecutionReport {
     pub rows: Vec<DiffRow>,
     /// A real run of an approved simulation: whether it applied exactly what was approved.
     pub approved: Option<approved::Check>,
-    /// A finished simulation whose pass nobody has approved yet.
+    /// A finished simulation whose pass nobody has approved yet (of a gated job, once
+    /// [`Report::for_execution`] has applied the [`Gated`] jobs).
     pub awaiting_approval: bool,
 }
 
@@ -197,16 +198,41 @@ pub struct Report {
     pub console_url: Option<String>,
 }
 
+/// The jobs that require an approved simulation (`require_approved_simulation: true`), as
+/// configured: only a simulation of theirs awaits approval, so only its report says "Revisar e
+/// aprovar" (the console offers the approval form for no other).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gated(std::collections::BTreeSet<String>);
+
+impl Gated {
+    pub fn of<'a>(jobs: impl IntoIterator<Item = &'a crate::config::Job>) -> Gated {
+        Gated(
+            jobs.into_iter()
+                .filter(|j| {
+                    matches!(&j.kind, crate::config::JobKind::Replay(r) if r.require_approved_simulation)
+                })
+                .map(|j| j.name.clone())
+                .collect(),
+        )
+    }
+
+    pub fn requires_approval(&self, job: &str) -> bool {
+        self.0.contains(job)
+    }
+}
+
 impl Report {
-    /// The report of one execution.
+    /// The report of one execution; `gated` says whether its job waits for an approval.
     pub async fn for_execution(
         pool: &PgPool,
         key: &str,
         sender: &str,
         timezone: Tz,
         now: DateTime<Utc>,
+        gated: &Gated,
     ) -> Result<Report, ReportError> {
-        let execution = ExecutionReport::load(pool, key).await?;
+        let mut execution = ExecutionReport::load(pool, key).await?;
+        execution.awaiting_approval &= gated.requires_approval(&execution.job);
         let review = ledger::review_list(pool).await?;
         let report = Report::new(sender, timezone, now, Some(execution), review);
         Ok(report.with_console_url(console_url_from_env()))

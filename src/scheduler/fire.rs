@@ -37,6 +37,7 @@ pub(super) struct Shared {
     pub config: SchedulerConfig,
     pub metrics: Arc<Metrics>,
     pub jobs: Vec<Scheduled>,
+    pub gated: crate::report::Gated,
     /// Passed to the runner: it finishes the batch in hand and stops.
     pub shutdown: Shutdown,
     pub in_flight: InFlight,
@@ -56,6 +57,7 @@ impl Shared {
             config: scheduler.config,
             metrics: scheduler.metrics,
             jobs: scheduler.jobs,
+            gated: scheduler.gated,
             shutdown,
             in_flight: InFlight::new(),
             busy: Mutex::new(HashSet::new()),
@@ -133,7 +135,7 @@ impl Shared {
             JobKind::Sweep(sweep) => self.fire_sweep(job, sweep).await,
             JobKind::Report(report_job) => {
                 let started = Utc::now();
-                let ran = crate::report::fire(&self.pool, job, report_job, at).await;
+                let ran = crate::report::fire(&self.pool, job, report_job, at, &self.gated).await;
                 self.record_plain(&job.name, ran);
                 let detail = (!ran).then(|| "see the log".to_string());
                 self.record_job_run(&job.name, started, ran, detail).await;

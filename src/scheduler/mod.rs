@@ -157,6 +157,8 @@ pub struct Scheduler {
     effects: Effects,
     config: SchedulerConfig,
     jobs: Vec<Scheduled>,
+    /// Every job's gate, scheduled or not: the reports' links say which simulations await approval.
+    gated: crate::report::Gated,
     metrics: Arc<Metrics>,
 }
 
@@ -171,6 +173,7 @@ impl Scheduler {
     ) -> Result<Self, SchedulerError> {
         config.validate().map_err(SchedulerError::Config)?;
         let metrics = Arc::new(Metrics::new());
+        let gated = crate::report::Gated::of(&jobs);
         let mut scheduled = Vec::new();
         for job in jobs {
             let Some(schedule) = job.schedule.as_deref() else {
@@ -190,6 +193,7 @@ impl Scheduler {
             effects,
             config,
             jobs: scheduled,
+            gated,
             metrics,
         })
     }

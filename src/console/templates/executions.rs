@@ -6,7 +6,7 @@ use maud::{html, Markup};
 use super::super::approve::{Gate, Standing};
 use super::super::executions::PAGE_SIZE;
 use super::super::session::Session;
-use super::{facts, layout, query_value, segment, time, Inert, Part};
+use super::{facts, layout, query_value, segment, time, Attr, Inert, Part};
 use crate::commission::DiffRow;
 use crate::execution::{Execution, Mode, State};
 use crate::money::{brl, brl_signed, group_thousands};
@@ -50,7 +50,7 @@ pub(in crate::console) fn list(
             select #job name="job" {
                 option value="" { "todos" }
                 @for job in &filter.jobs {
-                    option value=(job) selected[filter.job == Some(*job)] { (Inert(job)) }
+                    option value=(Attr(job)) selected[filter.job == Some(*job)] { (Inert(job)) }
                 }
             }
             label for="state" { "Situação" }
@@ -341,7 +341,7 @@ fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usi
             p { a #csv href={ (base) "/diff.csv" } download { "Baixar CSV (" (group_thousands(report.rows.len() as u64)) " pedidos)" } }
             form.filter method="get" action=(base) {
                 label for="q" { "Pedido" }
-                input #q type="search" name="q" value=(Inert(search.unwrap_or("")));
+                input #q type="search" name="q" value=(Attr(search.unwrap_or("")));
                 button type="submit" { "Buscar" }
             }
             p #diff-count { (group_thousands(found.len() as u64)) " pedidos"

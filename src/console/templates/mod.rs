@@ -30,6 +30,40 @@ impl Render for Inert<'_> {
     }
 }
 
+/// Text from data or a person in an attribute's value: escaped, and every hazard character
+/// ([`crate::text::is_hazard`]) written as a numeric character reference (`&#x1b;`), so the page
+/// holds no raw control or bidi character and the browser still submits the exact text (a hidden
+/// `key` resolves that very key; a filter's echo searches again for what was typed).
+pub(super) struct Attr<'a>(pub &'a str);
+
+impl Render for Attr<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        use std::fmt::Write as _;
+        for c in self.0.chars() {
+            match c {
+                '&' => buffer.push_str("&amp;"),
+                '<' => buffer.push_str("&lt;"),
+                '>' => buffer.push_str("&gt;"),
+                '"' => buffer.push_str("&quot;"),
+                '\'' => buffer.push_str("&#39;"),
+                c if crate::text::is_hazard(c) => {
+                    let _ = write!(buffer, "&#x{:x};", u32::from(c));
+                }
+                c => buffer.push(c),
+            }
+        }
+    }
+}
+
+/// Whether a form submits `text`, written by [`Attr`], exactly: HTML turns a reference to a C1
+/// control (`&#x85;`) into another character (windows-1252's), and a form turns line breaks into
+/// CRLF. Such text cannot travel in a form; the page says to use the CLI instead.
+pub(super) fn submits_exactly(text: &str) -> bool {
+    !text
+        .chars()
+        .any(|c| matches!(c, '\0' | '\r' | '\n' | '\u{80}'..='\u{9f}'))
+}
+
 /// A path segment for an id (see [`crate::text::url_segment`]).
 pub(super) fn segment(id: &str) -> String {
     crate::text::url_segment(id)
@@ -130,5 +164,27 @@ pub(super) fn facts(rows: &[(&str, String)]) -> Markup {
                 tr { th scope="row" { (label) } td { (Inert(value)) } }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attribute_holds_no_raw_control_or_bidi_character_and_no_markup() {
+        let written =
+            html! { input value=(Attr("a\u{7}\u{1b}[31m\u{202e}\"<b>'&é")); }.into_string();
+        assert_eq!(
+            written,
+            "<input value=\"a&#x7;&#x1b;[31m&#x202e;&quot;&lt;b&gt;&#39;&amp;é\">"
+        );
+    }
+
+    #[test]
+    fn text_with_a_line_break_or_a_c1_control_cannot_travel_in_a_form() {
+        assert!(submits_exactly("evt-<b>\u{7}\u{202e}:notificar-vendedor"));
+        assert!(!submits_exactly("evt-1\n:notificar-vendedor"));
+        assert!(!submits_exactly("evt-1\u{85}:notificar-vendedor"));
     }
 }

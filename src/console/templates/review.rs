@@ -5,7 +5,7 @@ use maud::{html, Markup};
 
 use super::super::audit::AuditRow;
 use super::super::session::Session;
-use super::{layout, segment, time, Inert, Part};
+use super::{layout, segment, submits_exactly, time, Attr, Inert, Part};
 use crate::ledger::{Resolution, ReviewFilter, ReviewItem};
 
 /// What the review page shows.
@@ -54,11 +54,11 @@ pub(in crate::console) fn list(r: &Review<'_>) -> Markup {
         p { "Efeitos cujo resultado ninguém sabe (incerto): nunca são reenviados automaticamente. Quem confirmar com o provedor o que aconteceu registra aqui." }
         form.filter method="get" action="/review" {
             label for="type" { "Tipo" }
-            input #type type="text" name="type" value=(r.filter.effect_type.as_deref().unwrap_or(""));
+            input #type type="text" name="type" value=(Attr(r.filter.effect_type.as_deref().unwrap_or("")));
             label for="execution" { "Execução" }
-            input #execution type="text" name="execution" value=(r.filter.execution.as_deref().unwrap_or(""));
+            input #execution type="text" name="execution" value=(Attr(r.filter.execution.as_deref().unwrap_or("")));
             label for="older_than" { "Mais antigos que" }
-            input #older_than type="text" name="older_than" placeholder="2h" value=(r.older_than.as_deref().unwrap_or(""));
+            input #older_than type="text" name="older_than" placeholder="2h" value=(Attr(r.older_than.as_deref().unwrap_or("")));
             button type="submit" { "Filtrar" }
         }
         p #review-count { (r.items.len()) " efeito(s)." }
@@ -86,11 +86,15 @@ pub(in crate::console) fn list(r: &Review<'_>) -> Markup {
     layout("Revisão", Part::Review, r.session, body)
 }
 
+/// The decision form of `key`; a key no form can carry exactly is left to the CLI.
 fn resolve_form(session: &Session, key: &str) -> Markup {
+    if !submits_exactly(key) {
+        return html! { p.warning { "Chave com quebra de linha ou controle C1: resolva com " code { "replay-ledger review resolve" } "." } };
+    }
     html! {
         form.resolve method="post" action="/review/resolve" {
             input type="hidden" name="csrf_token" value=(session.csrf);
-            input type="hidden" name="key" value=(key);
+            input type="hidden" name="key" value=(Attr(key));
             input type="text" name="note" maxlength="500" placeholder="nota (opcional)" aria-label="nota";
             button type="submit" name="outcome" value="sent" { "Foi enviado" }
             button type="submit" name="outcome" value="not-sent" { "Não foi enviado" }

@@ -1,7 +1,8 @@
 //! The daily loop in a real browser: Debian's Chromium, headless, driven over WebDriver
 //! (chromedriver, fantoccini) against the real `replay-ledger console`, with the real binary
 //! running the jobs. Finance logs in, opens the simulation from the list, searches the diff,
-//! downloads the CSV, approves, and the gated real run proceeds; an operator resolves one
+//! downloads the CSV, approves, and sees the gated real run proceed (finished, on the
+//! simulation's page and in the list); an operator resolves one
 //! `incerto` item as sent and another as not sent, and the next run sends the second exactly
 //! once; both log out. With `CONSOLE_SCREENSHOTS=docs` it also writes the README's screenshots
 //! (`docs/console-*.png`).
@@ -66,15 +67,19 @@ async fn click_then_read(browser: &Browser, button: Locator<'_>, answer: Locator
 }
 
 /// Waits (at most 60 s) until `element` no longer belongs to the page shown: a navigation ended.
+/// Any other error while the page changes (the driver busy with the navigation) is transient:
+/// ask again.
 async fn gone(element: &fantoccini::elements::Element) {
+    let mut last = None;
     for _ in 0..600 {
         match element.tag_name().await {
             Err(e) if e.is_stale_element_reference() => return,
-            Err(e) => panic!("reading the old page: {e}"),
-            Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => last = Some(e.to_string()),
+            Ok(_) => {}
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the page did not change within 60 s");
+    panic!("the page did not change within 60 s (last error: {last:?})");
 }
 
 /// Fills the login form and submits it; waits for the executions list.
@@ -215,6 +220,11 @@ async fn finance_approves(browser: &Browser, console: &ConsoleProc, s: &Scene, d
         .send_keys("diff conferido")
         .await
         .unwrap();
+    // Typing scrolled down to the note: the screenshot shows the page from its top.
+    browser
+        .execute("window.scrollTo(0, 0)", vec![])
+        .await
+        .unwrap();
     screenshot(browser, "execution").await;
     let approved = click_then_read(
         browser,
@@ -226,6 +236,33 @@ async fn finance_approves(browser: &Browser, console: &ConsoleProc, s: &Scene, d
         approved.starts_with(&format!("Aprovada por console:{FINANCE}")),
         "{approved}"
     );
+}
+
+/// Finance, after the real run: the simulation's page links the real run, whose page says it
+/// finished, and the list says so too.
+async fn finance_sees_the_real_run_proceed(browser: &Browser, console: &ConsoleProc) {
+    let simulation = console.url(&format!("/executions/{JOB}:simulacao"));
+    browser.goto(&simulation).await.unwrap();
+    let approval = appears(browser, Locator::Id("approval")).await;
+    let said = approval.text().await.unwrap();
+    assert!(
+        said.contains(&format!("A execução real já rodou: {JOB}")),
+        "{said}"
+    );
+    let state = "//section[@id='identity']//tr[th[normalize-space()='Situação']]/td";
+    let shown = click_then_read(
+        browser,
+        Locator::Css("#approval p a"),
+        Locator::XPath(state),
+    )
+    .await;
+    let page = browser.current_url().await.unwrap();
+    assert_eq!(page.path(), format!("/executions/{JOB}"));
+    assert_eq!(shown, "concluída", "the real run's page");
+    browser.goto(&console.url("/")).await.unwrap();
+    let row = format!("//table[@id='executions']//tr[td[1]/a[normalize-space()='{JOB}']]/td[4]");
+    let listed = appears(browser, Locator::XPath(&row)).await;
+    assert_eq!(listed.text().await.unwrap(), "concluída", "the list");
     log_out(browser, console).await;
 }
 
@@ -290,6 +327,7 @@ async fn finance_approves_and_an_operator_settles_the_queue_in_a_real_browser() 
     finance_approves(&browser, &console, &s, &driver.downloads()).await;
     let real = run_bin_within(&db.url, jobs, &["run", JOB]).await;
     assert_success(&real, "the gated real run, approved in the console");
+    finance_sees_the_real_run_proceed(&browser, &console).await;
     assert_eq!(keys_in_state(&db.pool, "incerto").await.len(), 2);
     s.provider.set_behavior(Behavior::default());
     let before = s.provider.received().len();

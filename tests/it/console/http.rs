@@ -1,6 +1,7 @@
 //! The console's status-code rules, over plain HTTP: no session → 303 to `/login` for a page and
 //! 401 for a POST; a role without the right → 403; a POST without a valid `csrf_token` → 403;
-//! the security headers on every answer; login throttling per account and per address.
+//! the security headers on every answer; login throttling per account and per address, also
+//! against a burst of concurrent guesses.
 
 use super::*;
 
@@ -246,4 +247,45 @@ async fn login_throttling_holds_per_account_and_per_address() {
         .filter(|(_, acao, _)| acao == "login-recusado")
         .count();
     assert_eq!(refusals, 25, "each refused password is in the audit");
+}
+
+#[tokio::test]
+async fn a_burst_of_concurrent_wrong_logins_cannot_outrun_the_throttle() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "ana@example.com", "viewer").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let (limit, slots) = (5, 4);
+
+    let guesses = (0..40).map(|i| {
+        let mut client = Client::new(&console);
+        async move {
+            let answer = client
+                .login("ana@example.com", &format!("wrong guess {i}"))
+                .await;
+            answer.status.as_u16()
+        }
+    });
+    let answers = futures::future::join_all(guesses).await;
+    let right = Client::new(&console)
+        .login("ana@example.com", PASSWORD)
+        .await;
+
+    let checked = answers.iter().filter(|&&s| s == 401).count();
+    let throttled = answers.iter().filter(|&&s| s == 429).count();
+    assert_eq!(checked + throttled, 40, "{answers:?}");
+    assert!(
+        (limit..=limit + slots).contains(&checked),
+        "at most the limit and the slots in flight are checked: {answers:?}"
+    );
+    let refusals = audit(&s.db)
+        .await
+        .into_iter()
+        .filter(|(_, acao, _)| acao == "login-recusado")
+        .count();
+    assert_eq!(
+        refusals, checked,
+        "each password checked and refused is recorded"
+    );
+    assert_eq!(right.status, 429, "{}", right.body);
+    assert!(right.session_cookie().is_none());
 }

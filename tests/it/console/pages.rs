@@ -319,6 +319,108 @@ async fn script_tags_and_control_characters_in_a_pedido_id_render_inert() {
             .contains("evt-&lt;b&gt;\\u{7}"),
         "{key}"
     );
+
+    // An operator's page carries the key in a form, and the filters echo what was typed.
+    add_user(&db.url, jobs.path(), "otto@example.com", "operator").await;
+    let operator = Client::logged_in(&console, "otto@example.com").await;
+    let queue = operator.get("/review").await;
+    let typed = url::form_urlencoded::byte_serialize(hostile.as_bytes()).collect::<String>();
+    let echo = operator.get(&format!("/review?type={typed}")).await;
+    for body in [&queue.body, &echo.body] {
+        assert!(
+            !body.chars().any(replay_ledger::text::is_hazard),
+            "{body:?}"
+        );
+        assert!(!body.contains("<script>alert"), "{body}");
+    }
+    assert_eq!(
+        attribute_value(&echo.body, "type"),
+        hostile,
+        "the echo is what was typed"
+    );
+    let form_key = attribute_value(&queue.body, "key");
+    assert_eq!(form_key, key, "the form carries the exact key");
+    let csrf = queue.csrf().unwrap();
+    let form = [
+        ("csrf_token", csrf.as_str()),
+        ("key", &form_key),
+        ("outcome", "sent"),
+    ];
+    let resolved = operator.post("/review/resolve", &form).await;
+    assert_eq!(resolved.status, 303, "{}", resolved.body);
+    assert_eq!(ledger(&db.pool).await, [(key, "concluido".into())]);
+}
+
+/// The value of the first attribute `value` after `name="NAME"`, as a browser reads it: the
+/// character references decoded.
+fn attribute_value(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\"");
+    let tag = &html[html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("{marker} in {html}"))..];
+    let at = tag.find("value=\"").expect("a value") + 7;
+    let raw = &tag[at..at + tag[at..].find('"').expect("the value's end")];
+    let mut out = String::new();
+    let mut rest = raw;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        let end = i + rest[i..].find(';').expect("a reference's end");
+        out.push(match &rest[i + 1..end] {
+            "amp" => '&',
+            "lt" => '<',
+            "gt" => '>',
+            "quot" => '"',
+            "#39" => '\'',
+            hex => {
+                let code = u32::from_str_radix(hex.strip_prefix("#x").expect("hex"), 16).unwrap();
+                char::from_u32(code).unwrap()
+            }
+        });
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[tokio::test]
+async fn an_event_added_to_the_window_after_the_simulation_blocks_the_approval_and_says_why() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "ana@example.com", "finance").await;
+    insert(&s.db.pool, &[paid(11, "ped-11", 1, 11_000, 5.0)]).await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let finance = Client::logged_in(&console, "ana@example.com").await;
+    let page = format!("/executions/{JOB}:simulacao");
+
+    let shown = finance.get(&page).await;
+    let csrf = finance.csrf().await;
+    let forced = finance
+        .post(&format!("{page}/approve"), &[("csrf_token", &csrf)])
+        .await;
+
+    assert_eq!(shown.status, 200);
+    assert!(!shown.body.contains("Aprovar simulação"), "{}", shown.body);
+    assert!(
+        shown.body.contains("Não pode ser aprovada"),
+        "{}",
+        shown.body
+    );
+    assert!(
+        shown.body.contains("the window's events changed"),
+        "{}",
+        shown.body
+    );
+    assert_eq!(forced.status, 409, "{}", forced.body);
+    assert!(forced.body.contains("events changed"), "{}", forced.body);
+    let approvals: i64 = sqlx::query_scalar("select count(*) from reprocessamento_aprovacao")
+        .fetch_one(&s.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(approvals, 0);
+    let recorded = audit(&s.db).await;
+    assert!(
+        !recorded.iter().any(|(_, acao, _)| acao == "aprovacao"),
+        "{recorded:?}"
+    );
 }
 
 #[tokio::test]

@@ -190,3 +190,46 @@ async fn the_console_answers_503_while_its_database_is_away_and_recovers() {
     .await;
     assert!(back, "the session works again; log:\n{}", console.log());
 }
+
+#[tokio::test]
+async fn without_insecure_cookies_the_session_cookie_is_host_only_http_only_strict_and_secure() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "ana@example.com", "finance").await;
+    let addr = free_addr();
+    let args = ["console", "--addr", &addr.to_string()];
+    let console = ConsoleProc::spawn(&s.db.url, s.jobs.path(), &args, addr).await;
+
+    let answer = Client::new(&console)
+        .login("ana@example.com", PASSWORD)
+        .await;
+
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let cookie = answer
+        .headers
+        .get(reqwest::header::SET_COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .expect("a Set-Cookie");
+    let mut parts = cookie.split(';').map(str::trim);
+    let (name, token) = parts.next().unwrap().split_once('=').unwrap();
+    let attributes: Vec<&str> = parts.collect();
+    assert_eq!(name, "__Host-rl_console", "{cookie}");
+    assert_eq!(token.len(), 64, "{cookie}");
+    for attribute in ["Path=/", "HttpOnly", "SameSite=Strict", "Secure"] {
+        assert!(attributes.contains(&attribute), "{attribute} in {cookie}");
+    }
+    assert!(
+        !attributes.iter().any(|a| a.starts_with("Domain")),
+        "a __Host- cookie names no domain: {cookie}"
+    );
+    let page = reqwest::Client::new()
+        .get(console.url("/"))
+        .header("cookie", format!("{name}={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        page.status(),
+        200,
+        "the session works under its secure name"
+    );
+}

@@ -1,6 +1,7 @@
 //! With `CONSOLE_URL` set, the report links its execution to the console's page — "Revisar e
-//! aprovar" while a finished simulation awaits approval, "Abrir no console" once approved — and
-//! the review queue to the console's; without it, no link.
+//! aprovar" while a finished simulation of a gated job awaits approval, "Abrir no console" once
+//! approved or when the job needs no approval — and the review queue to the console's; without
+//! it, no link.
 
 use super::*;
 
@@ -64,4 +65,32 @@ async fn the_report_links_a_simulation_awaiting_approval_to_its_console_page() {
     );
     assert!(!approved.text.contains("Revisar e aprovar"));
     assert!(!plain.text.contains("console.example.com") && !plain.html.contains("/executions/"));
+}
+
+#[tokio::test]
+async fn the_report_of_a_job_that_needs_no_approval_only_opens_the_console_page() {
+    let f = fixture("").await;
+    f.simulate().await;
+    let page = format!("https://console.example.com/executions/{SIMULATION}");
+
+    let report = report_with(&f, Some("https://console.example.com"), "a.eml").await;
+
+    assert!(
+        report
+            .text
+            .lines()
+            .any(|l| l.trim_end() == format!("Abrir no console: {page}")),
+        "{}",
+        report.text
+    );
+    assert!(
+        !report.text.contains("Revisar e aprovar"),
+        "{}",
+        report.text
+    );
+    assert!(
+        !report.html.contains("Revisar e aprovar"),
+        "{}",
+        report.html
+    );
 }

@@ -85,7 +85,9 @@ impl Fixture {
     /// One tick of the report job through `mailer`.
     async fn tick(&self, mailer: &Mailer) -> report::ReportOutcome {
         let (job, r) = self.report_job();
-        report::run_report_job_with(&self.db.pool, &job, &r, Utc::now(), mailer)
+        let loaded = config::load_dir(self.jobs.path()).expect("the jobs load");
+        let gated = report::Gated::of(&loaded.jobs);
+        report::run_report_job_with(&self.db.pool, &job, &r, Utc::now(), mailer, &gated)
             .await
             .expect("a report tick")
     }
@@ -365,10 +367,16 @@ async fn a_real_runs_report_lists_exactly_the_corrections_it_wrote() {
     run_job(&f.db, f.jobs.path(), JOB, Some(false), false)
         .await
         .expect("the real run");
-    let report =
-        Report::for_execution(&f.db.pool, JOB, "finance-daily", chrono_tz::UTC, Utc::now())
-            .await
-            .unwrap();
+    let report = Report::for_execution(
+        &f.db.pool,
+        JOB,
+        "finance-daily",
+        chrono_tz::UTC,
+        Utc::now(),
+        &report::Gated::default(),
+    )
+    .await
+    .unwrap();
 
     let after = commissions(&f.db.pool).await;
     let mut changed: Vec<(String, Option<i64>, i64)> = after

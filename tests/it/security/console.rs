@@ -3,11 +3,13 @@
 //! through its functions — never a row of its own, never without a live session of an account
 //! with the right, never without the audit row; the other roles cannot use those functions or
 //! read the accounts; and every approval or decision, whoever records it, has its audit row.
+//! A console started with a role that lacks its privileges (the worker's) refuses to start and
+//! says which URL to pass; `serve` as the worker with `--console-database-url` works.
 
 use sqlx::PgConnection;
 
 use super::privileges::{Grant, Setup, JOB};
-use crate::console::{add_user, Client, ConsoleProc};
+use crate::console::{add_user, free_addr, Client, ConsoleProc};
 use crate::helpers::*;
 
 /// `statement` as the connection's role: refused for want of a privilege (42501).
@@ -199,5 +201,79 @@ async fn every_approval_and_decision_writes_its_audit_row_whoever_records_it() {
     assert!(
         trail.contains(&(s.names.bruno.clone(), "resolucao".into(), Some(key))),
         "{trail:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_console_as_the_workers_role_refuses_to_start_and_says_which_url_to_pass() {
+    let s = Setup::new(Grant::AsWritten, "http://127.0.0.1:9/", &gated()).await;
+    arranged(&s).await;
+    let worker = s.url(&s.names.worker);
+    let (metrics, console) = (free_addr().to_string(), free_addr().to_string());
+
+    let serve = s
+        .as_role(
+            &worker,
+            &[
+                "serve",
+                "--metrics-addr",
+                &metrics,
+                "--console-addr",
+                &console,
+            ],
+            true,
+        )
+        .await;
+    let alone = s
+        .as_role(&worker, &["console", "--addr", &console], true)
+        .await;
+
+    assert_eq!(serve.status.code(), Some(2), "{}", stderr(&serve));
+    let said = stderr(&serve);
+    for words in [
+        s.names.worker.as_str(),
+        "may not serve the console",
+        "select on console_usuario",
+        "--console-database-url",
+        "grants --console",
+    ] {
+        assert!(said.contains(words), "{words} in: {said}");
+    }
+    assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
+    assert!(
+        stderr(&alone).contains("connect as a role granted `grants --console"),
+        "{}",
+        stderr(&alone)
+    );
+}
+
+#[tokio::test]
+async fn serve_as_the_worker_with_the_consoles_role_for_the_console_lets_finance_log_in() {
+    let s = Setup::new(Grant::AsWritten, "http://127.0.0.1:9/", &gated()).await;
+    arranged(&s).await;
+    let (metrics, addr) = (free_addr().to_string(), free_addr());
+    let console_url = s.url(&s.names.console);
+    let args = [
+        "--no-migrate",
+        "serve",
+        "--metrics-addr",
+        &metrics,
+        "--console-addr",
+        &addr.to_string(),
+        "--console-database-url",
+        &console_url,
+        "--insecure-cookies",
+    ];
+    let serve = ConsoleProc::spawn(&s.url(&s.names.worker), s.jobs.path(), &args, addr).await;
+
+    let finance = Client::logged_in(&serve, "ana@financeiro.example").await;
+    let page = finance.get(&format!("/executions/{JOB}:simulacao")).await;
+
+    assert_eq!(page.status, 200, "{}\n{}", page.body, serve.log());
+    assert!(page.body.contains("Aprovar simulação"), "{}", page.body);
+    assert!(
+        !serve.log().contains("permission denied"),
+        "{}",
+        serve.log()
     );
 }
