@@ -3,12 +3,13 @@
 //!
 //! It works in rounds. A round takes a snapshot of the server (`pg_current_snapshot()`) and reads,
 //! in (inserting transaction, `posicao`) order, the events of every transaction that snapshot
-//! sees ended and the last round's did not ([`snapshot::newly_visible`]): an event is applied as
-//! soon as its transaction commits, whatever transaction is still open elsewhere on the server,
-//! and one whose transaction commits after a later `posicao` is read in the round after its
-//! commit — never skipped. What it applied is stored as that snapshot (plus the round's cursor),
-//! with the tallies of each batch, in one transaction ([`state`]); the stored checkpoint is the
-//! safe horizon, below the oldest transaction still running ([`horizon`] says which one holds it).
+//! sees ended and the last round's did not ([`archive::snapshot::newly_visible`]): an event is
+//! applied as soon as its transaction commits, whatever transaction is still open elsewhere on
+//! the server, and one whose transaction commits after a later `posicao` is read in the round
+//! after its commit — never skipped. What it applied is stored as that snapshot (plus the
+//! round's cursor), with the tallies of each batch, in one transaction ([`state`]); the stored
+//! checkpoint is the safe horizon, below the oldest transaction still running ([`horizon`] says
+//! which one holds it).
 //! The applier is idempotent (version guard, ledger), so a batch read again after a crash before
 //! its commit changes nothing and sends nothing twice, and its figures are counted once.
 //!
@@ -19,7 +20,6 @@
 
 pub mod horizon;
 mod lag;
-pub mod snapshot;
 mod start;
 pub mod state;
 
@@ -32,6 +32,7 @@ use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 
 use crate::applier::Retries;
+use crate::archive::snapshot::{newly_visible, Snapshot};
 use crate::archive::{self, LivePosition};
 use crate::config::{Job, LiveJob, OnInvalidEvent};
 use crate::db;
@@ -42,7 +43,6 @@ use crate::metrics::counters::Metrics;
 use crate::runner::RunError;
 use crate::shutdown::Shutdown;
 use crate::summary::Summary;
-use snapshot::{newly_visible, Snapshot};
 use start::Start;
 use state::{LiveState, Round};
 
