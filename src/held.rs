@@ -56,6 +56,16 @@ pub enum RecoverError {
     Database(#[from] sqlx::Error),
 }
 
+impl RecoverError {
+    /// The database failure under this error, if it is one (a lock held by another process is not).
+    pub fn database(&self) -> Option<&sqlx::Error> {
+        match self {
+            RecoverError::Database(e) | RecoverError::Lock(LockError::Database(e)) => Some(e),
+            RecoverError::Lock(LockError::Held { .. }) => None,
+        }
+    }
+}
+
 /// How long a holder waits for the database to come back before it gives up.
 pub const RECOVERY_PATIENCE: Duration = Duration::from_secs(600);
 
@@ -126,6 +136,11 @@ impl Held {
     /// may take the execution: the holder must stop writing and [`Held::recover`].
     pub async fn still_held(&self) -> bool {
         self.lock.still_held().await
+    }
+
+    /// [`Held::still_held`], with why the lock's connection failed when it did.
+    pub async fn check(&self) -> Result<(), sqlx::Error> {
+        self.lock.check().await
     }
 
     /// Settles what this execution left `reservado` in an earlier process (or in this one before

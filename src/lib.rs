@@ -14,6 +14,7 @@
 //! - [`applier`]  — the one code path for live processing and replay.
 //! - [`runner`]   — the batch loop: checkpoint, batch, apply, advance; shutdown; retries.
 //! - [`scheduler`] — `serve`: fires the jobs that have a `schedule`, one process at a time per job.
+//! - [`counters`] — what this process did since it started (runs, effects, sweeps, heartbeat).
 //! - [`metrics`]  — `/metrics` (Prometheus) and `/healthz` for `serve`.
 //! - [`http_server`] — serves a router with bounded connections and timeouts (no flood exhausts it).
 //! - [`report`]   — reports to finance (text, HTML, CSV; SMTP or `.eml`), exactly once or flagged.
@@ -34,6 +35,7 @@ pub mod commission;
 pub mod config;
 pub mod console;
 pub mod consumer;
+pub mod counters;
 pub mod db;
 pub mod definition;
 pub mod demo;

@@ -1,13 +1,13 @@
 //! The live consumer's reads of `evento_arquivado`: by inserting transaction (`xid_insercao`),
 //! never by a horizon. Which transactions a read covers comes from two snapshots (see
-//! `consumer::snapshot`); these statements only walk the `(xid_insercao, posicao)` index over
+//! `snapshot`); these statements only walk the `(xid_insercao, posicao)` index over
 //! the xid ranges they are given.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
+use super::snapshot::Snapshot;
 use super::{into_event, parse_xid, Payload};
-use crate::consumer::snapshot::Snapshot;
 use crate::domain::Event;
 
 /// An event's place in the live consumer's order: its inserting transaction, then `posicao`.
@@ -28,7 +28,7 @@ impl LivePosition {
 }
 
 /// The next events after `after`, in (transaction, position) order, of the transactions in
-/// `ranges` (sorted, disjoint, half-open xid ranges, as `consumer::snapshot::newly_visible` gives
+/// `ranges` (sorted, disjoint, half-open xid ranges, as `snapshot::newly_visible` gives
 /// them). Each range is one index range scan, limited to `limit` rows: a read costs at most
 /// `limit` rows per range it touches, and never a row of a transaction outside them.
 pub async fn read_round(

@@ -1,6 +1,7 @@
 //! Every read of `evento_arquivado`: the bounds of a window and its events in `posicao` order,
 //! in batches after a checkpoint (keyset paging, never `OFFSET`); the live consumer's reads by
-//! inserting transaction are in `live.rs`.
+//! inserting transaction are in `live.rs`, and the snapshots that say which transactions a read
+//! covers in `snapshot.rs` (pure).
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -9,6 +10,7 @@ use crate::domain::Event;
 
 mod live;
 mod payload;
+pub mod snapshot;
 pub use live::{newest_below, pending, read_round, Applied, LivePosition, Pending};
 use payload::Payload;
 

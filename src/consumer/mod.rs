@@ -3,12 +3,13 @@
 //!
 //! It works in rounds. A round takes a snapshot of the server (`pg_current_snapshot()`) and reads,
 //! in (inserting transaction, `posicao`) order, the events of every transaction that snapshot
-//! sees ended and the last round's did not ([`snapshot::newly_visible`]): an event is applied as
-//! soon as its transaction commits, whatever transaction is still open elsewhere on the server,
-//! and one whose transaction commits after a later `posicao` is read in the round after its
-//! commit — never skipped. What it applied is stored as that snapshot (plus the round's cursor),
-//! with the tallies of each batch, in one transaction ([`state`]); the stored checkpoint is the
-//! safe horizon, below the oldest transaction still running ([`horizon`] says which one holds it).
+//! sees ended and the last round's did not ([`archive::snapshot::newly_visible`]): an event is
+//! applied as soon as its transaction commits, whatever transaction is still open elsewhere on
+//! the server, and one whose transaction commits after a later `posicao` is read in the round
+//! after its commit — never skipped. What it applied is stored as that snapshot (plus the
+//! round's cursor), with the tallies of each batch, in one transaction ([`state`]); the stored
+//! checkpoint is the safe horizon, below the oldest transaction still running ([`horizon`] says
+//! which one holds it).
 //! The applier is idempotent (version guard, ledger), so a batch read again after a crash before
 //! its commit changes nothing and sends nothing twice, and its figures are counted once.
 //!
@@ -19,7 +20,6 @@
 
 pub mod horizon;
 mod lag;
-pub mod snapshot;
 mod start;
 pub mod state;
 
@@ -31,18 +31,18 @@ use std::time::Duration;
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 
-use crate::applier::Retries;
+use crate::applier::{ApplyError, Retries};
+use crate::archive::snapshot::{newly_visible, Snapshot};
 use crate::archive::{self, LivePosition};
 use crate::config::{Job, LiveJob, OnInvalidEvent};
+use crate::counters::Metrics;
 use crate::db;
 use crate::effects::Effects;
 use crate::execution::{self, LockError, State};
 use crate::held::{Held, RecoverError};
-use crate::metrics::counters::Metrics;
 use crate::runner::RunError;
 use crate::shutdown::Shutdown;
 use crate::summary::Summary;
-use snapshot::{newly_visible, Snapshot};
 use start::Start;
 use state::{LiveState, Round};
 
@@ -113,7 +113,11 @@ pub async fn consume(
         match started {
             Ok(consumer) => return consumer.run().await,
             Err(err) if away(&err) => {
-                tracing::warn!(error = %err, "the live consumer cannot start yet: the database is away; trying again");
+                tracing::warn!(
+                    database = %db::target(pool),
+                    cause = %err.cause(pool).await,
+                    "the live consumer cannot start yet: the database is away; trying again"
+                );
                 pause(&mut shutdown, config.failure_pause).await;
                 if shutdown.is_triggered() {
                     return Ok(ConsumeReport::default());
@@ -151,11 +155,9 @@ struct Consumer<'a> {
 impl Consumer<'_> {
     async fn run(mut self) -> Result<ConsumeReport, RunError> {
         while !self.shutdown.is_triggered() {
-            if !self.held.still_held().await {
-                tracing::warn!(
-                    execution = LIVE_EXECUTION,
-                    "lost the consumer's lock (database connection dropped); taking it again"
-                );
+            if let Err(err) = self.held.check().await {
+                // The lock's connection dropped: another process may take the execution.
+                self.lost("hold the consumer's lock", &err).await;
                 self.recover().await?;
                 continue;
             }
@@ -219,7 +221,10 @@ impl Consumer<'_> {
     }
 
     async fn read_failed(&mut self, err: sqlx::Error) -> Result<(), RunError> {
-        tracing::warn!(error = %err, "reading the archive failed; retrying");
+        match db::is_transient(&err) {
+            true => self.lost("read the archive", &err).await,
+            false => tracing::warn!(error = %err, "reading the archive failed; retrying"),
+        }
         pause(&mut self.shutdown, self.config.failure_pause).await;
         Ok(())
     }
@@ -239,7 +244,12 @@ impl Consumer<'_> {
         let outcome = match applied {
             Ok(outcome) => outcome,
             Err(err) => {
-                tracing::warn!(error = %err, "applying a batch failed; settling and retrying");
+                match &err {
+                    ApplyError::Database(e) => self.lost("apply a batch", e).await,
+                    other => {
+                        tracing::warn!(error = %other, "applying a batch failed; settling and retrying");
+                    }
+                }
                 pause(&mut self.shutdown, self.config.failure_pause).await;
                 self.recover().await?;
                 return Ok(None);
@@ -313,7 +323,11 @@ impl Consumer<'_> {
         match saved {
             Ok(stored) => next = stored,
             Err(err) => {
-                tracing::warn!(error = %err, "could not store the live state; the batch will be read again");
+                tracing::warn!(
+                    database = %db::target(pool),
+                    cause = %db::explain_loss(pool, &err).await,
+                    "could not store the live state; the batch will be read again"
+                );
                 return;
             }
         }
@@ -325,6 +339,18 @@ impl Consumer<'_> {
         }
         self.round = next.round.clone();
         self.state = next;
+    }
+
+    /// Says that the database was lost, as the runner does: which server, and why.
+    async fn lost(&self, step: &str, err: &sqlx::Error) {
+        let (database, cause) = loss(self.pool, err).await;
+        tracing::warn!(
+            execution = LIVE_EXECUTION,
+            %database,
+            %cause,
+            step,
+            "lost the database; recovering"
+        );
     }
 
     /// [`Held::recover`], then the stored state. A database still away is waited for (the
@@ -340,12 +366,23 @@ impl Consumer<'_> {
             }
             Err(RecoverError::Lock(err @ LockError::Held { .. })) => Err(err.into()),
             Err(err) => {
-                tracing::warn!(error = %err, "could not recover yet; trying again");
+                match err.database() {
+                    Some(e) => {
+                        let (database, cause) = loss(self.pool, e).await;
+                        tracing::warn!(%database, %cause, "lost the database; still recovering");
+                    }
+                    None => tracing::warn!(error = %err, "could not recover yet; trying again"),
+                }
                 pause(&mut self.shutdown, self.config.failure_pause).await;
                 Ok(())
             }
         }
     }
+}
+
+/// A lost database in words: which server (`host:port/database`) and why.
+async fn loss(pool: &PgPool, err: &sqlx::Error) -> (String, String) {
+    (db::target(pool), db::explain_loss(pool, err).await)
 }
 
 async fn listen(pool: &PgPool) -> Option<PgListener> {

@@ -12,9 +12,9 @@ use crate::shutdown::Shutdown;
 use crate::summary::Summary;
 use crate::tally::Scope;
 
-use super::snapshot::Snapshot;
 use super::state::{self, LiveState};
 use super::{listen, ConsumeReport, Consumer, ConsumerConfig, LIVE_EXECUTION};
+use crate::archive::snapshot::Snapshot;
 use sqlx::PgPool;
 
 /// What the consumer starts from.

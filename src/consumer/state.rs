@@ -5,7 +5,7 @@
 
 use sqlx::{PgConnection, PgPool};
 
-use super::snapshot::Snapshot;
+use crate::archive::snapshot::Snapshot;
 use crate::archive::{self, LivePosition};
 use crate::execution;
 use crate::held::Checkpoint;

@@ -115,8 +115,14 @@ impl ExecutionLock {
     /// Whether the lock is still held: its connection is alive. A lost connection means the lock
     /// is gone and another process may take the execution, so the holder must stop.
     pub async fn still_held(&self) -> bool {
+        self.check().await.is_ok()
+    }
+
+    /// [`ExecutionLock::still_held`], with why its connection failed when it did.
+    pub async fn check(&self) -> Result<(), sqlx::Error> {
         let mut conn = self.conn.lock().await;
-        sqlx::query("select 1").execute(&mut *conn).await.is_ok()
+        sqlx::query("select 1").execute(&mut *conn).await?;
+        Ok(())
     }
 
     pub fn key(&self) -> &str {

@@ -1,7 +1,7 @@
 //! Executions and their bookkeeping: `reprocessamento_execucao` (what an execution is, its fixed
 //! `posicao` range, its summary), `reprocessamento_checkpoint` (the last `posicao` fully settled),
 //! `evento_rejeitado`, and the PostgreSQL advisory lock that lets one process at a time run an
-//! execution (invariant 6).
+//! execution (invariant 6). The live consumer's execution and checkpoint are in `live.rs`.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -12,9 +12,11 @@ use crate::summary::Summary;
 use crate::tally::{self, Scope};
 use crate::words::db_words;
 
+mod live;
 mod lock;
 mod view;
 
+pub use live::{advance_live, ensure_live, live_checkpoint};
 pub use lock::{ExecutionLock, LockError};
 pub use view::ExecutionView;
 
@@ -366,75 +368,6 @@ async fn touch(conn: &mut PgConnection, key: &str) -> Result<(), sqlx::Error> {
         .execute(conn)
         .await?;
     Ok(())
-}
-
-/// The live consumer's checkpoint: (transaction, position) of the last settled event.
-pub async fn live_checkpoint(
-    pool: &PgPool,
-    key: &str,
-) -> Result<Option<crate::archive::LivePosition>, sqlx::Error> {
-    let row: Option<(Option<String>, i64)> = sqlx::query_as(
-        "select ultimo_xid::text, ultima_posicao from reprocessamento_checkpoint where execucao_id = $1",
-    )
-    .bind(key)
-    .fetch_optional(pool)
-    .await?;
-    Ok(row.and_then(|(xid, posicao)| {
-        Some(crate::archive::LivePosition {
-            xid: xid?.parse().ok()?,
-            posicao,
-        })
-    }))
-}
-
-/// Moves the live consumer's checkpoint and adds the batch's figures, together.
-pub async fn advance_live(
-    conn: &mut PgConnection,
-    scope: &Scope,
-    to: crate::archive::LivePosition,
-    batch: &Summary,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        r#"
-        insert into reprocessamento_checkpoint (execucao_id, ultima_posicao, ultimo_xid)
-        values ($1, $2, $3::text::xid8)
-        on conflict (execucao_id) do update
-        set ultima_posicao = excluded.ultima_posicao, ultimo_xid = excluded.ultimo_xid,
-            atualizado_em = now()
-        "#,
-    )
-    .bind(&scope.key)
-    .bind(to.posicao)
-    .bind(to.xid.to_string())
-    .execute(&mut *conn)
-    .await?;
-    tally::add(conn, scope, batch).await?;
-    touch(conn, &scope.key).await
-}
-
-/// Makes sure the live consumer's execution row exists and says it is running; returns its pass
-/// and when it first started (everything it did since is its own).
-pub async fn ensure_live(
-    pool: &PgPool,
-    key: &str,
-    job: &str,
-    started_by: &str,
-) -> Result<(i32, DateTime<Utc>), sqlx::Error> {
-    sqlx::query_as(
-        r#"
-        insert into reprocessamento_execucao (execucao_id, job, modo, estado, iniciada_por)
-        values ($1, $2, 'ao-vivo', 'em-andamento', $3)
-        on conflict (execucao_id) do update
-        set job = excluded.job, estado = 'em-andamento', erro = null,
-            iniciada_por = excluded.iniciada_por, atualizado_em = now()
-        returning passagem, iniciada_em
-        "#,
-    )
-    .bind(key)
-    .bind(job)
-    .bind(started_by)
-    .fetch_one(pool)
-    .await
 }
 
 /// Ends an execution's process: `concluida`, `falhou` (with the error) or `interrompida`.

@@ -2,15 +2,15 @@
 //! hand — a handful of families does not justify a metrics crate and its global registry) and
 //! `/healthz` (the database answers and the scheduler's heartbeat is recent).
 //!
-//! Counters live in this process ([`Metrics`]): they start at zero when `serve` starts, as
-//! Prometheus expects of counters. Gauges about executions and the review queue are read from the
+//! Counters live in this process ([`Metrics`], kept by [`crate::counters`], rendered here): they
+//! start at zero when `serve` starts, as Prometheus expects of counters. Gauges about executions and the review queue are read from the
 //! database ([`DbGauges`]), so every `serve` instance reports the same values for them — by one
 //! background task on a timer, never by a scrape (`endpoints.rs`).
 
-pub mod counters;
 mod endpoints;
 mod exposition;
 mod live;
+mod process;
 
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ use sqlx::PgPool;
 use crate::execution::{self, Execution};
 use crate::ledger;
 
-pub use counters::{Metrics, RunOutcome};
+pub use crate::counters::{Metrics, RunOutcome};
 pub use endpoints::{bind, router, serve, DbSnapshot, HttpState};
 pub use exposition::escape_label;
 use exposition::Exposition;

@@ -38,16 +38,17 @@ pub enum RunError {
 
 impl RunError {
     /// The database failure under this error, if it is one.
-    pub(super) fn database(&self) -> Option<&sqlx::Error> {
+    pub(crate) fn database(&self) -> Option<&sqlx::Error> {
         match self {
             RunError::Database(e) | RunError::Apply(ApplyError::Database(e)) => Some(e),
             RunError::Locked(LockError::Database(e)) => Some(e),
+            RunError::Recover(e) => e.database(),
             _ => None,
         }
     }
 
     /// Why the database was lost, in words (see [`db::explain_loss`]).
-    pub(super) async fn cause(&self, pool: &PgPool) -> String {
+    pub(crate) async fn cause(&self, pool: &PgPool) -> String {
         match self.database() {
             Some(e) => db::explain_loss(pool, e).await,
             None => self.to_string(),
@@ -55,7 +56,7 @@ impl RunError {
     }
 
     /// A lost database says where and why; any other error is returned as it is.
-    pub(super) async fn located(self, pool: &PgPool) -> RunError {
+    pub(crate) async fn located(self, pool: &PgPool) -> RunError {
         match self.database() {
             Some(e) if db::is_transient(e) => RunError::DatabaseLost {
                 target: db::target(pool),
@@ -63,5 +64,46 @@ impl RunError {
             },
             _ => self,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool that is never used: `located` reads only where it points.
+    fn pool_at(port: u16) -> PgPool {
+        db::pool_for(db::check_url(&format!("postgres://postgres@127.0.0.1:{port}/loja")).unwrap())
+    }
+
+    fn refused() -> sqlx::Error {
+        sqlx::Error::Io(std::io::ErrorKind::ConnectionRefused.into())
+    }
+
+    #[tokio::test]
+    async fn a_recovery_that_gave_up_on_the_database_names_the_server_and_the_cause() {
+        let gave_up = RunError::from(RecoverError::Lock(LockError::Database(refused())));
+
+        let message = gave_up.located(&pool_at(5999)).await.to_string();
+
+        assert!(
+            message.starts_with("lost the database at 127.0.0.1:5999/loja: connection refused"),
+            "{message}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lock_held_by_another_process_is_not_called_a_lost_database() {
+        let held = RunError::from(RecoverError::Lock(LockError::Held {
+            key: "k".into(),
+            holder: "another process".into(),
+        }));
+
+        let message = held.located(&pool_at(5999)).await.to_string();
+
+        assert_eq!(
+            message,
+            "execution k is already being run by another process"
+        );
     }
 }

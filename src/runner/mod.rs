@@ -140,19 +140,23 @@ pub async fn run(
         mode,
     };
     let key = execution::checkpoint_key(&resolved.execution_id, mode);
-    if replay.partitions > 1 {
-        return partitioned::run(&ctx, key).await;
-    }
-    run_scope(
-        &ctx,
-        Scope {
+    let result = if replay.partitions > 1 {
+        partitioned::run(&ctx, key).await
+    } else {
+        let scope = Scope {
             aggregate: key.clone(),
             key,
             partition: None,
             parent: None,
-        },
-    )
-    .await
+        };
+        run_scope(&ctx, scope).await
+    };
+    // Whichever step met the loss (taking the lock, a batch, recovering, recording the end), the
+    // message says which server was lost and why.
+    match result {
+        Err(err) => Err(err.located(pool).await),
+        ok => ok,
+    }
 }
 
 /// What every execution of one run shares.
@@ -314,7 +318,9 @@ async fn run_recovering(
                     attempt = recoveries,
                     "lost the database; recovering"
                 );
-                held.recover().await.map_err(RunError::from)?;
+                if let Err(err) = held.recover().await {
+                    return Err(RunError::from(err).located(ctx.pool).await);
+                }
             }
             Err(err) => return Err(err.located(ctx.pool).await),
             ok => return ok,

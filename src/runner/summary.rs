@@ -11,30 +11,32 @@ use crate::execution::Mode;
 use crate::money;
 
 impl fmt::Display for RunReport {
-    /// Several lines, each ending in a newline.
+    /// Several lines, each ending in a newline: how it ended, its figures, its rejected events.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = &self.summary;
-        let mode = match self.mode {
-            Mode::Simulation => "simulation",
-            Mode::Real => "real run",
-            Mode::Live => "live",
-        };
+        self.write_ending(f)?;
+        self.write_figures(f)?;
+        self.write_rejected(f)
+    }
+}
+
+impl RunReport {
+    /// The first line: finished (with its pace), stopped, or already finished.
+    fn write_ending(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mode = self.mode.label();
         match &self.ended {
-            Ended::AlreadyFinished { at } => {
-                writeln!(
-                    f,
-                    "{} ({mode}) already finished{}; nothing to do (use --restart for a new pass).",
-                    self.execution_id,
-                    at.map(|t| format!(" at {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
-                        .unwrap_or_default()
-                )?;
-            }
+            Ended::AlreadyFinished { at } => writeln!(
+                f,
+                "{} ({mode}) already finished{}; nothing to do (use --restart for a new pass).",
+                self.execution_id,
+                at.map(|t| format!(" at {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
+                    .unwrap_or_default()
+            ),
             Ended::Interrupted => writeln!(
                 f,
                 "{} ({mode}) stopped at posicao {}; run it again to resume.",
                 self.execution_id,
                 self.checkpoint.map_or("-".into(), |c| c.to_string())
-            )?,
+            ),
             Ended::Finished => {
                 let secs = self.elapsed.as_secs_f64().max(1e-3);
                 writeln!(
@@ -44,9 +46,14 @@ impl fmt::Display for RunReport {
                     self.events_this_run,
                     secs,
                     self.events_this_run as f64 / secs
-                )?;
+                )
             }
         }
+    }
+
+    /// Events, orders and their commissions, states, effects and (for a real run) retries.
+    fn write_figures(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.summary;
         writeln!(
             f,
             "  events read {}, skipped {}, rejected {}",
@@ -73,25 +80,31 @@ impl fmt::Display for RunReport {
         if self.mode != Mode::Simulation {
             writeln!(f, "  calls retried: {}", s.calls_retried)?;
         }
-        if !self.rejected.is_empty() {
-            writeln!(f, "  rejected events:")?;
-            for r in self.rejected.iter().take(20) {
-                writeln!(
-                    f,
-                    "    {} (posicao {}, {}): {}",
-                    inert(&r.evento_id),
-                    r.posicao,
-                    inert(&r.tipo),
-                    inert(&r.erro)
-                )?;
-            }
-            if self.rejected.len() > 20 {
-                writeln!(
-                    f,
-                    "    … and {} more (see table evento_rejeitado)",
-                    self.rejected.len() - 20
-                )?;
-            }
+        Ok(())
+    }
+
+    /// The first 20 rejected events (archive text made inert), and how many more there are.
+    fn write_rejected(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.rejected.is_empty() {
+            return Ok(());
+        }
+        writeln!(f, "  rejected events:")?;
+        for r in self.rejected.iter().take(20) {
+            writeln!(
+                f,
+                "    {} (posicao {}, {}): {}",
+                inert(&r.evento_id),
+                r.posicao,
+                inert(&r.tipo),
+                inert(&r.erro)
+            )?;
+        }
+        if self.rejected.len() > 20 {
+            writeln!(
+                f,
+                "    … and {} more (see table evento_rejeitado)",
+                self.rejected.len() - 20
+            )?;
         }
         Ok(())
     }

@@ -24,6 +24,22 @@ async fn own_cluster() -> (TempCluster, PgPool) {
     (cluster, pool)
 }
 
+/// The lines of a log that say the database was lost, when every one of them names the server
+/// (`127.0.0.1:<port>`) and a cause; `None` when one does not, or there is none.
+fn losses_naming_server_and_cause(log: &str, port: u16) -> Option<Vec<&str>> {
+    let server = format!("database=127.0.0.1:{port}/");
+    let losses: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("lost the database"))
+        .collect();
+    let named = |l: &&str| {
+        l.contains(&server)
+            && l.split_once("cause=")
+                .is_some_and(|(_, cause)| cause.starts_with(|c: char| !c.is_whitespace()))
+    };
+    (!losses.is_empty() && losses.iter().all(named)).then_some(losses)
+}
+
 /// Stops the cluster for a moment, then starts it again on the same data and port.
 async fn restart(cluster: &mut TempCluster) {
     cluster.stop().await;
@@ -128,6 +144,11 @@ async fn the_live_consumer_carries_on_after_postgresql_restarts() {
     let out = finish(consumer, "consume").await;
 
     assert_success(&out, "consume across a restart");
+    let log = stderr(&out);
+    assert!(
+        losses_naming_server_and_cause(&log, cluster.port()).is_some(),
+        "the consumer says it lost the database, naming the server and the cause:\n{log}"
+    );
     assert_eq!(commissions(&pool2).await.len(), 200);
     assert!(ledger(&pool2).await.iter().all(|(_, e)| e == "concluido"));
     drop(pool);
@@ -280,6 +301,10 @@ async fn an_outage_that_outlasts_the_reserve_retries(idempotent: bool) {
         "the run says it recovers:\n{err}"
     );
     assert!(
+        losses_naming_server_and_cause(&err, cluster.port()).is_some(),
+        "every loss names the server and the cause:\n{err}"
+    );
+    assert!(
         !err.contains("unexpected or invalid data"),
         "an outage is not called invalid data:\n{err}"
     );
@@ -308,4 +333,25 @@ async fn a_run_of_a_non_idempotent_type_recovers_from_an_outage_that_outlasts_it
 #[tokio::test]
 async fn a_run_of_an_idempotent_type_recovers_from_an_outage_that_outlasts_its_reserve_retries() {
     an_outage_that_outlasts_the_reserve_retries(true).await;
+}
+
+#[tokio::test]
+async fn a_run_that_cannot_reach_its_database_names_the_server_and_the_cause() {
+    let (mut cluster, pool) = own_cluster().await;
+    insert(&pool, &paid_orders(10)).await;
+    let db = TestDb::attach(&cluster.url()).await;
+    let provider = sink(Behavior::default()).await;
+    let spec = JobSpec::default();
+    let jobs = jobs_dir(&provider.url(), &spec);
+    cluster.stop().await;
+
+    let err = run_job(&db, jobs.path(), &spec.name, None, false)
+        .await
+        .expect_err("no run without its database");
+
+    let message = err.to_string();
+    let server = format!("lost the database at 127.0.0.1:{}/postgres", cluster.port());
+    assert!(message.contains(&server), "{message}");
+    assert!(message.contains("connection refused"), "{message}");
+    assert!(!message.contains("unexpected or invalid data"), "{message}");
 }

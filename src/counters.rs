@@ -1,6 +1,8 @@
 //! The counters of this process ([`Metrics`]): what its runs, sweeps and the live consumer did
 //! since it started, and the heartbeat of its scheduler. Every part that works feeds them; they
-//! depend on nothing that reads the database, so any part may.
+//! depend on nothing that reads the database, so any part may — the live consumer feeds them and
+//! `metrics` renders them, without either importing the other. Rendering (the Prometheus
+//! exposition) is `metrics`'s.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -9,7 +11,6 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::exposition::Exposition;
 use crate::summary::Summary;
 use crate::sweeper::SweepOutcome;
 
@@ -56,13 +57,14 @@ pub struct Metrics {
     heartbeat: AtomicI64,
 }
 
-#[derive(Debug, Default)]
-struct Counters {
-    events: BTreeMap<String, u64>,
-    effects: BTreeMap<(String, crate::summary::EffectOutcome), u64>,
-    runs: BTreeMap<(String, &'static str), u64>,
-    last_success: BTreeMap<String, DateTime<Utc>>,
-    sweeper: BTreeMap<&'static str, u64>,
+/// What the counters hold, per job (and per outcome or action).
+#[derive(Debug, Default, Clone)]
+pub struct Counters {
+    pub events: BTreeMap<String, u64>,
+    pub effects: BTreeMap<(String, crate::summary::EffectOutcome), u64>,
+    pub runs: BTreeMap<(String, &'static str), u64>,
+    pub last_success: BTreeMap<String, DateTime<Utc>>,
+    pub sweeper: BTreeMap<&'static str, u64>,
 }
 
 impl Metrics {
@@ -141,69 +143,13 @@ impl Metrics {
         }
     }
 
-    pub(super) fn render_counters(&self, out: &mut Exposition) {
-        let c = self.lock();
-        out.family(
-            "replay_ledger_events_total",
-            "counter",
-            "Archived events read by runs of this process (replay jobs, the live consumer), per job.",
-        );
-        for (job, n) in &c.events {
-            out.sample("replay_ledger_events_total", &[("job", job)], n);
-        }
-        out.family(
-            "replay_ledger_effects_total",
-            "counter",
-            "Effect outcomes of runs of this process (replay jobs, the live consumer: aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",
-        );
-        for ((job, outcome), n) in &c.effects {
-            out.sample(
-                "replay_ledger_effects_total",
-                &[("job", job), ("outcome", outcome.as_db())],
-                n,
-            );
-        }
-        out.family(
-            "replay_ledger_runs_total",
-            "counter",
-            "Scheduled runs of this process by how they ended (finished, already_finished, interrupted, failed, locked_elsewhere), per job.",
-        );
-        for ((job, outcome), n) in &c.runs {
-            out.sample(
-                "replay_ledger_runs_total",
-                &[("job", job), ("outcome", outcome)],
-                n,
-            );
-        }
-        out.family(
-            "replay_ledger_last_success_timestamp_seconds",
-            "gauge",
-            "Unix time at which a run of the job last finished (a window completed, a sweep pass ended) in this process.",
-        );
-        for (job, at) in &c.last_success {
-            out.sample(
-                "replay_ledger_last_success_timestamp_seconds",
-                &[("job", job)],
-                at.timestamp(),
-            );
-        }
-        out.family(
-            "replay_ledger_sweeper_rows_total",
-            "counter",
-            "Ledger rows handled by sweeper passes of this process: retaken, completed, released (retake failed, retried at a later pass), uncertain (moved to incerto).",
-        );
-        for (action, n) in &c.sweeper {
-            out.sample("replay_ledger_sweeper_rows_total", &[("action", action)], n);
-        }
-        out.family(
-            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
-            "gauge",
-            "Unix time of the last heartbeat of this process (serve's scheduler, or consume), every 5 s.",
-        );
-        out.sample(
-            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
-            &[],
-            self.heartbeat.load(Ordering::Relaxed),
-        );
+    /// What the counters hold now, for the exposition (`metrics`).
+    pub fn counts(&self) -> Counters {
+        self.lock().clone()
+    }
+
+    /// Unix seconds of the last heartbeat; 0 before the first.
+    pub fn heartbeat_unix(&self) -> i64 {
+        self.heartbeat.load(Ordering::Relaxed)
     }
 }
