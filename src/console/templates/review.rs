@@ -3,7 +3,7 @@
 use chrono_tz::Tz;
 use maud::{html, Markup};
 
-use super::super::audit::AuditRow;
+use super::super::audit::{Action, AuditRow};
 use super::super::session::Session;
 use super::{layout, segment, submits_exactly, time, Attr, Inert, Part};
 use crate::ledger::{Resolution, ReviewFilter, ReviewItem};
@@ -102,17 +102,16 @@ fn resolve_form(session: &Session, key: &str) -> Markup {
     }
 }
 
-fn action(word: &str) -> &'static str {
-    match word {
-        "login" => "entrou",
-        "login-recusado" => "entrada recusada",
-        "logout" => "saiu",
-        "aprovacao" => "aprovou",
-        "resolucao" => "resolveu",
-        "usuario-criado" => "conta criada",
-        "usuario-alterado" => "conta alterada",
-        "usuario-removido" => "conta removida",
-        _ => "?",
+fn action(action: Action) -> &'static str {
+    match action {
+        Action::Login => "entrou",
+        Action::LoginRefused => "entrada recusada",
+        Action::Logout => "saiu",
+        Action::Approval => "aprovou",
+        Action::Resolution => "resolveu",
+        Action::UserCreated => "conta criada",
+        Action::UserChanged => "conta alterada",
+        Action::UserRemoved => "conta removida",
     }
 }
 
@@ -127,7 +126,7 @@ pub(in crate::console) fn audit(session: &Session, tz: Tz, rows: &[AuditRow], pa
                 tbody { @for row in rows { tr {
                     td { (time(row.em, tz)) }
                     td { (Inert(&row.quem)) }
-                    td { (action(&row.acao)) }
+                    td { (action(row.acao)) }
                     td { (Inert(row.alvo.as_deref().unwrap_or("-"))) }
                     td { (Inert(row.detalhe.as_deref().unwrap_or(""))) }
                     td { (Inert(row.endereco.as_deref().unwrap_or(""))) }
