@@ -53,6 +53,8 @@ macro_rules! db_words {
 
         impl $name {
             /// Every value, in declaration order.
+            // Not every enum of a private module lists its values.
+            #[allow(dead_code)]
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
             /// The seed's word for this value, as stored in the database.
