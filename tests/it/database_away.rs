@@ -98,6 +98,60 @@ async fn an_unknown_host_is_named_and_exits_1() {
     assert_says(&out, "run", 1, &["unknown host `replay-ledger-db.invalid`"]);
 }
 
+/// A server that takes the connection and never speaks (a hung host, a firewall that accepts):
+/// the one attempt is given 5 s, then the cause is said, not retried for a minute.
+#[tokio::test]
+async fn a_server_that_accepts_but_never_answers_is_named_and_exits_1() {
+    // The kernel completes the handshake from the listen backlog; nothing ever reads or writes.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let port = silent.local_addr().expect("local address").port();
+    let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
+
+    let out = run_bin_within(&url_at("127.0.0.1", port, "test"), jobs.path(), &["status"]).await;
+    drop(silent);
+
+    assert_says(
+        &out,
+        "status",
+        1,
+        &[
+            &format!("the database at 127.0.0.1:{port}/test"),
+            &format!("no answer from 127.0.0.1:{port} within 5s"),
+        ],
+    );
+}
+
+/// A server out of connection slots for the role says so: the cause is one time may cure, so it
+/// is said as such (and `--wait-for-db` would wait for it), not as a failure of the URL.
+#[tokio::test]
+async fn a_role_out_of_connection_slots_is_said_as_not_accepting_and_exits_1() {
+    let role = format!("rl_full_{}", uuid::Uuid::new_v4().simple());
+    let admin = TestDb::new().await;
+    sqlx::query(&format!("create role {role} login connection limit 0"))
+        .execute(&admin.pool)
+        .await
+        .expect("a role with no connection slot");
+    let mut url = url::Url::parse(&server_url()).expect("the server URL");
+    url.set_username(&role).expect("a user name");
+    let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
+
+    let out = run_bin_within(url.as_str(), jobs.path(), &["status"]).await;
+    sqlx::query(&format!("drop role {role}"))
+        .execute(&admin.pool)
+        .await
+        .expect("drop the role");
+
+    assert_says(
+        &out,
+        "status",
+        1,
+        &[
+            "the server does not accept connections now",
+            "too many connections for role",
+        ],
+    );
+}
+
 #[tokio::test]
 async fn a_database_that_does_not_exist_is_named_and_exits_1() {
     let missing = format!("rl_missing_{}", uuid::Uuid::new_v4().simple());
