@@ -221,9 +221,10 @@ impl Consumer<'_> {
     }
 
     async fn read_failed(&mut self, err: sqlx::Error) -> Result<(), RunError> {
-        match db::is_transient(&err) {
-            true => self.lost("read the archive", &err).await,
-            false => tracing::warn!(error = %err, "reading the archive failed; retrying"),
+        if db::is_transient(&err) {
+            self.lost("read the archive", &err).await;
+        } else {
+            tracing::warn!(error = %err, "reading the archive failed; retrying");
         }
         pause(&mut self.shutdown, self.config.failure_pause).await;
         Ok(())
@@ -323,9 +324,10 @@ impl Consumer<'_> {
         match saved {
             Ok(stored) => next = stored,
             Err(err) => {
+                let (database, cause) = loss(pool, &err).await;
                 tracing::warn!(
-                    database = %db::target(pool),
-                    cause = %db::explain_loss(pool, &err).await,
+                    %database,
+                    %cause,
                     "could not store the live state; the batch will be read again"
                 );
                 return;

@@ -218,13 +218,7 @@ pub fn is_permission_denied(err: &sqlx::Error) -> bool {
 
 /// Where a pool connects, for messages: `host:port/database` (never the user or password).
 pub fn target(pool: &PgPool) -> String {
-    let options = pool.connect_options();
-    format!(
-        "{}:{}/{}",
-        options.get_host(),
-        options.get_port(),
-        options.get_database().unwrap_or("")
-    )
+    target_of(&pool.connect_options())
 }
 
 /// What went wrong with the database, in words an operator can act on: the cause, never the
