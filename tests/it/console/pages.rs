@@ -77,6 +77,29 @@ async fn a_job_changed_since_the_simulation_is_said_field_by_field_instead_of_th
     let file = s.jobs.path().join(format!("{JOB}.yaml"));
     let yaml = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, yaml.replace("mode: apply", "mode: suppress")).unwrap();
+
+    let (shown, forced) = finance_is_refused_the_approval(&s).await;
+
+    for cell in [
+        "effects.notificar-vendedor.mode",
+        "<td>apply</td>",
+        "<td>suppress</td>",
+    ] {
+        assert!(shown.body.contains(cell), "{cell} in {}", shown.body);
+    }
+    assert!(
+        forced
+            .body
+            .contains("effects.notificar-vendedor.mode: apply → suppress"),
+        "{}",
+        forced.body
+    );
+}
+
+/// Finance opens the simulation's page and, though the page offers no button, posts the approval
+/// anyway: the page says it cannot be approved, the post gets 409 and no approval is recorded.
+/// Returns the page and the post's answer, for what each test says about why.
+async fn finance_is_refused_the_approval(s: &Simulated) -> (Answer, Answer) {
     let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
     let finance = Client::logged_in(&console, "ana@example.com").await;
     let page = format!("/executions/{JOB}:simulacao");
@@ -94,26 +117,13 @@ async fn a_job_changed_since_the_simulation_is_said_field_by_field_instead_of_th
         "{}",
         shown.body
     );
-    for cell in [
-        "effects.notificar-vendedor.mode",
-        "<td>apply</td>",
-        "<td>suppress</td>",
-    ] {
-        assert!(shown.body.contains(cell), "{cell} in {}", shown.body);
-    }
     assert_eq!(forced.status, 409, "{}", forced.body);
-    assert!(
-        forced
-            .body
-            .contains("effects.notificar-vendedor.mode: apply → suppress"),
-        "{}",
-        forced.body
-    );
     let approvals: i64 = sqlx::query_scalar("select count(*) from reprocessamento_aprovacao")
         .fetch_one(&s.db.pool)
         .await
         .unwrap();
     assert_eq!(approvals, 0);
+    (shown, forced)
 }
 
 #[tokio::test]
@@ -387,35 +397,15 @@ async fn an_event_added_to_the_window_after_the_simulation_blocks_the_approval_a
     let s = simulated().await;
     add_user(&s.db.url, s.jobs.path(), "ana@example.com", "finance").await;
     insert(&s.db.pool, &[paid(11, "ped-11", 1, 11_000, 5.0)]).await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let finance = Client::logged_in(&console, "ana@example.com").await;
-    let page = format!("/executions/{JOB}:simulacao");
 
-    let shown = finance.get(&page).await;
-    let csrf = finance.csrf().await;
-    let forced = finance
-        .post(&format!("{page}/approve"), &[("csrf_token", &csrf)])
-        .await;
+    let (shown, forced) = finance_is_refused_the_approval(&s).await;
 
-    assert_eq!(shown.status, 200);
-    assert!(!shown.body.contains("Aprovar simulação"), "{}", shown.body);
-    assert!(
-        shown.body.contains("Não pode ser aprovada"),
-        "{}",
-        shown.body
-    );
     assert!(
         shown.body.contains("the window's events changed"),
         "{}",
         shown.body
     );
-    assert_eq!(forced.status, 409, "{}", forced.body);
     assert!(forced.body.contains("events changed"), "{}", forced.body);
-    let approvals: i64 = sqlx::query_scalar("select count(*) from reprocessamento_aprovacao")
-        .fetch_one(&s.db.pool)
-        .await
-        .unwrap();
-    assert_eq!(approvals, 0);
     let recorded = audit(&s.db).await;
     assert!(
         !recorded.iter().any(|(_, acao, _)| acao == "aprovacao"),
