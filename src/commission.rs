@@ -43,26 +43,20 @@ pub fn newest_per_order(rows: impl IntoIterator<Item = CommissionRow>) -> Vec<Co
     rows
 }
 
-/// The current rows of these orders; with `lock`, locked until the transaction ends so the
-/// before-values reported stay true while the batch is written.
+/// The current rows of these orders, as the statement's snapshot sees them.
 pub async fn current(
     conn: &mut PgConnection,
     pedido_ids: &[String],
-    lock: bool,
 ) -> Result<HashMap<String, Current>, sqlx::Error> {
-    let sql = if lock {
-        r#"
-        select pedido_id, valor_centavos, versao_evento from comissao
-        where pedido_id = any($1) order by pedido_id for update
-        "#
-    } else {
-        r#"
-        select pedido_id, valor_centavos, versao_evento from comissao
-        where pedido_id = any($1)
-        "#
-    };
-    let rows: Vec<(String, i64, i64)> =
-        sqlx::query_as(sql).bind(pedido_ids).fetch_all(conn).await?;
+    if pedido_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        "select pedido_id, valor_centavos, versao_evento from comissao where pedido_id = any($1)",
+    )
+    .bind(pedido_ids)
+    .fetch_all(conn)
+    .await?;
     Ok(rows
         .into_iter()
         .map(|(id, valor_centavos, versao_evento)| {
@@ -77,34 +71,147 @@ pub async fn current(
         .collect())
 }
 
+/// Where a real run records the corrections its upsert makes: the execution and its pass.
+#[derive(Debug, Clone, Copy)]
+pub struct Recording<'a> {
+    pub execucao_id: &'a str,
+    pub pass: i32,
+}
+
+/// What the upsert of a batch did.
+#[derive(Debug, Default)]
+pub struct Upserted {
+    /// The orders written, each with the row it replaced (`None`: the order had none).
+    pub written: Vec<(String, Option<Current>)>,
+    /// What the corrections recorded added to the pass's figures (orders changed, totals before
+    /// and after); zero when none are recorded.
+    pub figures: Summary,
+}
+
 /// The version-guarded upsert of the seed, for a whole batch: a row is overwritten only by an
 /// event of the same or a newer version (invariant 4). A row that already holds exactly this
 /// value and version is left untouched (a replay of a correct day changes nothing, not even
-/// `atualizado_em`). Returns the orders written.
+/// `atualizado_em`).
+///
+/// Returns the orders written, each with the row it replaced: the version the upsert itself
+/// locked and overwrote, so the before-values stay true whatever another writer committed
+/// meanwhile, with no read of the rows first. With `recording`, the same statement records the
+/// corrections (every order written whose value changed), per order, in the pass that changed
+/// it: the value before the pass's first change (kept when a later batch of the same pass
+/// changes the order again), the value after, the version. Only rows the upsert changed are
+/// recorded, so a batch read again adds nothing to the figures.
 pub async fn upsert_guarded(
     conn: &mut PgConnection,
     rows: &[CommissionRow],
-) -> Result<Vec<String>, sqlx::Error> {
+    recording: Option<Recording<'_>>,
+) -> Result<Upserted, sqlx::Error> {
+    type Row = (
+        String,
+        Option<i64>,
+        Option<i64>,
+        bool,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+    );
     let (ids, valores, versoes) = columns(rows);
-    sqlx::query_scalar(
+    let returned: Vec<Row> = sqlx::query_as(
         r#"
-        insert into comissao (pedido_id, valor_centavos, versao_evento)
-        select * from unnest($1::text[], $2::bigint[], $3::bigint[])
-        on conflict (pedido_id) do update
-        set valor_centavos = excluded.valor_centavos,
-            versao_evento = excluded.versao_evento,
-            atualizado_em = now()
-        where comissao.versao_evento <= excluded.versao_evento
-          and (comissao.valor_centavos, comissao.versao_evento)
-              is distinct from (excluded.valor_centavos, excluded.versao_evento)
-        returning pedido_id
+        with gravadas as (
+            insert into comissao (pedido_id, valor_centavos, versao_evento)
+            select * from unnest($1::text[], $2::bigint[], $3::bigint[])
+            on conflict (pedido_id) do update
+            set valor_centavos = excluded.valor_centavos,
+                versao_evento = excluded.versao_evento,
+                atualizado_em = now(),
+                valor_anterior = comissao.valor_centavos,
+                versao_anterior = comissao.versao_evento
+            where comissao.versao_evento <= excluded.versao_evento
+              and (comissao.valor_centavos, comissao.versao_evento)
+                  is distinct from (excluded.valor_centavos, excluded.versao_evento)
+            returning pedido_id, valor_centavos, versao_evento, valor_anterior, versao_anterior
+        ),
+        corrigidas as (
+            insert into reprocessamento_correcao
+              (execucao_id, pedido_id, antes, depois, versao_evento, passagem)
+            select $4, pedido_id, valor_anterior, valor_centavos, versao_evento, $5
+            from gravadas
+            where $4::text is not null and valor_anterior is distinct from valor_centavos
+            order by pedido_id
+            on conflict (execucao_id, pedido_id) do update
+            set antes = case when reprocessamento_correcao.passagem = excluded.passagem
+                             then reprocessamento_correcao.antes else excluded.antes end,
+                depois_anterior = case when reprocessamento_correcao.passagem = excluded.passagem
+                                       then reprocessamento_correcao.depois end,
+                depois = excluded.depois, versao_evento = excluded.versao_evento,
+                passagem = excluded.passagem, atualizado_em = now()
+            returning pedido_id, antes, depois, depois_anterior
+        )
+        -- An inserted `comissao` row leaves both `_anterior` columns null; an overwritten one
+        -- sets both (from not-null columns). A correction's `depois_anterior` is null for an
+        -- order new to the pass (inserted, or taken over from an earlier pass), else the value
+        -- this pass had written before.
+        select g.pedido_id, g.valor_anterior, g.versao_anterior, c.pedido_id is not null,
+               c.antes, c.depois, c.depois_anterior
+        from gravadas g left join corrigidas c on c.pedido_id = g.pedido_id
         "#,
     )
     .bind(ids)
     .bind(valores)
     .bind(versoes)
+    .bind(recording.map(|r| r.execucao_id))
+    .bind(recording.map(|r| r.pass))
     .fetch_all(conn)
-    .await
+    .await?;
+    let mut upserted = Upserted::default();
+    let mut figures = PassFigures::default();
+    for (id, valor, versao, corrected, antes, depois, depois_anterior) in returned {
+        if corrected {
+            figures.add(antes, depois.unwrap_or(0), depois_anterior);
+        }
+        let before = valor
+            .zip(versao)
+            .map(|(valor_centavos, versao_evento)| Current {
+                valor_centavos,
+                versao_evento,
+            });
+        upserted.written.push((id, before));
+    }
+    upserted.figures = figures.summary();
+    Ok(upserted)
+}
+
+/// A pass's figures summed over the correction rows a write returned, wide enough for any sum
+/// of `bigint`s, saturated into `i64` at the end.
+#[derive(Default)]
+struct PassFigures {
+    added: u64,
+    before: i128,
+    after: i128,
+}
+
+impl PassFigures {
+    /// One correction row as the write left it: an order new to the pass (`depois_anterior`
+    /// null) adds itself and its value before; every row moves the total after by what it
+    /// replaced.
+    fn add(&mut self, antes: Option<i64>, depois: i64, depois_anterior: Option<i64>) {
+        if depois_anterior.is_none() {
+            self.added += 1;
+            self.before += i128::from(antes.unwrap_or(0));
+        }
+        self.after += i128::from(depois) - i128::from(depois_anterior.unwrap_or(0));
+    }
+
+    fn summary(&self) -> Summary {
+        let saturated =
+            |n: i128| i64::try_from(n).unwrap_or(if n < 0 { i64::MIN } else { i64::MAX });
+        Summary {
+            orders_changed: self.added,
+            total_before_centavos: saturated(self.before),
+            total_after_centavos: saturated(self.after),
+            ..Summary::default()
+        }
+    }
 }
 
 /// Writes a simulation's diff rows; a row already computed from a newer version is kept, and a
@@ -116,11 +223,14 @@ pub async fn upsert_diff(
     execucao_id: &str,
     changes: &[Change],
 ) -> Result<Summary, sqlx::Error> {
-    tallied_changes(
-        conn,
-        execucao_id,
-        None,
-        changes,
+    if changes.is_empty() {
+        return Ok(Summary::default());
+    }
+    let ids: Vec<&str> = changes.iter().map(|c| c.pedido_id.as_str()).collect();
+    let antes: Vec<Option<i64>> = changes.iter().map(|c| c.antes).collect();
+    let depois: Vec<i64> = changes.iter().map(|c| c.depois).collect();
+    let versoes: Vec<i64> = changes.iter().map(|c| c.versao).collect();
+    let (added, changed, before, after): (i64, i64, i64, i64) = sqlx::query_as(
         r#"
         with gravadas as (
             insert into reprocessamento_diff (execucao_id, pedido_id, antes, depois, versao_evento)
@@ -159,40 +269,16 @@ pub async fn upsert_diff(
         from lados
         "#,
     )
-    .await
-}
-
-/// Runs a set-based write of changes that selects its figures: `$1` the execution, `$2..$5` the
-/// columns of `changes` (pedido_id, antes, depois, versao), `$6` the pass when there is one; the
-/// statement selects (orders added, orders changed, total before, total after), the totals summed
-/// as `numeric` and saturated into `bigint` (commissions of up to 2^53 each can sum past it).
-async fn tallied_changes(
-    conn: &mut PgConnection,
-    execucao_id: &str,
-    pass: Option<i32>,
-    changes: &[Change],
-    statement: &'static str,
-) -> Result<Summary, sqlx::Error> {
-    if changes.is_empty() {
-        return Ok(Summary::default());
-    }
-    let ids: Vec<&str> = changes.iter().map(|c| c.pedido_id.as_str()).collect();
-    let antes: Vec<Option<i64>> = changes.iter().map(|c| c.antes).collect();
-    let depois: Vec<i64> = changes.iter().map(|c| c.depois).collect();
-    let versoes: Vec<i64> = changes.iter().map(|c| c.versao).collect();
-    let mut query = sqlx::query_as(statement)
-        .bind(execucao_id)
-        .bind(ids)
-        .bind(antes)
-        .bind(depois)
-        .bind(versoes);
-    if let Some(pass) = pass {
-        query = query.bind(pass);
-    }
-    let (added, changed, before, after): (i64, i64, i64, i64) = query.fetch_one(conn).await?;
+    .bind(execucao_id)
+    .bind(ids)
+    .bind(antes)
+    .bind(depois)
+    .bind(versoes)
+    .fetch_one(conn)
+    .await?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
     Ok(Summary {
-        orders_in_diff: if pass.is_none() { count(added) } else { 0 },
+        orders_in_diff: count(added),
         orders_changed: count(changed),
         total_before_centavos: before,
         total_after_centavos: after,
@@ -210,7 +296,8 @@ pub async fn clear_diff(pool: &PgPool, execucao_id: &str) -> Result<u64, sqlx::E
 }
 
 /// The corrections a real run's batch wrote: every order the guarded upsert wrote whose value
-/// changed, with the value it replaced (`current`, read under lock in the same transaction).
+/// changed, with the value it replaced (`current`: for the orders written, what the upsert
+/// replaced).
 pub fn corrections(
     rows: &[CommissionRow],
     current: &HashMap<String, Current>,
@@ -227,53 +314,6 @@ pub fn corrections(
         })
         .filter(|c| c.antes != Some(c.depois))
         .collect()
-}
-
-/// Records what a real run changed, per order, in the pass that changed it: the value before the
-/// pass's first change (kept when a later batch of the same pass changes the order again), the
-/// value after, the version — in the transaction of the state write. Returns what the writes
-/// added to the pass's figures (orders changed, totals before and after), to be tallied in the
-/// same transaction: only rows the upsert changed are passed, so a batch read again adds nothing.
-pub async fn record_corrections(
-    conn: &mut PgConnection,
-    execucao_id: &str,
-    pass: i32,
-    changes: &[Change],
-) -> Result<Summary, sqlx::Error> {
-    tallied_changes(
-        conn,
-        execucao_id,
-        Some(pass),
-        changes,
-        r#"
-        with gravadas as (
-            insert into reprocessamento_correcao
-              (execucao_id, pedido_id, antes, depois, versao_evento, passagem)
-            select $1, pedido_id, antes, depois, versao, $6
-            from unnest($2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
-              as u(pedido_id, antes, depois, versao)
-            on conflict (execucao_id, pedido_id) do update
-            set antes = case when reprocessamento_correcao.passagem = excluded.passagem
-                             then reprocessamento_correcao.antes else excluded.antes end,
-                depois_anterior = case when reprocessamento_correcao.passagem = excluded.passagem
-                                       then reprocessamento_correcao.depois end,
-                depois = excluded.depois, versao_evento = excluded.versao_evento,
-                passagem = excluded.passagem, atualizado_em = now()
-            returning antes, depois, depois_anterior
-        )
-        -- `depois_anterior` is null for an order new to the pass (inserted, or taken over from
-        -- an earlier pass), else the value this pass had written before.
-        select count(*) filter (where depois_anterior is null)::bigint,
-               count(*) filter (where depois_anterior is null)::bigint,
-               least(greatest(coalesce(sum(coalesce(antes, 0)::numeric)
-                                       filter (where depois_anterior is null), 0),
-                      -9223372036854775808), 9223372036854775807)::bigint,
-               least(greatest(coalesce(sum(depois::numeric - coalesce(depois_anterior, 0)::numeric), 0),
-                      -9223372036854775808), 9223372036854775807)::bigint
-        from gravadas
-        "#,
-    )
-    .await
 }
 
 /// The orders of `pedido_ids` this pass has already corrected, with the value and version it

@@ -282,10 +282,9 @@ impl Applier {
         rows: &[CommissionRow],
         ids: &[String],
     ) -> Result<Written, sqlx::Error> {
-        let mode = self.config.mode;
-        let current = commission::current(tx, ids, mode != Mode::Simulation).await?;
-        let (changed, figures) = match mode {
+        let (current, changed, figures) = match self.config.mode {
             Mode::Simulation => {
+                let current = commission::current(tx, ids).await?;
                 let changes = would_write(rows, &current);
                 let figures =
                     commission::upsert_diff(tx, self.diff_execution_id(), &changes).await?;
@@ -296,24 +295,25 @@ impl Applier {
                     })
                     .map(|c| c.pedido_id.clone())
                     .collect();
-                (changed, figures)
+                (current, changed, figures)
             }
             Mode::Real => {
-                let written = commission::upsert_guarded(tx, rows).await?;
-                let corrections = commission::corrections(rows, &current, &written);
-                let pass = self.config.pass.tally.pass;
-                let id = self.diff_execution_id();
-                let figures = commission::record_corrections(tx, id, pass, &corrections).await?;
+                let recording = commission::Recording {
+                    execucao_id: self.diff_execution_id(),
+                    pass: self.config.pass.tally.pass,
+                };
+                let (current, written, figures) =
+                    upsert_with_before(tx, rows, ids, Some(recording)).await?;
                 let mut changed: HashSet<String> = written.into_iter().collect();
                 if self.config.pass.earlier_attempts_since.is_some() {
                     changed.extend(self.changed_earlier(tx, rows, &current).await?);
                 }
-                (changed, figures)
+                (current, changed, figures)
             }
             Mode::Live => {
-                let written = commission::upsert_guarded(tx, rows).await?;
+                let (current, written, _) = upsert_with_before(tx, rows, ids, None).await?;
                 let figures = live_figures(rows, &current, &written);
-                (written.into_iter().collect(), figures)
+                (current, written.into_iter().collect(), figures)
             }
         };
         crate::tally::add(tx, &self.config.pass.tally, &figures).await?;
@@ -396,6 +396,36 @@ impl Applier {
     fn diff_execution_id(&self) -> &str {
         &self.config.claim.execution_id
     }
+}
+
+/// The guarded upsert of a batch's rows (a real run's corrections recorded with it), and each
+/// order's row before it: for an order written, the row the upsert replaced (none if it
+/// inserted one); for the others (a newer row kept, or the same value already in place), the
+/// row as it stands. Returns that, the orders written, and what the corrections added to the
+/// pass's figures.
+async fn upsert_with_before(
+    tx: &mut sqlx::PgConnection,
+    rows: &[CommissionRow],
+    ids: &[String],
+    recording: Option<commission::Recording<'_>>,
+) -> Result<(HashMap<String, commission::Current>, Vec<String>, Summary), sqlx::Error> {
+    let upserted = commission::upsert_guarded(tx, rows, recording).await?;
+    let untouched: Vec<String> = {
+        let written: HashSet<&str> = upserted.written.iter().map(|(id, _)| id.as_str()).collect();
+        ids.iter()
+            .filter(|id| !written.contains(id.as_str()))
+            .cloned()
+            .collect()
+    };
+    let mut current = commission::current(tx, &untouched).await?;
+    let mut written = Vec::with_capacity(upserted.written.len());
+    for (id, before) in upserted.written {
+        if let Some(before) = before {
+            current.insert(id.clone(), before);
+        }
+        written.push(id);
+    }
+    Ok((current, written, upserted.figures))
 }
 
 /// The diff rows a simulation writes: every order whose current row is not newer.
