@@ -87,25 +87,20 @@ pub async fn reserve(
     let keys: Vec<&str> = items.iter().map(|r| r.key).collect();
     let eventos: Vec<&str> = items.iter().map(|r| r.evento_id).collect();
     let tipos: Vec<&str> = items.iter().map(|r| r.tipo_efeito).collect();
-    // One statement, on its snapshot: the keys already in the ledger are looked up once (one
-    // index probe each, as an anti-join would); those missing are inserted (`do nothing` on a
-    // conflict with a concurrent insert, so re-reserving a window whose effects are all done
-    // writes nothing); only existing rows that may be retaken are updated, their conditions
-    // checked again on the row the update locks. The update cannot see the rows the insert adds,
+    // One statement, on its snapshot. A key missing from the ledger is found by one probe of
+    // the primary key that needs no row (an index-only anti-join: a window whose effects are all
+    // done reads no row of the ledger) and inserted (`do nothing` on a conflict with a concurrent
+    // insert). Only a key still `reservado` may be retaken: the update finds those among the
+    // reserved rows, which the partial indexes on `estado = 'reservado'` keep few, and checks
+    // its conditions again on the row it locks. The update cannot see the rows the insert adds,
     // so no key is touched twice.
     sqlx::query_scalar(
         r#"
-        with dados as (
-            select k, e, t from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
-        ),
-        existentes as (
-            select a.chave, a.estado, a.reserva_id, a.atualizado_em
-            from efeito_aplicado a where a.chave in (select k from dados)
-        ),
-        novas as (
+        with novas as (
             insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id)
             select k, e, t, 'reservado', $4, $5
-            from dados where k not in (select chave from existentes)
+            from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
+            where not exists (select 1 from efeito_aplicado a where a.chave = u.k)
             order by k
             on conflict (chave) do nothing
             returning chave
@@ -113,7 +108,7 @@ pub async fn reserve(
         retomadas as (
             update efeito_aplicado
             set execucao_id = $4, reserva_id = $5, atualizado_em = now()
-            where chave in (select chave from existentes where estado = 'reservado')
+            where chave = any($1::text[])
               and estado = 'reservado'
               and (reserva_id = $5
                    or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))
