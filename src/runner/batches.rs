@@ -2,7 +2,10 @@
 //! the checkpoint, apply it, move the checkpoint past whole settled batches (invariant 7), with
 //! the next batches read and written while earlier ones' effects are in flight.
 
-use futures::stream::{FuturesOrdered, StreamExt};
+use std::collections::VecDeque;
+use std::future::Future;
+
+use futures::stream::{FuturesOrdered, Stream, StreamExt};
 use sqlx::PgPool;
 
 use super::progress::Progress;
@@ -100,9 +103,13 @@ impl<'a> Batches<'a> {
             OnInvalidEvent::Record => self.config.pipeline_depth.max(1),
         };
         let mut in_flight = FuturesOrdered::new();
+        let mut finished = VecDeque::new();
         loop {
-            while self.stop.is_none() && !self.exhausted && in_flight.len() < depth {
-                if let Some(events) = self.next_batch().await {
+            while self.stop.is_none() && !self.exhausted && in_flight.len() + finished.len() < depth
+            {
+                let read =
+                    driving(Box::pin(self.next_batch()), &mut in_flight, &mut finished).await;
+                if let Some(events) = read {
                     let last = events[events.len() - 1].posicao;
                     in_flight.push_back(async move {
                         let outcome = applier.apply_batch(&events, shutdown).await;
@@ -110,10 +117,15 @@ impl<'a> Batches<'a> {
                     });
                 }
             }
-            let Some((last, outcome)) = in_flight.next().await else {
+            let next = match finished.pop_front() {
+                Some(batch) => Some(batch),
+                None => in_flight.next().await,
+            };
+            let Some((last, outcome)) = next else {
                 break;
             };
-            self.settle(last, outcome).await;
+            let settle = Box::pin(self.settle(last, outcome));
+            driving(settle, &mut in_flight, &mut finished).await;
         }
         self.progress.finish();
         match self.stop {
@@ -211,5 +223,24 @@ impl<'a> Batches<'a> {
             },
         )
         .await
+    }
+}
+
+/// Runs `work` (reading the next batch, settling one) while the batches in flight go on: their
+/// statements are sent and their effects performed meanwhile, and those that finish are kept, in
+/// order, for the loop to settle. (The callers box `work`: held inline, it made a run's future
+/// larger than the `large_futures` lint allows.)
+async fn driving<T, S: Stream + Unpin>(
+    work: impl Future<Output = T>,
+    in_flight: &mut S,
+    finished: &mut VecDeque<S::Item>,
+) -> T {
+    let mut work = std::pin::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut work => return out,
+            Some(batch) = in_flight.next() => finished.push_back(batch),
+        }
     }
 }
