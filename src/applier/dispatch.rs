@@ -44,7 +44,7 @@ pub(super) struct Dispatched {
 
 pub(super) async fn perform(
     applier: &Applier,
-    decided: &[Decided],
+    decided: Vec<Decided>,
     shutdown: &Shutdown,
     summary: &mut Summary,
 ) -> Result<Dispatched, ApplyError> {
@@ -155,12 +155,12 @@ async fn count_registered(
 /// Groups the batch's effect requests by type, counting the suppressed ones.
 fn plan(
     applier: &Applier,
-    decided: &[Decided],
+    decided: Vec<Decided>,
     summary: &mut Summary,
 ) -> Result<BTreeMap<&'static str, Vec<Task>>, ApplyError> {
     let mut by_type: BTreeMap<&'static str, Vec<Task>> = BTreeMap::new();
     for d in decided {
-        for request in &d.decision.effects {
+        for request in d.decision.effects {
             let Some(policy) = applier.policy_of(request.tipo) else {
                 summary.count_effect(EffectOutcome::Suppressed, 1);
                 continue;
@@ -172,8 +172,8 @@ fn plan(
             by_type.entry(request.tipo).or_default().push(Task {
                 posicao: d.posicao,
                 evento_id: d.evento_id.clone(),
-                key: request.key.clone(),
-                body: request.body.clone(),
+                key: request.key,
+                body: request.body,
                 policy,
                 effect: Arc::clone(effect),
             });
