@@ -28,17 +28,19 @@ pub struct Change {
 /// Reduces a batch, in `posicao` order, to one row per order: the newest version, and among equal
 /// versions the last one, which is what applying the events one by one with the version guard
 /// leaves behind. Sorted by `pedido_id` so concurrent writers lock rows in the same order.
-pub fn newest_per_order(rows: impl IntoIterator<Item = CommissionRow>) -> Vec<CommissionRow> {
-    let mut newest: HashMap<String, CommissionRow> = HashMap::new();
+pub fn newest_per_order<'a>(
+    rows: impl IntoIterator<Item = &'a CommissionRow>,
+) -> Vec<CommissionRow> {
+    let mut newest: HashMap<&str, &CommissionRow> = HashMap::new();
     for row in rows {
-        match newest.get(&row.pedido_id) {
+        match newest.get(row.pedido_id.as_str()) {
             Some(kept) if kept.versao > row.versao => {}
             _ => {
-                newest.insert(row.pedido_id.clone(), row);
+                newest.insert(&row.pedido_id, row);
             }
         }
     }
-    let mut rows: Vec<CommissionRow> = newest.into_values().collect();
+    let mut rows: Vec<CommissionRow> = newest.into_values().cloned().collect();
     rows.sort_by(|a, b| a.pedido_id.cmp(&b.pedido_id));
     rows
 }
@@ -532,7 +534,7 @@ mod tests {
 
     #[test]
     fn a_batch_keeps_the_newest_version_and_the_last_of_equal_versions() {
-        let rows = newest_per_order([
+        let rows = newest_per_order(&[
             row("b", 1, 2),
             row("a", 5, 1),
             row("b", 9, 1),

@@ -183,7 +183,7 @@ impl Applier {
             self.account_effects(&decided, &mut outcome.summary).await?;
             None
         } else {
-            let result = dispatch::perform(self, &decided, shutdown, &mut outcome.summary).await?;
+            let result = dispatch::perform(self, decided, shutdown, &mut outcome.summary).await?;
             outcome.failure = result.failure;
             result.first_unsettled
         };
@@ -256,8 +256,7 @@ impl Applier {
         if decided.is_empty() && rejected.is_empty() {
             return Ok(());
         }
-        let rows =
-            commission::newest_per_order(decided.iter().map(|d| d.decision.commission.clone()));
+        let rows = commission::newest_per_order(decided.iter().map(|d| &d.decision.commission));
         let ids: Vec<String> = rows.iter().map(|r| r.pedido_id.clone()).collect();
         let written = db::retry("state", self.config.retries.db_backoff, || async {
             let mut tx = db::begin_relaxed(&self.pool).await?;
