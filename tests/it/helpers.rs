@@ -449,6 +449,14 @@ pub fn assert_success(output: &Output, what: &str) {
     );
 }
 
+/// Asserts a finished process exited with `code` and said `words` on stderr, showing its stderr
+/// otherwise.
+pub fn assert_exits_saying(output: &Output, code: i32, words: &str) {
+    let said = stderr(output);
+    assert_eq!(output.status.code(), Some(code), "stderr:\n{said}");
+    assert!(said.contains(words), "{words:?} not in stderr:\n{said}");
+}
+
 /// Sends SIGKILL and waits until the process is gone. Fails the test if it had already exited
 /// on its own: then it was not killed mid-window and the test proved nothing.
 pub async fn kill9(child: &mut tokio::process::Child) {

@@ -489,12 +489,7 @@ async fn running_a_job_that_does_not_exist_exits_2() {
 
     let output = run_bin_within(&db.url, jobs.path(), &["run", "no-such-job"]).await;
 
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("no-such-job"),
-        "{}",
-        stderr(&output)
-    );
+    assert_exits_saying(&output, 2, "no-such-job");
 }
 
 #[tokio::test]

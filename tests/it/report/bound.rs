@@ -97,6 +97,20 @@ impl Setup {
     }
 }
 
+/// The real run goes ahead under the approval: exit 0, and the approved notifications (the
+/// window's missing ones) sent, each once.
+async fn runs_as_approved(s: &Setup) {
+    assert_success(
+        &s.bin(&["run", JOB]).await,
+        "the real run under the approval",
+    );
+    assert_eq!(
+        s.provider.deliveries().len(),
+        19,
+        "the approved notifications, once each"
+    );
+}
+
 /// The real run refused: exit 1, the message names `field`, nothing written or sent.
 async fn refused_naming(s: &Setup, field: &str, untouched: &Option<String>) {
     let out = s.bin(&["run", JOB]).await;
@@ -210,14 +224,8 @@ async fn an_edited_job_runs_once_its_new_simulation_is_approved() {
         "new simulation",
     );
     assert_success(&s.bin(&["approve", JOB]).await, "approve it");
-    let real = s.bin(&["run", JOB]).await;
 
-    assert_success(&real, "the real run");
-    assert_eq!(
-        s.provider.deliveries().len(),
-        19,
-        "the approved notifications, once each"
-    );
+    runs_as_approved(&s).await;
 }
 
 #[tokio::test]
@@ -314,14 +322,8 @@ async fn tuning_an_effect_types_retries_after_approval_keeps_the_approval() {
         retry: "{ attempts: 3, backoff: 10ms, max_backoff: 20ms }",
         ..APPLIED
     });
-    let real = s.bin(&["run", JOB]).await;
 
-    assert_success(&real, "the real run under the approval");
-    assert_eq!(
-        s.provider.deliveries().len(),
-        19,
-        "the approved notifications"
-    );
+    runs_as_approved(&s).await;
 }
 
 #[tokio::test]

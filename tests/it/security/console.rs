@@ -239,12 +239,7 @@ async fn a_console_as_the_workers_role_refuses_to_start_and_says_which_url_to_pa
     ] {
         assert!(said.contains(words), "{words} in: {said}");
     }
-    assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
-    assert!(
-        stderr(&alone).contains("connect as a role granted `grants --console"),
-        "{}",
-        stderr(&alone)
-    );
+    assert_exits_saying(&alone, 2, "connect as a role granted `grants --console");
 }
 
 #[tokio::test]

@@ -234,12 +234,7 @@ async fn an_approver_inserts_an_approval_but_cannot_say_who_approved_nor_resolve
             .await
             .unwrap();
     assert_eq!(who, [s.names.approver.clone(), s.names.ana.clone()]);
-    assert_eq!(resolve.status.code(), Some(1), "{}", stderr(&resolve));
-    assert!(
-        stderr(&resolve).contains("`--reviewer`"),
-        "{}",
-        stderr(&resolve)
-    );
+    assert_exits_saying(&resolve, 1, "`--reviewer`");
 }
 
 #[tokio::test]
