@@ -60,7 +60,7 @@ pub async fn uncertain_if_stale(
         set estado = 'incerto', atualizado_em = now(), incerto_desde = now(),
             motivo_incerto = u.m, status_http_incerto = u.s
         from unnest($1::text[], $3::text[], $4::int4[]) as u(k, m, s)
-        where e.chave = u.k and e.estado = 'reservado'
+        where e.chave = u.k and e.estado is not distinct from 'reservado'
           and e.atualizado_em < now() - make_interval(secs => $2)
         returning e.chave
         "#,
