@@ -78,9 +78,6 @@ pub struct Reservation<'a> {
     pub tipo_efeito: &'a str,
 }
 
-/// From how many keys a reservation is planned with its values rather than prepared.
-const PLANNED_WITH_VALUES_FROM: usize = 100;
-
 /// Reserves keys for `claim`; returns the keys it now holds (invariant 1: one row per key, ever;
 /// the provider is called only for keys returned here).
 ///
@@ -104,13 +101,6 @@ pub async fn reserve(
     // reserved rows, which the partial indexes on `estado = 'reservado'` keep few, and checks
     // its conditions again on the row it locks. The update cannot see the rows the insert adds,
     // so no key is touched twice.
-    //
-    // A batch is planned anew with its values each time (not as a prepared statement): the plan
-    // the server settles on for a prepared statement after five runs matches the keys against
-    // the reserved rows one by one, since it cannot hash an array it has not seen; with two
-    // batches in flight that took 0.95 s per batch of 5,000 keys, against milliseconds with the
-    // array hashed. A few keys (a non-idempotent call reserves one) keep the prepared plan: for
-    // them the matching is cheap and planning would cost more.
     sqlx::query_scalar(
         r#"
         with novas as (
@@ -141,7 +131,6 @@ pub async fn reserve(
     .bind(claim.token)
     .bind(retake_stale_after.is_some())
     .bind(retake_stale_after.map_or(0.0, |d| d.as_secs_f64()))
-    .persistent(items.len() < PLANNED_WITH_VALUES_FROM)
     .fetch_all(pool)
     .await
 }
