@@ -21,8 +21,8 @@
 //! - (p) the plans of every statement of a real run, as PostgreSQL chose them;
 //!
 //! and prints events/s, the ratios, the peak RSS of each measurement, the CPU time the whole
-//! machine spent per event (every process: a figure other tenants of the host move less than
-//! the wall clock) and PostgreSQL's settings.
+//! machine spent per event (every process: the harness, PostgreSQL and the webhook, so the cost
+//! of an effect can be set beside the cost of a bare call) and PostgreSQL's settings.
 
 mod data;
 mod http;
