@@ -3,16 +3,20 @@
 //!
 //! A row moves `reservado` → `concluido` | `incerto`, or is deleted (released) so a later attempt
 //! performs the effect. A move to `incerto` records why ([`Why`]) and since when; only a review
-//! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`. Every change after the reservation names the claim it expects
-//! (`estado = 'reservado' and reserva_id = $token`) and reports which rows it changed, so a slow,
-//! stale worker cannot settle a reservation that someone else has since retaken (invariant 8).
+//! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`. Every change after
+//! the reservation names the claim it expects (the row still `reservado`, `reserva_id = $token`)
+//! and reports which rows it changed, so a slow, stale worker cannot settle a reservation that
+//! someone else has since retaken (invariant 8).
 //!
-//! Those settlements find their rows by one probe of the primary key per key. They say
+//! The changes that name their keys (here, and the sweeper's in `sweep`) find their rows by one
+//! probe of the primary key per key. They say
 //! `estado is not distinct from 'reservado'` (the same test: `estado` is never null) where `=`
 //! would let the planner serve them from the partial indexes on `estado = 'reservado'`. Its
 //! statistics rarely see a reservation (they live for the length of a call), so it takes those
 //! indexes for empty and reads every reservation in flight to settle a few: a hash of ten thousand
 //! reservations for each group of two hundred completions, or a nested loop of the keys over them.
+//! The retake inside [`reserve`] is the exception: it looks among the reservations in flight, so a
+//! batch whose keys were all settled long ago reads no row of the ledger (see its comment).
 
 mod attempts;
 mod lookup;

@@ -84,7 +84,7 @@ pub async fn claim_stale(
         r#"
         update efeito_aplicado
         set execucao_id = $2, reserva_id = $3, atualizado_em = now()
-        where chave = any($1) and estado = 'reservado'
+        where chave = any($1) and estado is not distinct from 'reservado'
           and atualizado_em < now() - make_interval(secs => $4)
         returning chave, evento_id, tipo_efeito
         "#,
