@@ -177,6 +177,21 @@ impl TempCluster {
         }
     }
 
+    /// Immediate shutdown (`pg_ctl stop -m immediate`): every session is cut at once, nothing is
+    /// written, and the next start runs crash recovery, as after a power cut of the server.
+    pub async fn crash(&mut self) {
+        let Some(mut child) = self.server.take() else {
+            return;
+        };
+        signal(&child, Signal::SIGQUIT);
+        if tokio::time::timeout(STOP_TIMEOUT, child.wait())
+            .await
+            .is_err()
+        {
+            let _ = child.kill().await;
+        }
+    }
+
     /// Starts the server again on the same data directory and port.
     pub async fn start_again(&mut self) -> Result {
         if self.server.is_some() {

@@ -20,6 +20,7 @@ mod layout;
 mod ledger;
 mod operations;
 mod operator;
+mod ownership;
 mod partitions;
 mod pgtemp_sink;
 mod process;
