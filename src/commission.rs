@@ -288,12 +288,20 @@ pub async fn upsert_diff(
     })
 }
 
-/// Forgets a simulation's diff, for a new pass (`--restart`).
-pub async fn clear_diff(pool: &PgPool, execucao_id: &str) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query("delete from reprocessamento_diff where execucao_id = $1")
-        .bind(execucao_id)
-        .execute(pool)
-        .await?;
+/// Forgets a simulation's diff, for a new pass (`--restart`), while `owner` owns the simulation.
+pub async fn clear_diff(
+    pool: &PgPool,
+    owner: &crate::execution::Owner,
+    execucao_id: &str,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "delete from reprocessamento_diff where execucao_id = $1 and (select confirmar_dono($2, $3))",
+    )
+    .bind(execucao_id)
+    .bind(&owner.key)
+    .bind(owner.epoch)
+    .execute(pool)
+    .await?;
     Ok(done.rows_affected())
 }
 

@@ -39,6 +39,7 @@ const TABLES: &[&str] = &[
     "reprocessamento_contagem",
     "job_rodada",
     "consumo_ao_vivo",
+    "reprocessamento_dono",
 ];
 
 const SEQUENCES: &[&str] = &[
@@ -80,6 +81,8 @@ const WORKER: &[(&str, &[&str])] = &[
             "reprocessamento_execucao",
             "reprocessamento_correcao",
             "consumo_ao_vivo",
+            // Taking an execution increments its epoch; `confirmar_dono` locks it `for share`.
+            "reprocessamento_dono",
         ],
     ),
     (

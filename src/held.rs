@@ -90,7 +90,7 @@ impl Held {
         let applier = Applier::new(
             pool.clone(),
             ApplierConfig {
-                claim: Claim::new(spec.execution_id),
+                claim: Claim::owned(spec.execution_id, lock.owner().clone()),
                 checkpoint_key: spec.key.to_string(),
                 mode: spec.mode,
                 policy: spec.policy,
@@ -153,7 +153,13 @@ impl Held {
         let idempotent = self.applier.effects().idempotent_types();
         let execution_id = &config.claim.execution_id;
         let settled = db::retry("settle", SETTLE_BACKOFF, || {
-            ledger::settle_abandoned(&self.pool, execution_id, &idempotent, self.partition)
+            ledger::settle_abandoned(
+                &self.pool,
+                self.lock.owner(),
+                execution_id,
+                &idempotent,
+                self.partition,
+            )
         })
         .await?;
         if !settled.released.is_empty() || !settled.uncertain.is_empty() {
@@ -168,18 +174,30 @@ impl Held {
     }
 
     /// Does what a restart of the process would: takes the lock again if its connection was
-    /// lost, settles what this execution left reserved, and takes a new claim, so a reservation
-    /// of the old claim can no longer be completed by a call still in flight. The caller then
-    /// resumes from the stored checkpoint, [`Held::stored`].
+    /// lost (with a new ownership epoch, which fences whatever this process still had in flight
+    /// under the old one), settles what this execution left reserved, and takes a new claim, so a
+    /// reservation of the old claim can no longer be completed by a call still in flight. The
+    /// caller then resumes from the stored checkpoint, [`Held::stored`].
+    ///
+    /// A partition taken meanwhile by another process is left to it at once
+    /// ([`LockError::Held`]): the worker goes on with another partition. A whole execution waits
+    /// for its holder to let go, up to [`RECOVERY_PATIENCE`].
     pub async fn recover(&mut self) -> Result<(), RecoverError> {
         if !self.lock.still_held().await {
             let key = self.key().to_string();
-            let lock =
-                ExecutionLock::reacquire(&self.url, &key, self.role, RECOVERY_PATIENCE).await?;
+            let wait_for_holder = self.partition.is_none();
+            let lock = ExecutionLock::reacquire(
+                &self.url,
+                &key,
+                self.role,
+                RECOVERY_PATIENCE,
+                wait_for_holder,
+            )
+            .await?;
             self.lock = lock;
         }
         self.settle_own().await?;
-        self.applier.renew_claim();
+        self.applier.renew_claim(self.lock.owner().clone());
         // What this process did before the loss is now an earlier attempt of the pass.
         if let Some(started_at) = self.pass_started_at {
             let mut pass = self.applier.config().pass.clone();
@@ -187,6 +205,12 @@ impl Held {
             self.applier.set_pass(pass);
         }
         Ok(())
+    }
+
+    /// The ownership epoch this process holds the execution under: every write of the execution
+    /// is fenced by it (invariant 17).
+    pub fn owner(&self) -> &execution::Owner {
+        self.lock.owner()
     }
 
     /// Where the execution stands in the database: the point to resume from.

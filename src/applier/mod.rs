@@ -158,9 +158,10 @@ impl Applier {
     }
 
     /// A new claim token for this execution, after the process settled its own reservations
-    /// (a long-lived consumer recovering from an error does what a restart would).
-    pub fn renew_claim(&mut self) {
-        self.config.claim = Claim::new(self.config.claim.execution_id.clone());
+    /// (a long-lived consumer recovering from an error does what a restart would), under
+    /// `owner` (the epoch the holder took again, or the one it kept).
+    pub fn renew_claim(&mut self, owner: crate::execution::Owner) {
+        self.config.claim = Claim::owned(self.config.claim.execution_id.clone(), owner);
     }
 
     /// The pass this applier works in, once the holder knows it.
@@ -246,7 +247,8 @@ impl Applier {
 
     /// The state step, in one transaction with the rejected events and the figures it adds
     /// (orders changed, totals): the version-guarded upsert and the corrections, or, in a
-    /// simulation, the diff rows (none for an order whose current row is newer).
+    /// simulation, the diff rows (none for an order whose current row is newer). The transaction
+    /// first confirms that this applier's owner still owns the execution (invariant 17).
     async fn write_state(
         &self,
         decided: &[Decided],
@@ -260,6 +262,9 @@ impl Applier {
         let ids: Vec<String> = rows.iter().map(|r| r.pedido_id.clone()).collect();
         let written = db::retry("state", self.config.retries.db_backoff, || async {
             let mut tx = db::begin_relaxed(&self.pool).await?;
+            if let Some(owner) = &self.config.claim.owner {
+                owner.confirm(&mut tx).await?;
+            }
             let written = self.write_rows(&mut tx, &rows, &ids).await?;
             execution::record_rejected(&mut tx, &self.config.checkpoint_key, rejected).await?;
             tx.commit().await?;

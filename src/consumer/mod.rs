@@ -163,7 +163,7 @@ impl Consumer<'_> {
             }
             self.step().await?;
         }
-        let _ = execution::finish(self.pool, LIVE_EXECUTION, State::Interrupted, None).await;
+        let _ = execution::finish(self.pool, self.held.owner(), State::Interrupted, None).await;
         if let Ok(Some(e)) = execution::load(self.pool, LIVE_EXECUTION).await {
             self.report.summary = e.summary;
         }
@@ -259,7 +259,7 @@ impl Consumer<'_> {
         if let Some(rejected) = outcome.halted_on {
             if self.live.on_invalid_event == OnInvalidEvent::Stop {
                 let (pool, erro) = (self.pool, Some(rejected.erro.as_str()));
-                execution::finish(pool, LIVE_EXECUTION, State::Failed, erro).await?;
+                execution::finish(pool, self.held.owner(), State::Failed, erro).await?;
                 return Err(RunError::InvalidEvent(rejected));
             }
         }
@@ -301,6 +301,7 @@ impl Consumer<'_> {
     /// to the horizon), together; a failure leaves the batch to be read again.
     async fn store(&mut self, mut next: LiveState, round_done: bool, batch: &Summary) {
         let (pool, scope) = (self.pool, &self.held.applier().config().pass.tally);
+        let owner = self.held.owner();
         let horizon = next.seen.xmin;
         let saved = db::retry(
             "store the live state",
@@ -314,7 +315,7 @@ impl Consumer<'_> {
                             next.checkpoint = next.checkpoint.max(p);
                         }
                     }
-                    state::save(&mut tx, scope, &next, batch).await?;
+                    state::save(&mut tx, owner, scope, &next, batch).await?;
                     tx.commit().await?;
                     Ok(next)
                 }

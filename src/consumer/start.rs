@@ -45,7 +45,7 @@ impl<'a> Start<'a> {
         };
         let mut held = Held::take(pool, self.database_url, spec, effects).await?;
         let (pass, started_at) =
-            execution::ensure_live(pool, key, &self.job.name, &config.started_by).await?;
+            execution::ensure_live(pool, held.owner(), &self.job.name, &config.started_by).await?;
         // Everything the live execution did since it first started is its own, so every batch
         // may meet keys it sent in an earlier attempt.
         held.begin(Scope::whole(key, pass), started_at, true);
@@ -55,7 +55,10 @@ impl<'a> Start<'a> {
             .unwrap_or_default();
         let state = match held.stored::<LiveState>().await? {
             Some(state) => state,
-            None => start_state(pool, &Scope::whole(key, pass), config.from_start).await?,
+            None => {
+                let scope = Scope::whole(key, pass);
+                start_state(pool, held.owner(), &scope, config.from_start).await?
+            }
         };
         tracing::info!(
             execution = key,
@@ -92,6 +95,7 @@ impl<'a> Start<'a> {
 /// transaction ended by now is history, left alone — stored at once.
 async fn start_state(
     pool: &PgPool,
+    owner: &execution::Owner,
     scope: &Scope,
     from_start: bool,
 ) -> Result<LiveState, sqlx::Error> {
@@ -113,7 +117,7 @@ async fn start_state(
             round: None,
         }
     };
-    state::save(&mut tx, scope, &start, &Summary::default()).await?;
+    state::save(&mut tx, owner, scope, &start, &Summary::default()).await?;
     tx.commit().await?;
     Ok(start)
 }

@@ -91,14 +91,15 @@ pub async fn load(pool: &PgPool, key: &str) -> Result<Option<LiveState>, sqlx::E
 }
 
 /// Stores `state`, with the checkpoint and the figures of the batch that brought it there (in the
-/// caller's transaction).
+/// caller's transaction), while `owner` owns the live execution.
 pub async fn save(
     conn: &mut PgConnection,
+    owner: &execution::Owner,
     scope: &Scope,
     state: &LiveState,
     batch: &Summary,
 ) -> Result<(), sqlx::Error> {
-    execution::advance_live(&mut *conn, scope, state.checkpoint, batch).await?;
+    execution::advance_live(&mut *conn, owner, scope, state.checkpoint, batch).await?;
     let round = state.round.as_ref();
     sqlx::query(
         r#"

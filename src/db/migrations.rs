@@ -31,6 +31,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261202020000_live_consumer_snapshot.sql",
     "20261202040000_previous_values.sql",
     "20261202050000_comissao_previous_values.sql",
+    "20261203010000_ownership_epoch.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 
-use super::touch;
+use super::{touch, Owner};
 use crate::archive::LivePosition;
 use crate::summary::Summary;
 use crate::tally::{self, Scope};
@@ -30,13 +30,16 @@ pub async fn live_checkpoint(
     }))
 }
 
-/// Moves the live consumer's checkpoint and adds the batch's figures, together.
+/// Moves the live consumer's checkpoint and adds the batch's figures, together, while `owner`
+/// still owns the live execution (for the rest of the caller's transaction).
 pub async fn advance_live(
     conn: &mut PgConnection,
+    owner: &Owner,
     scope: &Scope,
     to: LivePosition,
     batch: &Summary,
 ) -> Result<(), sqlx::Error> {
+    owner.confirm(&mut *conn).await?;
     sqlx::query(
         r#"
         insert into reprocessamento_checkpoint (execucao_id, ultima_posicao, ultimo_xid)
@@ -59,11 +62,13 @@ pub async fn advance_live(
 /// and when it first started (everything it did since is its own).
 pub async fn ensure_live(
     pool: &PgPool,
-    key: &str,
+    owner: &Owner,
     job: &str,
     started_by: &str,
 ) -> Result<(i32, DateTime<Utc>), sqlx::Error> {
-    sqlx::query_as(
+    let mut tx = pool.begin().await?;
+    owner.confirm(&mut tx).await?;
+    let started = sqlx::query_as(
         r#"
         insert into reprocessamento_execucao (execucao_id, job, modo, estado, iniciada_por)
         values ($1, $2, 'ao-vivo', 'em-andamento', $3)
@@ -73,9 +78,11 @@ pub async fn ensure_live(
         returning passagem, iniciada_em
         "#,
     )
-    .bind(key)
+    .bind(&owner.key)
     .bind(job)
     .bind(started_by)
-    .fetch_one(pool)
-    .await
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(started)
 }

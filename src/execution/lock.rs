@@ -1,11 +1,16 @@
 //! The advisory lock that lets one process at a time run an execution (invariant 6), and says who
-//! holds it when it is taken.
+//! holds it when it is taken. Taking the lock takes the execution's next ownership epoch too
+//! ([`Owner`]): the lock keeps a second process out, the epoch fences the writes of a process
+//! that lost its lock without knowing it yet (invariant 17).
 
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection};
 
+use super::owner::Owner;
+
 /// The two keys of an execution's advisory lock: a constant for this program ('RPLD') and a hash
-/// of the execution's key.
+/// of the execution's key. The database's `confirmar_dono` checks the same lock (migration
+/// `20261203010000_ownership_epoch.sql`): change both or neither.
 const LOCK_CLASS: i32 = 0x5250_4c44;
 
 /// Why the lock could not be taken.
@@ -17,13 +22,17 @@ pub enum LockError {
     Database(#[from] sqlx::Error),
 }
 
+/// How long taking an execution waits for the writes its previous owner had confirmed: they
+/// are single batches' statements, so anything longer is a previous owner still at work.
+const TAKE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The lock on an execution, held on a connection of its own for as long as the process runs it.
 /// Dropping it (or the process dying) releases it.
 pub struct ExecutionLock {
     /// Behind a mutex so that holders can ask [`ExecutionLock::still_held`] through a shared
     /// reference while batches borrow the rest of their state.
     conn: tokio::sync::Mutex<PgConnection>,
-    key: String,
+    owner: Owner,
 }
 
 impl ExecutionLock {
@@ -36,9 +45,20 @@ impl ExecutionLock {
             .fetch_one(&mut conn)
             .await?;
         if taken {
+            let owner = match Owner::take(&mut conn, key, TAKE_PATIENCE).await {
+                Ok(owner) => owner,
+                // 55P03: the previous owner still holds a confirmed write open.
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {
+                    return Err(LockError::Held {
+                        key: key.to_string(),
+                        holder: "a process still writing under an earlier ownership epoch".into(),
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            };
             return Ok(ExecutionLock {
                 conn: tokio::sync::Mutex::new(conn),
-                key: key.to_string(),
+                owner,
             });
         }
         let holder: Option<(i32, String, Option<String>, DateTime<Utc>)> = sqlx::query_as(
@@ -88,12 +108,14 @@ impl ExecutionLock {
     }
 
     /// Takes the lock again after its connection was lost (a database restart), waiting up to
-    /// `patience` while the server is unreachable or another process holds it for a moment.
+    /// `patience` while the server is unreachable, and, with `wait_for_holder`, while another
+    /// process holds it (without, a holder's lock is returned at once as [`LockError::Held`]).
     pub async fn reacquire(
         url: &str,
         key: &str,
         role: &str,
         patience: std::time::Duration,
+        wait_for_holder: bool,
     ) -> Result<Self, LockError> {
         let deadline = tokio::time::Instant::now() + patience;
         let mut pause = std::time::Duration::from_millis(200);
@@ -103,6 +125,7 @@ impl ExecutionLock {
                 Err(LockError::Database(e)) if !crate::db::is_transient(&e) => {
                     return Err(LockError::Database(e))
                 }
+                Err(held @ LockError::Held { .. }) if !wait_for_holder => return Err(held),
                 Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
                 Err(_) => {
                     tokio::time::sleep(pause).await;
@@ -126,7 +149,12 @@ impl ExecutionLock {
     }
 
     pub fn key(&self) -> &str {
-        &self.key
+        &self.owner.key
+    }
+
+    /// The ownership epoch taken with the lock: what every write of the holder is fenced by.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
     }
 
     /// Releases the lock now.
@@ -134,7 +162,7 @@ impl ExecutionLock {
         let mut conn = self.conn.into_inner();
         let _ = sqlx::query("select pg_advisory_unlock($1, hashtext($2))")
             .bind(LOCK_CLASS)
-            .bind(&self.key)
+            .bind(&self.owner.key)
             .execute(&mut conn)
             .await;
         let _ = conn.close().await;

@@ -14,10 +14,12 @@ use crate::words::db_words;
 
 mod live;
 mod lock;
+mod owner;
 mod view;
 
 pub use live::{advance_live, ensure_live, live_checkpoint};
 pub use lock::{ExecutionLock, LockError};
+pub use owner::{is_fenced, Owner, FENCED};
 pub use view::ExecutionView;
 
 db_words! {
@@ -226,7 +228,6 @@ pub async fn list(pool: &PgPool) -> Result<Vec<Execution>, sqlx::Error> {
 /// What a new pass of an execution is.
 #[derive(Debug, Clone)]
 pub struct NewPass<'a> {
-    pub key: &'a str,
     pub job: &'a str,
     pub mode: Mode,
     pub window_from: DateTime<Utc>,
@@ -240,14 +241,18 @@ pub struct NewPass<'a> {
     pub definition: Option<&'a serde_json::Value>,
 }
 
-/// Starts a pass (the first, or a new one after `--restart`): fixes the `posicao` range, resets
-/// the checkpoint to before the window, records the job's definition, in one transaction. The
-/// pass's figures start from zero (tallies are per pass). Returns the pass number and its start.
+/// Starts a pass of the execution `owner` holds (the first, or a new one after `--restart`):
+/// fixes the `posicao` range, resets the checkpoint to before the window, records the job's
+/// definition, in one transaction. The pass's figures start from zero (tallies are per pass).
+/// Returns the pass number and its start.
 pub async fn start_pass(
     pool: &PgPool,
+    owner: &Owner,
     pass: &NewPass<'_>,
 ) -> Result<(i32, DateTime<Utc>), sqlx::Error> {
+    let key = owner.key.as_str();
     let mut tx = pool.begin().await?;
+    owner.confirm(&mut tx).await?;
     let (first, last, count) = match pass.window {
         Some(w) => (Some(w.first), Some(w.last), w.count),
         None => (None, None, 0),
@@ -270,7 +275,7 @@ pub async fn start_pass(
         returning passagem, iniciada_em
         "#,
     )
-    .bind(pass.key)
+    .bind(key)
     .bind(pass.job)
     .bind(pass.mode)
     .bind(pass.window_from)
@@ -284,19 +289,19 @@ pub async fn start_pass(
     .fetch_one(&mut *tx)
     .await?;
     sqlx::query("delete from reprocessamento_contagem where execucao_id = $1 and passagem = $2")
-        .bind(pass.key)
+        .bind(key)
         .bind(number)
         .execute(&mut *tx)
         .await?;
     // Before the window: the position before its first event, or no checkpoint row at all when
     // that event is at i64::MIN (no position lies before it; the runner reads from the start).
     match first.map(|f| f.checked_sub(1)) {
-        Some(Some(before_window)) => set_checkpoint(&mut tx, pass.key, before_window).await?,
-        Some(None) => clear_checkpoint(&mut tx, pass.key).await?,
-        None => set_checkpoint(&mut tx, pass.key, 0).await?,
+        Some(Some(before_window)) => set_checkpoint(&mut tx, key, before_window).await?,
+        Some(None) => clear_checkpoint(&mut tx, key).await?,
+        None => set_checkpoint(&mut tx, key, 0).await?,
     }
     sqlx::query("delete from evento_rejeitado where execucao_id = $1")
-        .bind(pass.key)
+        .bind(key)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -304,15 +309,16 @@ pub async fn start_pass(
 }
 
 /// Marks a resumed execution as running again.
-pub async fn resume(pool: &PgPool, key: &str) -> Result<(), sqlx::Error> {
+pub async fn resume(pool: &PgPool, owner: &Owner) -> Result<(), sqlx::Error> {
     sqlx::query(
         r#"
         update reprocessamento_execucao
         set estado = 'em-andamento', erro = null, atualizado_em = now()
-        where execucao_id = $1
+        where execucao_id = $1 and (select confirmar_dono($1, $2))
         "#,
     )
-    .bind(key)
+    .bind(&owner.key)
+    .bind(owner.epoch)
     .execute(pool)
     .await?;
     Ok(())
@@ -349,13 +355,16 @@ async fn clear_checkpoint(conn: &mut PgConnection, key: &str) -> Result<(), sqlx
 
 /// Advances the checkpoint past a settled prefix of the window and adds the figures of the
 /// batches it passes to the tallies, together (invariant 7: the caller passes only a position
-/// whose events are all settled), so each batch is counted exactly once.
+/// whose events are all settled), so each batch is counted exactly once — and only while `owner`
+/// still owns the execution (invariant 17), for the rest of the caller's transaction.
 pub async fn advance(
     conn: &mut PgConnection,
+    owner: &Owner,
     scope: &Scope,
     posicao: i64,
     batch: &Summary,
 ) -> Result<(), sqlx::Error> {
+    owner.confirm(conn).await?;
     set_checkpoint(conn, &scope.key, posicao).await?;
     tally::add(conn, scope, batch).await?;
     touch(conn, &scope.key).await
@@ -373,7 +382,7 @@ async fn touch(conn: &mut PgConnection, key: &str) -> Result<(), sqlx::Error> {
 /// Ends an execution's process: `concluida`, `falhou` (with the error) or `interrompida`.
 pub async fn finish(
     pool: &PgPool,
-    key: &str,
+    owner: &Owner,
     state: State,
     error: Option<&str>,
 ) -> Result<(), sqlx::Error> {
@@ -382,12 +391,13 @@ pub async fn finish(
         update reprocessamento_execucao
         set estado = $2, erro = $3, atualizado_em = now(),
             concluida_em = case when $2 = 'concluida' then now() else concluida_em end
-        where execucao_id = $1
+        where execucao_id = $1 and (select confirmar_dono($1, $4))
         "#,
     )
-    .bind(key)
+    .bind(&owner.key)
     .bind(state)
     .bind(error)
+    .bind(owner.epoch)
     .execute(pool)
     .await?;
     Ok(())

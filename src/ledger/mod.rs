@@ -44,6 +44,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::execution::Owner;
 use crate::words::db_words;
 
 db_words! {
@@ -58,18 +59,42 @@ db_words! {
     }
 }
 
-/// The claim a writer holds: its execution and a token unique to this process run.
+/// The claim a writer holds: its execution, a token unique to this process run and, for the owner
+/// of an execution, the ownership epoch it took (invariant 17).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     pub execution_id: String,
     pub token: Uuid,
+    /// `Some` for the owner of an execution (a run, a partition, the live consumer): it reserves
+    /// only while that epoch owns the execution, so after a new owner settled the execution's
+    /// reservations no reservation of the old one can appear. `None` for the sweeper, which owns
+    /// no execution and fences its retakes by staleness.
+    pub owner: Option<Owner>,
 }
 
 impl Claim {
+    /// A claim that owns no execution (the sweeper's).
     pub fn new(execution_id: impl Into<String>) -> Self {
         Claim {
             execution_id: execution_id.into(),
             token: Uuid::new_v4(),
+            owner: None,
+        }
+    }
+
+    /// The claim of the owner of an execution whose ledger rows are filed as `execution_id`.
+    pub fn owned(execution_id: impl Into<String>, owner: Owner) -> Self {
+        Claim {
+            owner: Some(owner),
+            ..Claim::new(execution_id)
+        }
+    }
+
+    /// A new token for the same execution and owner (after the owner settled its reservations).
+    pub fn renewed(&self) -> Self {
+        Claim {
+            token: Uuid::new_v4(),
+            ..self.clone()
         }
     }
 }
@@ -104,14 +129,19 @@ pub async fn reserve(
     // insert). Only a key still `reservado` may be retaken: the update finds those among the
     // reserved rows, which the partial indexes on `estado = 'reservado'` keep few, and checks
     // its conditions again on the row it locks. The update cannot see the rows the insert adds,
-    // so no key is touched twice.
+    // so no key is touched twice. An owner's claim reserves only while its epoch owns the
+    // execution (`confirmar_dono`, evaluated once; it fails the statement otherwise).
     sqlx::query_scalar(
         r#"
-        with novas as (
+        with dono as materialized (
+            select $8::text is null or confirmar_dono($8, $9) as ok
+        ),
+        novas as (
             insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id)
             select k, e, t, 'reservado', $4, $5
             from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
-            where not exists (select 1 from efeito_aplicado a where a.chave = u.k)
+            where (select ok from dono)
+              and not exists (select 1 from efeito_aplicado a where a.chave = u.k)
             order by k
             on conflict (chave) do nothing
             returning chave
@@ -119,7 +149,8 @@ pub async fn reserve(
         retomadas as (
             update efeito_aplicado
             set execucao_id = $4, reserva_id = $5, atualizado_em = now()
-            where chave = any($1::text[])
+            where (select ok from dono)
+              and chave = any($1::text[])
               and estado = 'reservado'
               and (reserva_id = $5
                    or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))
@@ -135,6 +166,8 @@ pub async fn reserve(
     .bind(claim.token)
     .bind(retake_stale_after.is_some())
     .bind(retake_stale_after.map_or(0.0, |d| d.as_secs_f64()))
+    .bind(claim.owner.as_ref().map(|o| &o.key))
+    .bind(claim.owner.as_ref().map(|o| o.epoch))
     .fetch_all(pool)
     .await
 }
@@ -289,13 +322,16 @@ pub struct Settled {
     pub uncertain: Vec<String>,
 }
 
-/// Settles the reservations an execution left `reservado` in an earlier, dead process. Called
-/// only while holding the execution's lock (invariant 6), which proves that process is gone: an
-/// idempotent type's reservation is released (the run will send it again and the provider
-/// deduplicates); any other becomes `incerto` ([`Reason::CrashInFlight`]), because the call may
-/// have gone out.
+/// Settles the reservations an execution left `reservado` in an earlier process, or under an
+/// earlier ownership epoch of a process that lost its lock. Called only by the owner, in a
+/// transaction that confirms its epoch first (invariants 6 and 17): every earlier owner is then
+/// fenced, so none of its calls in flight can complete, release or add a reservation after this
+/// settlement. An idempotent type's reservation is released (the run will send it again and the
+/// provider deduplicates); any other becomes `incerto` ([`Reason::CrashInFlight`]), because the
+/// call may have gone out.
 pub async fn settle_abandoned(
     pool: &PgPool,
+    owner: &Owner,
     execucao_id: &str,
     idempotent_types: &[String],
     partition: Option<Partition>,
@@ -304,6 +340,7 @@ pub async fn settle_abandoned(
     // execution may be running right now in other processes.
     let (index, count) = partition.map_or((None, 1), |p| (Some(p.index as i32), p.count as i32));
     let mut tx = pool.begin().await?;
+    owner.confirm(&mut tx).await?;
     let released: Vec<String> = sqlx::query_scalar(
         r#"
         delete from efeito_aplicado e

@@ -210,15 +210,17 @@ impl<'a> Batches<'a> {
         }
     }
 
-    /// Stores the checkpoint past the batch and adds the batch's figures, together.
+    /// Stores the checkpoint past the batch and adds the batch's figures, together, while this
+    /// process still owns the execution (a fenced write fails and changes nothing).
     async fn advance(&self, last: i64, batch: &Summary) -> Result<(), sqlx::Error> {
         let (pool, scope) = (self.pool, &self.held.applier().config().pass.tally);
+        let owner = self.held.owner();
         db::retry(
             "advance checkpoint",
             self.config.retries.db_backoff,
             || async {
                 let mut tx = db::begin_relaxed(pool).await?;
-                execution::advance(&mut tx, scope, last, batch).await?;
+                execution::advance(&mut tx, owner, scope, last, batch).await?;
                 tx.commit().await
             },
         )

@@ -47,6 +47,16 @@ impl RunError {
         }
     }
 
+    /// Whether another process owns the execution: its lock is held elsewhere, or a write of this
+    /// process found a newer ownership epoch (invariant 17) and changed nothing.
+    pub fn lost_to_another(&self) -> bool {
+        match self {
+            RunError::Locked(LockError::Held { .. })
+            | RunError::Recover(RecoverError::Lock(LockError::Held { .. })) => true,
+            other => other.database().is_some_and(crate::execution::is_fenced),
+        }
+    }
+
     /// Why the database was lost, in words (see [`db::explain_loss`]).
     pub(crate) async fn cause(&self, pool: &PgPool) -> String {
         match self.database() {

@@ -242,7 +242,7 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
             if scope.parent.is_none() {
                 crate::approval::check_resumed(ctx.approval_context(), e)?;
             }
-            execution::resume(pool, &key).await?;
+            execution::resume(pool, held.owner()).await?;
             held.begin(scope.tally(e.pass), e.started_at, true);
             report.summary = e.summary.clone();
             e.window().map(|w| Window {
@@ -251,7 +251,7 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
             })
         }
         _ => {
-            let (window, pass, started_at) = start_pass(ctx, &scope).await?;
+            let (window, pass, started_at) = start_pass(ctx, &scope, held.owner()).await?;
             held.begin(scope.tally(pass), started_at, false);
             window
         }
@@ -263,13 +263,21 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
         None => Ok(Ended::Finished),
     };
     report.elapsed = started.elapsed();
+    if let Err(err) = &result {
+        if err.lost_to_another() {
+            // Another process owns it now: nothing of this process may be written to it.
+            tracing::warn!(execution = %key, "execution taken over by another process; left to it");
+            held.release().await;
+            return Err(result.unwrap_err());
+        }
+    }
     let (state, error) = match &result {
         Ok(Ended::Interrupted) => (State::Interrupted, None),
         Ok(_) => (State::Finished, None),
         Err(e) => (State::Failed, Some(e.to_string())),
     };
     db::retry("finish", ctx.config.retries.db_backoff, || {
-        execution::finish(pool, &key, state, error.as_deref())
+        execution::finish(pool, held.owner(), state, error.as_deref())
     })
     .await?;
     report.rejected = execution::rejected(pool, &key).await.unwrap_or_default();
@@ -331,11 +339,15 @@ async fn run_recovering(
 /// Times a run recovers from a lost database before it gives up.
 const MAX_RECOVERIES: u32 = 20;
 
-/// A failure that a restart of the process would get past: the database went away.
+/// A failure that a restart of the process would get past: the database went away, or the lock
+/// went with it and a write found the execution taken (the recovery then takes it back or, for
+/// a partition, leaves it to its new owner).
 fn recoverable(err: &RunError) -> bool {
     match err {
         RunError::LockLost(_) => true,
-        RunError::Database(e) | RunError::Apply(ApplyError::Database(e)) => db::is_transient(e),
+        RunError::Database(e) | RunError::Apply(ApplyError::Database(e)) => {
+            db::is_transient(e) || execution::is_fenced(e)
+        }
         _ => false,
     }
 }
@@ -346,6 +358,7 @@ fn recoverable(err: &RunError) -> bool {
 async fn start_pass(
     ctx: &Context<'_>,
     scope: &Scope,
+    owner: &execution::Owner,
 ) -> Result<(Option<Window>, i32, DateTime<Utc>), RunError> {
     let pool = ctx.pool;
     let window = match (scope.parent, scope.partition) {
@@ -356,7 +369,7 @@ async fn start_pass(
         _ => {
             crate::approval::gate(ctx.approval_context()).await?;
             if ctx.mode == Mode::Simulation {
-                crate::commission::clear_diff(pool, &ctx.resolved.execution_id).await?;
+                crate::commission::clear_diff(pool, owner, &ctx.resolved.execution_id).await?;
             }
             archive::bounds(pool, ctx.resolved.from, ctx.resolved.to).await?
         }
@@ -364,8 +377,8 @@ async fn start_pass(
     let definition = ctx.definition().to_json();
     let (pass, started_at) = execution::start_pass(
         pool,
+        owner,
         &NewPass {
-            key: &scope.key,
             job: &ctx.job.name,
             mode: ctx.mode,
             window_from: ctx.resolved.from,

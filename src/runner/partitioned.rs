@@ -6,14 +6,16 @@
 //! (`<key>`, the parent) fixes the window and the pass for all partitions, and is finished when
 //! every partition of its pass is.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 
 use super::{run_scope, Context, Ended, Parent, RunError, RunReport, Scope};
 use crate::archive::Partition;
+use crate::db;
 use crate::execution::State;
-use crate::execution::{self, Execution, ExecutionLock, NewPass};
+use crate::execution::{self, Execution, ExecutionLock, NewPass, Owner};
+use crate::held::RECOVERY_PATIENCE;
 use crate::summary::Summary;
 
 /// How long a process waits for another to finish setting up the parent execution.
@@ -62,6 +64,7 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
                 }
             }
             Err(err) => {
+                tracing::warn!(execution = %key, error = %err, "a worker stopped on an error");
                 if outcome.is_ok() {
                     outcome = Err(err);
                 }
@@ -102,27 +105,28 @@ async fn setup(ctx: &Context<'_>, key: &str) -> Result<Execution, RunError> {
                     lock.release().await;
                     return Err(err.into());
                 }
-                execution::resume(ctx.pool, key).await?;
+                execution::resume(ctx.pool, lock.owner()).await?;
             }
             Ok(e)
         }
-        _ => start_parent_pass(ctx, key).await,
+        _ => start_parent_pass(ctx, lock.owner()).await,
     };
     lock.release().await;
     result
 }
 
-async fn start_parent_pass(ctx: &Context<'_>, key: &str) -> Result<Execution, RunError> {
+async fn start_parent_pass(ctx: &Context<'_>, owner: &Owner) -> Result<Execution, RunError> {
+    let key = owner.key.as_str();
     crate::approval::gate(ctx.approval_context()).await?;
     if ctx.mode == execution::Mode::Simulation {
-        crate::commission::clear_diff(ctx.pool, &ctx.resolved.execution_id).await?;
+        crate::commission::clear_diff(ctx.pool, owner, &ctx.resolved.execution_id).await?;
     }
     let window = crate::archive::bounds(ctx.pool, ctx.resolved.from, ctx.resolved.to).await?;
     let definition = ctx.definition().to_json();
     execution::start_pass(
         ctx.pool,
+        owner,
         &NewPass {
-            key,
             job: &ctx.job.name,
             mode: ctx.mode,
             window_from: ctx.resolved.from,
@@ -141,7 +145,9 @@ async fn start_parent_pass(ctx: &Context<'_>, key: &str) -> Result<Execution, Ru
 }
 
 /// One worker: claims unfinished partitions of the pass, one at a time, until all are finished
-/// (by anyone), shutdown, or an error. Returns the events it handled.
+/// (by anyone), shutdown, or an error. Returns the events it handled. A database lost between
+/// partitions (or while taking one) is waited for, up to [`RECOVERY_PATIENCE`], as a partition's
+/// own batch loop waits for it.
 async fn worker(
     ctx: &Context<'_>,
     key: &str,
@@ -151,49 +157,91 @@ async fn worker(
 ) -> Result<(u64, Ended), RunError> {
     let keys: Vec<String> = (0..count).map(|i| partition_key(key, i)).collect();
     let mut events = 0u64;
+    let mut away_since: Option<Instant> = None;
     loop {
         if ctx.shutdown.is_triggered() {
             return Ok((events, Ended::Interrupted));
         }
-        let parts = execution::load_many(ctx.pool, &keys).await?;
-        let finished = |i: u32| {
-            parts.iter().any(|p| {
-                p.key == keys[i as usize] && p.pass == parent.pass && p.state == State::Finished
-            })
+        match round(ctx, key, parent, &keys, offset, &mut events).await {
+            Ok(Some(ended)) => return Ok((events, ended)),
+            Ok(None) => away_since = None,
+            Err(err)
+                if err.database().is_some_and(db::is_transient)
+                    && away_since.is_none_or(|t| t.elapsed() < RECOVERY_PATIENCE) =>
+            {
+                away_since.get_or_insert_with(Instant::now);
+                let cause = err.cause(ctx.pool).await;
+                tracing::warn!(
+                    execution = %key,
+                    database = %db::target(ctx.pool),
+                    cause = %cause,
+                    "lost the database between partitions; waiting for it"
+                );
+                pause(ctx).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// One round over the partitions still open: runs each this worker can take. `Some` when the
+/// worker is done (every partition finished, or shutdown), `None` for another round.
+async fn round(
+    ctx: &Context<'_>,
+    key: &str,
+    parent: Parent,
+    keys: &[String],
+    offset: usize,
+    events: &mut u64,
+) -> Result<Option<Ended>, RunError> {
+    let count = keys.len() as u32;
+    let parts = execution::load_many(ctx.pool, keys).await?;
+    let finished = |i: u32| {
+        parts.iter().any(|p| {
+            p.key == keys[i as usize] && p.pass == parent.pass && p.state == State::Finished
+        })
+    };
+    let mut open: Vec<u32> = (0..count).filter(|i| !finished(*i)).collect();
+    if open.is_empty() {
+        return Ok(Some(Ended::Finished));
+    }
+    let shift = offset % open.len();
+    open.rotate_left(shift);
+    let mut progressed = false;
+    for index in open {
+        let scope = Scope {
+            key: keys[index as usize].clone(),
+            aggregate: key.to_string(),
+            partition: Some(Partition { index, count }),
+            parent: Some(parent),
         };
-        let mut open: Vec<u32> = (0..count).filter(|i| !finished(*i)).collect();
-        if open.is_empty() {
-            return Ok((events, Ended::Finished));
-        }
-        let shift = offset % open.len();
-        open.rotate_left(shift);
-        let mut progressed = false;
-        for index in open {
-            let scope = Scope {
-                key: keys[index as usize].clone(),
-                aggregate: key.to_string(),
-                partition: Some(Partition { index, count }),
-                parent: Some(parent),
-            };
-            match run_scope(ctx, scope).await {
-                Err(RunError::Locked(_)) => continue,
-                Err(err) => return Err(err),
-                Ok(report) => {
-                    events += report.events_this_run;
-                    if report.ended == Ended::Interrupted {
-                        return Ok((events, Ended::Interrupted));
-                    }
-                    progressed = true;
+        match run_scope(ctx, scope).await {
+            // Held by another worker, or taken by one since this worker took it (a lock lost
+            // with a database restart): its owner runs it; this worker goes on, and comes back
+            // to it in the next round if it is still open.
+            Err(err) if err.lost_to_another() => continue,
+            Err(err) => return Err(err),
+            Ok(report) => {
+                *events += report.events_this_run;
+                if report.ended == Ended::Interrupted {
+                    return Ok(Some(Ended::Interrupted));
                 }
+                progressed = true;
             }
         }
-        if !progressed {
-            let mut shutdown = ctx.shutdown.clone();
-            tokio::select! {
-                _ = tokio::time::sleep(ROUND_PAUSE) => {}
-                _ = shutdown.triggered() => {}
-            }
-        }
+    }
+    if !progressed {
+        pause(ctx).await;
+    }
+    Ok(None)
+}
+
+/// A pause between rounds, cut short by shutdown.
+async fn pause(ctx: &Context<'_>) {
+    let mut shutdown = ctx.shutdown.clone();
+    tokio::select! {
+        _ = tokio::time::sleep(ROUND_PAUSE) => {}
+        _ = shutdown.triggered() => {}
     }
 }
 
@@ -216,11 +264,11 @@ async fn finish_parent(
     });
     if let (Some(last), Some(e)) = (last, &parent) {
         let scope = crate::tally::Scope::whole(key, e.pass);
-        execution::advance(&mut tx, &scope, last, &Summary::default()).await?;
+        execution::advance(&mut tx, lock.owner(), &scope, last, &Summary::default()).await?;
     }
     tx.commit().await?;
     let error = outcome.as_ref().err().map(|e| e.to_string());
-    execution::finish(ctx.pool, key, state, error.as_deref()).await?;
+    execution::finish(ctx.pool, lock.owner(), state, error.as_deref()).await?;
     lock.release().await;
     Ok(())
 }

@@ -77,14 +77,35 @@ async fn skewed_orders(pool: &PgPool) -> Vec<replay_ledger::domain::Event> {
 
 /// Whether the small partition is finished.
 async fn small_done(pool: &PgPool) -> bool {
-    let state: Option<String> = sqlx::query_scalar(
-        "select estado from reprocessamento_execucao where execucao_id = $1",
-    )
-    .bind(format!("{JOB}:p0"))
-    .fetch_optional(pool)
-    .await
-    .unwrap_or(None);
+    let state: Option<String> =
+        sqlx::query_scalar("select estado from reprocessamento_execucao where execucao_id = $1")
+            .bind(format!("{JOB}:p0"))
+            .fetch_optional(pool)
+            .await
+            .unwrap_or(None);
     state.as_deref() == Some("concluida")
+}
+
+/// An execution's key, state, pass, checkpoint, events tallied and events in its window.
+type PartitionRow = (String, String, i32, Option<i64>, Option<i64>, i64);
+
+/// Each partition's state, checkpoint, pass, events tallied and window, for a failure's message.
+async fn partitions(pool: &PgPool) -> String {
+    let rows: Vec<PartitionRow> = sqlx::query_as(
+        r#"
+        select e.execucao_id, e.estado, e.passagem, c.ultima_posicao,
+               (select sum(valor)::int8 from reprocessamento_contagem t
+                where t.execucao_id = e.execucao_id and t.passagem = e.passagem
+                  and medida = 'eventos-lidos'),
+               e.total_eventos
+        from reprocessamento_execucao e left join reprocessamento_checkpoint c using (execucao_id)
+        order by 1
+        "#,
+    )
+    .fetch_all(pool)
+    .await
+    .expect("read the partitions");
+    rows.iter().map(|r| format!("{r:?}\n")).collect()
 }
 
 /// The ledger's rows by state, for the execution's keys.
@@ -129,7 +150,10 @@ async fn across_an_immediate_restart(case: Case) {
     pool.close().await;
 
     cluster.crash().await;
-    cluster.start_again().await.expect("the cluster starts again");
+    cluster
+        .start_again()
+        .await
+        .expect("the cluster starts again");
     let (a, b) = tokio::join!(finish(a, "process a"), finish(b, "process b"));
 
     assert_success(&a, "process a");
@@ -140,17 +164,31 @@ async fn across_an_immediate_restart(case: Case) {
         .map(|o| serde_json::from_str(stdout(o).trim()).expect("run --json"))
         .collect();
     let status = status_entry(&db.url, jobs.path(), JOB).await;
+    let parts = partitions(&db.pool).await;
     for v in shown.iter().chain([&status]) {
         assert_eq!(v["state"], "concluida", "{v}");
-        assert_eq!(v["events_read"], EVENTS, "each event read once: {v}");
+        assert_eq!(
+            v["events_read"], EVENTS,
+            "each event read once: {v}\n{parts}"
+        );
     }
-    assert_eq!(shown[0]["effects"], status["effects"], "run --json and status --json");
-    assert_eq!(shown[1]["effects"], status["effects"], "both processes say the same");
+    assert_eq!(
+        shown[0]["effects"], status["effects"],
+        "run --json and status --json"
+    );
+    assert_eq!(
+        shown[1]["effects"], status["effects"],
+        "both processes say the same"
+    );
 
     let states = ledger_states(&db.pool).await;
     let (done, uncertain) = (states.get("concluido"), states.get("incerto"));
     let (done, uncertain) = (done.copied().unwrap_or(0), uncertain.copied().unwrap_or(0));
-    assert_eq!(done + uncertain, EVENTS as u64, "every key settled: {states:?}");
+    assert_eq!(
+        done + uncertain,
+        EVENTS as u64,
+        "every key settled: {states:?}"
+    );
     assert_eq!(
         figure(&status, "aplicado") + figure(&status, "aplicado-anteriormente"),
         done,
@@ -211,4 +249,95 @@ async fn a_worker_done_with_its_own_partition_takes_over_another_only_when_its_o
         })
         .await;
     }
+}
+
+/// The tallies of `key`'s pass 1, as `status` sums them.
+async fn events_tallied(pool: &PgPool, key: &str) -> i64 {
+    sqlx::query_scalar(
+        "select coalesce(sum(valor), 0)::int8 from reprocessamento_contagem where execucao_id = $1 and medida = 'eventos-lidos'",
+    )
+    .bind(key)
+    .fetch_one(pool)
+    .await
+    .expect("read the tallies")
+}
+
+/// Waits until a session of this database waits for a row lock (taking the epoch waits for the
+/// old owner's confirmed write).
+async fn someone_waits_for_a_lock(pool: &PgPool) {
+    wait_until("the new owner waits for the old owner's open write", || async move {
+        let waiting: i64 = sqlx::query_scalar(
+            "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .expect("read pg_stat_activity");
+        waiting > 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_old_owners_writes_after_a_new_owner_took_the_epoch_change_nothing() {
+    use replay_ledger::execution::{self, is_fenced, ExecutionLock};
+    use replay_ledger::ledger::{self, Claim, Reservation};
+    use replay_ledger::summary::Summary;
+    use replay_ledger::tally::Scope;
+    let db = TestDb::new().await;
+    let key = "replay-race";
+    let scope = Scope::whole(key, 1);
+    let batch = |n| Summary {
+        events_read: n,
+        ..Summary::default()
+    };
+    let old_lock = ExecutionLock::acquire(&db.url, key, "run").await.unwrap();
+    let old = old_lock.owner().clone();
+    // A write the old owner confirmed is still open when it loses its lock.
+    let mut open = db.pool.begin().await.unwrap();
+    execution::advance(&mut open, &old, &scope, 10, &batch(10))
+        .await
+        .unwrap();
+    old_lock.release().await;
+    // Its lock gone (as with a server restart), its next write fails before anybody took over.
+    let mut orphan = db.pool.begin().await.unwrap();
+    let orphaned = execution::advance(&mut orphan, &old, &scope, 20, &batch(10)).await;
+    assert!(orphaned.as_ref().is_err_and(is_fenced), "{orphaned:?}");
+    drop(orphan);
+
+    let taking = tokio::spawn({
+        let url = db.url.clone();
+        async move { ExecutionLock::acquire(&url, key, "run").await }
+    });
+    someone_waits_for_a_lock(&db.pool).await;
+    open.commit().await.unwrap();
+    let new_lock = taking.await.unwrap().expect("the new owner takes it");
+
+    assert_eq!(new_lock.owner().epoch, old.epoch + 1);
+    assert_eq!(
+        checkpoint(&db.pool, key).await,
+        Some(10),
+        "the confirmed write landed first"
+    );
+    let mut late = db.pool.begin().await.unwrap();
+    let moved = execution::advance(&mut late, &old, &scope, 99, &batch(89)).await;
+    assert!(moved.as_ref().is_err_and(is_fenced), "{moved:?}");
+    drop(late);
+    let item = Reservation {
+        key: "evt-1:notificar-vendedor",
+        evento_id: "evt-1",
+        tipo_efeito: "notificar-vendedor",
+    };
+    let claim = Claim::owned(key, old.clone());
+    let reserved = ledger::reserve(&db.pool, &claim, &[item], None).await;
+    assert!(reserved.as_ref().is_err_and(is_fenced), "{reserved:?}");
+    assert_eq!(
+        checkpoint(&db.pool, key).await,
+        Some(10),
+        "the checkpoint stays"
+    );
+    assert_eq!(events_tallied(&db.pool, key).await, 10, "the figures stay");
+    assert!(
+        ledger(&db.pool).await.is_empty(),
+        "no reservation of the old owner"
+    );
 }
