@@ -140,7 +140,8 @@ pub async fn migration_status(pool: &PgPool) -> Result<Vec<MigrationStatus>, sql
 }
 
 /// A failure that a retry may cure: the connection was lost or refused, the server is shutting
-/// down or restarting, a deadlock or serialization failure aborted the statement.
+/// down or restarting, a deadlock or serialization failure aborted the statement, or the server
+/// ran out of disk space (an outage an operator ends by freeing space; the write changed nothing).
 pub fn is_transient(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::Io(_)
@@ -148,13 +149,17 @@ pub fn is_transient(err: &sqlx::Error) -> bool {
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Tls(_) => true,
+        // A connection opened while the server restarts can be answered with a stray byte
+        // (`unexpected response from SSLRequest: 0x00`, seen after an immediate restart).
+        sqlx::Error::Protocol(message) => message.contains("SSLRequest"),
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
             // 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown, cannot
-            // connect now; 40001/40P01: serialization failure, deadlock; 53300: too many clients.
+            // connect now; 40001/40P01: serialization failure, deadlock; 53300: too many clients;
+            // 53100: disk full.
             code.starts_with("08")
                 || matches!(
                     &*code,
-                    "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
+                    "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300" | "53100"
                 )
         }),
         _ => false,
@@ -187,6 +192,31 @@ impl Backoff {
     }
 }
 
+/// The last transient failure a retried step of this process met, while no retried step has
+/// succeeded since: what `/healthz` says of the database when it can still be read but not
+/// written to (a full disk).
+static TROUBLE: std::sync::Mutex<Option<(std::time::Instant, String)>> =
+    std::sync::Mutex::new(None);
+
+fn note_trouble(err: Option<&sqlx::Error>) {
+    let mut trouble = TROUBLE.lock().unwrap_or_else(|e| e.into_inner());
+    match err {
+        Some(err) => *trouble = Some((std::time::Instant::now(), describe(err))),
+        None if trouble.is_some() => *trouble = None,
+        None => {}
+    }
+}
+
+/// Why this process's database steps are failing right now: the cause of the last transient
+/// failure, if no retried step has succeeded since and it is at most `max_age` old.
+pub fn trouble(max_age: Duration) -> Option<String> {
+    let trouble = TROUBLE.lock().unwrap_or_else(|e| e.into_inner());
+    trouble
+        .as_ref()
+        .filter(|(at, _)| at.elapsed() <= max_age)
+        .map(|(_, cause)| cause.clone())
+}
+
 /// Runs `op` until it succeeds, fails permanently, or `backoff.attempts` transient failures.
 pub async fn retry<T, F, Fut>(what: &str, backoff: Backoff, mut op: F) -> Result<T, sqlx::Error>
 where
@@ -195,7 +225,13 @@ where
 {
     let mut attempt = 1;
     loop {
-        match op().await {
+        let result = op().await;
+        match &result {
+            Ok(_) => note_trouble(None),
+            Err(err) if is_transient(err) => note_trouble(Some(err)),
+            Err(_) => {}
+        }
+        match result {
             Ok(value) => return Ok(value),
             Err(err) if is_transient(&err) && attempt < backoff.attempts => {
                 attempt += 1;
@@ -248,6 +284,7 @@ pub fn describe(err: &sqlx::Error) -> String {
                 "57P02" => "the server crashed",
                 "57P03" => "the server is starting up or shutting down",
                 "53300" => "too many connections",
+                "53100" => "the server's disk is full",
                 "28P01" | "28000" => "authentication failed",
                 "3D000" => "the database does not exist",
                 "42501" => "permission denied",
@@ -269,5 +306,28 @@ pub async fn explain_loss(pool: &PgPool, err: &sqlx::Error) -> String {
     match attempt(&pool.connect_options()).await {
         Ok(()) => "the pool timed out, though the server answers again".into(),
         Err(cause) => cause.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_step_failing_for_a_passing_cause_is_said_until_a_step_succeeds() {
+        let quick = Backoff {
+            attempts: 2,
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(1),
+        };
+        let refused = || sqlx::Error::Io(std::io::ErrorKind::ConnectionRefused.into());
+
+        let failed: Result<(), _> = retry("step", quick, || async { Err(refused()) }).await;
+        let said = trouble(Duration::from_secs(60));
+        retry("step", quick, || async { Ok(()) }).await.unwrap();
+
+        assert!(failed.is_err());
+        assert_eq!(said.as_deref(), Some("connection refused"));
+        assert_eq!(trouble(Duration::from_secs(60)), None);
     }
 }

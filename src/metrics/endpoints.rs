@@ -135,9 +135,14 @@ async fn healthz(State(state): State<HttpState>) -> impl IntoResponse {
     }
 }
 
-/// Healthy when the last database reading succeeded and is recent, and so is the heartbeat.
+/// Healthy when the last database reading succeeded and is recent, the process's own database
+/// steps are not failing (a server that can be read but refuses writes, for want of disk), and
+/// the heartbeat is recent.
 fn health(state: &HttpState) -> Result<(), String> {
     state.db.current(Instant::now(), state.db_max_age)?;
+    if let Some(cause) = crate::db::trouble(state.db_max_age) {
+        return Err(format!("database: {cause}"));
+    }
     match state.metrics.heartbeat_age(Utc::now()) {
         Some(age) if age <= state.heartbeat_max_age => Ok(()),
         Some(age) => Err(format!("scheduler: last heartbeat {}s ago", age.as_secs())),

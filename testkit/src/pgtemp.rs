@@ -106,11 +106,37 @@ impl TempCluster {
         TempCluster::start_with(Some(password.to_string())).await
     }
 
+    /// As [`TempCluster::start`], with the whole cluster (data and write-ahead log, in segments
+    /// of 1 MB) in a new directory under `parent` (writable by the server's user), so that a test
+    /// can run it out of space.
+    pub async fn start_in(parent: &Path) -> Result<TempCluster> {
+        TempCluster::start_with_options(None, Some(parent)).await
+    }
+
+    /// The uid and gid the server runs as (ours when we are not root).
+    pub fn server_user() -> Result<(u32, u32)> {
+        match is_root().then(postgres_user).transpose()? {
+            Some(o) => Ok((o.uid, o.gid)),
+            None => Ok((
+                nix::unistd::getuid().as_raw(),
+                nix::unistd::getgid().as_raw(),
+            )),
+        }
+    }
+
     async fn start_with(password: Option<String>) -> Result<TempCluster> {
+        TempCluster::start_with_options(password, None).await
+    }
+
+    async fn start_with_options(
+        password: Option<String>,
+        parent: Option<&Path>,
+    ) -> Result<TempCluster> {
         let bin = find_bin_dir().await?;
         let owner = is_root().then(postgres_user).transpose()?;
-        let dir = make_dir(owner)?;
-        initdb(&bin, dir.path(), owner, password.as_deref()).await?;
+        let dir = make_dir(owner, parent)?;
+        let small_wal = parent.is_some();
+        initdb(&bin, dir.path(), owner, password.as_deref(), small_wal).await?;
         let mut cluster = TempCluster {
             bin,
             owner,
@@ -157,37 +183,43 @@ impl TempCluster {
         self.server.is_some()
     }
 
+    /// Whether the server exited on its own (a failed crash recovery, say); then
+    /// [`TempCluster::start_again`] starts it.
+    pub fn has_exited(&mut self) -> bool {
+        let exited = match self.server.as_mut() {
+            Some(child) => !matches!(child.try_wait(), Ok(None)),
+            None => false,
+        };
+        if exited {
+            self.server = None;
+        }
+        exited
+    }
+
     /// Fast shutdown (sessions are disconnected, a shutdown checkpoint is written), awaited.
     /// The data directory and port are kept for [`TempCluster::start_again`].
     pub async fn stop(&mut self) {
-        let Some(mut child) = self.server.take() else {
-            return;
-        };
-        signal(&child, Signal::SIGINT);
-        if tokio::time::timeout(STOP_TIMEOUT, child.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                port = self.port,
-                "postgres fast shutdown timed out; killing it"
-            );
-            signal(&child, Signal::SIGQUIT);
-            let _ = child.kill().await;
-        }
+        self.stop_with(Signal::SIGINT).await;
     }
 
     /// Immediate shutdown (`pg_ctl stop -m immediate`): every session is cut at once, nothing is
     /// written, and the next start runs crash recovery, as after a power cut of the server.
     pub async fn crash(&mut self) {
+        self.stop_with(Signal::SIGQUIT).await;
+    }
+
+    /// Sends `how` (SIGINT: fast, SIGQUIT: immediate) and waits; kills it if it takes too long.
+    async fn stop_with(&mut self, how: Signal) {
         let Some(mut child) = self.server.take() else {
             return;
         };
-        signal(&child, Signal::SIGQUIT);
+        signal(&child, how);
         if tokio::time::timeout(STOP_TIMEOUT, child.wait())
             .await
             .is_err()
         {
+            tracing::warn!(port = self.port, "postgres shutdown timed out; killing it");
+            signal(&child, Signal::SIGQUIT);
             let _ = child.kill().await;
         }
     }
@@ -320,8 +352,17 @@ fn signal(child: &Child, sig: Signal) {
     }
 }
 
-async fn initdb(bin: &Path, dir: &Path, owner: Option<Owner>, password: Option<&str>) -> Result {
+async fn initdb(
+    bin: &Path,
+    dir: &Path,
+    owner: Option<Owner>,
+    password: Option<&str>,
+    small_wal: bool,
+) -> Result {
     let mut cmd = command(bin, "initdb", dir, owner);
+    if small_wal {
+        cmd.arg("--wal-segsize=1");
+    }
     match password {
         Some(password) => {
             let file = dir.join("pwfile");
@@ -352,10 +393,11 @@ async fn initdb(bin: &Path, dir: &Path, owner: Option<Owner>, password: Option<&
     })
 }
 
-/// The temporary directory, owned by `owner` when there is one. Its parent must let that user
-/// through, so a private `TMPDIR` (e.g. under /root) is replaced by /tmp.
-fn make_dir(owner: Option<Owner>) -> Result<TempDir> {
-    let mut parent = std::env::temp_dir();
+/// The temporary directory, owned by `owner` when there is one, under `parent` or else the
+/// temporary directory. Its parent must let that user through, so a private `TMPDIR` (e.g. under
+/// /root) is replaced by /tmp.
+fn make_dir(owner: Option<Owner>, parent: Option<&Path>) -> Result<TempDir> {
+    let mut parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
     if owner.is_some() && !world_traversable(&parent) {
         parent = PathBuf::from("/tmp");
     }

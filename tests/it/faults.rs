@@ -53,39 +53,74 @@ async fn restart(cluster: &mut TempCluster) {
 #[tokio::test]
 async fn a_run_carries_on_after_postgresql_restarts_and_ends_like_an_undisturbed_run() {
     let (mut cluster, pool) = own_cluster().await;
-    let reference = TestDb::new().await;
-    let events = paid_orders(2_000);
-    insert(&pool, &events).await;
-    insert(&reference.pool, &events).await;
-    let provider = sink(Behavior {
-        dedup: true,
-        delay: Duration::from_millis(2),
-        ..Default::default()
-    })
-    .await;
-    let jobs = jobs_dir(
-        &provider.url(),
-        &JobSpec {
-            batch_size: 50,
-            ..JobSpec::default()
-        },
-    );
-    let child = command(&cluster.url(), jobs.path())
-        .args(["run", "replay-2026-10-14-v2"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the run is mid-window", || async {
-        provider.delivery_count() >= 300
-    })
-    .await;
+    let run = MidWindow::start(&cluster, &pool, 2_000).await;
 
     restart(&mut cluster).await;
-    let out = finish(child, "the run across a restart").await;
+    let out = finish(run.child, "the run across a restart").await;
 
     assert_success(&out, "the run across a restart");
-    run_job(&reference, jobs.path(), "replay-2026-10-14-v2", None, false)
+    assert_ends_like_an_undisturbed_run(
+        &cluster,
+        &run.reference,
+        run.jobs.path(),
+        &run.provider,
+        2_000,
+    )
+    .await;
+}
+
+/// A run of `n` events under way against a cluster of the test's own, with a reference database
+/// holding the same archive for the undisturbed run.
+struct MidWindow {
+    reference: TestDb,
+    provider: testkit::sink::Sink,
+    jobs: tempfile::TempDir,
+    child: tokio::process::Child,
+}
+
+impl MidWindow {
+    /// Archives `n` orders on `pool` (the cluster's) and on a reference, starts `run` with its
+    /// output captured, and returns once it is mid-window.
+    async fn start(cluster: &TempCluster, pool: &PgPool, n: i64) -> MidWindow {
+        let reference = TestDb::new().await;
+        let events = paid_orders(n);
+        insert(pool, &events).await;
+        insert(&reference.pool, &events).await;
+        let provider = sink(Behavior {
+            dedup: true,
+            delay: Duration::from_millis(2),
+            ..Default::default()
+        })
+        .await;
+        let spec = JobSpec {
+            batch_size: 50,
+            ..JobSpec::default()
+        };
+        let jobs = jobs_dir(&provider.url(), &spec);
+        let child = spawn_run_captured(&cluster.url(), jobs.path(), "replay-2026-10-14-v2");
+        wait_until("the run is mid-window", || async {
+            provider.delivery_count() >= 300
+        })
+        .await;
+        MidWindow {
+            reference,
+            provider,
+            jobs,
+            child,
+        }
+    }
+}
+
+/// The cluster's `comissao` and ledger are those of an undisturbed run of the job on `reference`,
+/// every key `concluido`, and every one of `events` keys reached the provider.
+async fn assert_ends_like_an_undisturbed_run(
+    cluster: &TempCluster,
+    reference: &TestDb,
+    jobs: &std::path::Path,
+    provider: &testkit::sink::Sink,
+    events: usize,
+) {
+    run_job(reference, jobs, "replay-2026-10-14-v2", None, false)
         .await
         .unwrap();
     let pool = replay_ledger::db::connect(&cluster.url(), "test")
@@ -96,7 +131,7 @@ async fn a_run_carries_on_after_postgresql_restarts_and_ends_like_an_undisturbed
     assert!(ledger(&pool).await.iter().all(|(_, e)| e == "concluido"));
     assert_eq!(
         provider.deliveries().len(),
-        2_000,
+        events,
         "every key reached the provider"
     );
 }
@@ -354,4 +389,69 @@ async fn a_run_that_cannot_reach_its_database_names_the_server_and_the_cause() {
     assert!(message.contains(&server), "{message}");
     assert!(message.contains("connection refused"), "{message}");
     assert!(!message.contains("unexpected or invalid data"), "{message}");
+}
+
+/// Whether a write of a few hundred kilobytes commits on the server at `url`.
+async fn can_write(url: &str) -> bool {
+    let Ok(mut conn) = sqlx::PgConnection::connect(url).await else {
+        return false;
+    };
+    let wrote = sqlx::query(
+        "create table if not exists espaco (x text); insert into espaco select repeat(md5(i::text), 100) from generate_series(1, 100) i",
+    )
+    .execute(&mut conn)
+    .await;
+    wrote.is_ok()
+}
+
+/// Disk full is an outage, not a failure (issue 22): the cluster (data and WAL) on a small tmpfs
+/// that is filled while a run is mid-window, so the server refuses writes (SQLSTATE 53100) and
+/// panics on its next WAL segment; the space is freed and the server started again if it gave
+/// up. The same process recovers and ends like an undisturbed run, having said why it waited.
+#[tokio::test]
+async fn a_run_waits_out_a_full_disk_and_ends_like_an_undisturbed_run() {
+    let (uid, gid) = TempCluster::server_user().expect("the server's user");
+    let disk = testkit::disk::SmallDisk::mount(96, uid, gid).expect("a small disk");
+    let mut cluster = TempCluster::start_in(disk.path())
+        .await
+        .expect("a throwaway cluster on the small disk");
+    let pool = replay_ledger::db::connect(&cluster.url(), "test")
+        .await
+        .unwrap();
+    replay_ledger::db::migrate(&pool).await.unwrap();
+    let run = MidWindow::start(&cluster, &pool, 3_000).await;
+    pool.close().await;
+
+    disk.fill().expect("fill the disk");
+    let url = cluster.url();
+    wait_until("the server refuses writes for want of space", || {
+        let url = url.clone();
+        async move { !can_write(&url).await }
+    })
+    .await;
+    // Longer than a statement's own first retries.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    disk.free().expect("free the disk");
+    if cluster.has_exited() {
+        cluster
+            .start_again()
+            .await
+            .expect("the cluster starts again");
+    }
+    let out = finish(run.child, "the run across a full disk").await;
+
+    assert_success(&out, "the run across a full disk");
+    let said = stderr(&out);
+    assert!(
+        said.contains("No space left on device"),
+        "the run said why it waited:\n{said}"
+    );
+    assert_ends_like_an_undisturbed_run(
+        &cluster,
+        &run.reference,
+        run.jobs.path(),
+        &run.provider,
+        3_000,
+    )
+    .await;
 }
