@@ -177,7 +177,7 @@ pub struct RunStart<'a> {
 
 /// Approves the finished simulation of `job`'s execution at `now`. The approval records the
 /// database role of the session (`session_user`) as who approved, with `note` as free text.
-#[tracing::instrument(skip_all, fields(job = %job.name), err)]
+#[tracing::instrument(skip_all, fields(job = %job.name))]
 pub async fn approve(
     pool: &PgPool,
     job: &Job,
@@ -206,7 +206,7 @@ pub struct ConsoleSession<'a> {
 /// execution `resolved`, recorded as the finance account of a console session
 /// (`console:<email>`) by the `security definer` function `console_aprovar`, which refuses with
 /// 42501 unless the session is live and its account is a finance one.
-#[tracing::instrument(skip_all, fields(job = %target.job.name), err)]
+#[tracing::instrument(skip_all, fields(job = %target.job.name))]
 pub async fn approve_in_console(
     pool: &PgPool,
     session: ConsoleSession<'_>,

@@ -2,13 +2,12 @@
 //! in `serve --console-addr ADDR`: the options both take, and how the server is started.
 
 use std::net::{IpAddr, SocketAddr};
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::PgPool;
 
-use super::{connect, Cli};
+use super::{connect, Cli, Failure, Outcome};
 use crate::console::{self, Console, ConsoleConfig};
 use crate::http_server::HttpLimits;
 use crate::shutdown::{self, Shutdown};
@@ -84,7 +83,7 @@ pub(super) enum Connected {
 /// Whether the console's role has what `grants --console` gives; exit status 2 and what to pass
 /// instead when it lacks any (its logins would all answer 500). A database away at start, or a
 /// check that fails, is logged and the console starts.
-async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), ExitCode> {
+async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), Failure> {
     let (Connected::Own { reachable } | Connected::Daemons { reachable }) = connected;
     if !reachable {
         return Ok(());
@@ -108,11 +107,10 @@ async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), Exi
     if lacking.len() > SHOWN {
         lacks.push_str(&format!(" and {} more", lacking.len() - SHOWN));
     }
-    eprintln!(
-        "error: the database role `{}` may not serve the console (it lacks {lacks}): {instead}; see README, Least privileges",
+    Err(Failure::invalid(format_args!(
+        "the database role `{}` may not serve the console (it lacks {lacks}): {instead}; see README, Least privileges",
         crate::text::inert(&role),
-    );
-    Err(ExitCode::from(2))
+    )))
 }
 
 /// Binds the console's address with `pool`; exit status 2 and why when it cannot, or when the
@@ -123,16 +121,13 @@ pub(super) async fn bind(
     addr: SocketAddr,
     pool: PgPool,
     connected: Connected,
-) -> Result<Bound, ExitCode> {
+) -> Result<Bound, Failure> {
     check_privileges(&pool, connected).await?;
     let config = args.config(cli, addr);
-    let console = Console::new(pool, config).map_err(|e| {
-        eprintln!("error: invalid console configuration: {e}");
-        ExitCode::from(2)
-    })?;
+    let console = Console::new(pool, config)
+        .map_err(|e| Failure::invalid(format_args!("invalid console configuration: {e}")))?;
     let (listener, local) = console::bind(addr).await.map_err(|e| {
-        eprintln!("error: cannot listen on {addr} for the console: {e}");
-        ExitCode::from(2)
+        Failure::invalid(format_args!("cannot listen on {addr} for the console: {e}"))
     })?;
     if args.insecure_cookies && !local.ip().is_loopback() {
         tracing::warn!(addr = %local, "console: cookies without Secure on an address off loopback; put it behind TLS and drop --insecure-cookies");
@@ -142,21 +137,14 @@ pub(super) async fn bind(
 }
 
 /// `replay-ledger console`: serves the console until SIGTERM/SIGINT.
-pub(super) async fn console(
-    cli: &Cli,
-    addr: SocketAddr,
-    args: &ConsoleArgs,
-) -> anyhow::Result<ExitCode> {
+pub(super) async fn console(cli: &Cli, addr: SocketAddr, args: &ConsoleArgs) -> Outcome {
     let pool = connect(cli, true).await?;
     let connected = Connected::Own { reachable: true };
-    let bound = match bind(cli, args, addr, pool, connected).await {
-        Ok(bound) => bound,
-        Err(code) => return Ok(code),
-    };
+    let bound = bind(cli, args, addr, pool, connected).await?;
     let (trigger, stop) = shutdown::channel();
     shutdown::on_signals(trigger);
     bound.spawn(stop).await.context("the console's server")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The console's pool in `serve`: `--console-database-url` (a role granted `--console`), else

@@ -2,19 +2,18 @@
 //! consumer) and `serve` (the scheduler daemon), each until done or stopped by a signal.
 
 use std::path::Path;
-use std::process::ExitCode;
 
 use std::sync::Arc;
 
 use anyhow::Context;
 use sqlx::PgPool;
 
-use super::{connect, reports, warn_in_clear, Cli};
+use super::{connect, reports, warn_in_clear, Class, Cli, Failure, Outcome};
 use crate::config::{self, JobKind};
 use crate::effects::Effects;
 use crate::metrics::Metrics;
 use crate::runner::summary::counts;
-use crate::runner::{self, Ended, RunError, RunnerConfig};
+use crate::runner::{self, Ended, RunnerConfig};
 use crate::{scheduler, shutdown};
 
 /// How `run` was asked to run.
@@ -25,10 +24,14 @@ pub(super) struct RunHow {
     pub(super) json: bool,
 }
 
-pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> anyhow::Result<ExitCode> {
+pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
     let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
     let JobKind::Replay(replay) = &job.kind else {
-        return Err(RunError::NotReplay(job.name.clone()).into());
+        return Err(Failure::wrong_kind(
+            &job,
+            "replay",
+            "`run` replays a window; a sweep, report or live job runs in `serve` (or `sweep`, `report`, `consume`)",
+        ));
     };
     let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
     warn_in_clear(&catalog, cli);
@@ -60,21 +63,14 @@ pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> anyhow::Result
     if how.json {
         print_execution_json(&pool, &key).await;
     }
-    match result {
-        Ok(report) => {
-            if !how.json {
-                print!("{report}");
-            }
-            let mailed = reports::after_run(&pool, &job, replay, &report).await;
-            Ok(match report.ended {
-                Ended::Interrupted => ExitCode::from(130),
-                _ => mailed.unwrap_or(ExitCode::SUCCESS),
-            })
-        }
-        Err(err) => {
-            eprintln!("error: {err}");
-            Ok(ExitCode::from(1))
-        }
+    let report = result.map_err(Failure::failed)?;
+    if !how.json {
+        print!("{report}");
+    }
+    let mailed = reports::after_run(&pool, &job, replay, &report).await;
+    match report.ended {
+        Ended::Interrupted => Err(Failure::said(Class::Interrupted)),
+        _ => mailed,
     }
 }
 
@@ -105,27 +101,22 @@ pub(super) async fn consume(
     job_ref: Option<&str>,
     from_start: bool,
     http: MetricsHow,
-) -> anyhow::Result<ExitCode> {
-    let (catalog, job) = match live_job(cli, job_ref)? {
-        Ok(found) => found,
-        Err(code) => return Ok(code),
-    };
+) -> Outcome {
+    let (catalog, job) = live_job(cli, job_ref)?;
     let JobKind::Live(live) = &job.kind else {
-        eprintln!(
-            "error: job {} is a {} job, not a live one",
-            job.name,
-            job.kind.label()
-        );
-        return Ok(ExitCode::from(2));
+        return Err(Failure::wrong_kind(
+            &job,
+            "live",
+            "`consume` follows the archive with a `kind: live` job's policy",
+        ));
     };
     let limits = crate::http_server::HttpLimits {
         max_connections: http.max_connections,
         ..Default::default()
     };
-    if let Err(err) = limits.validate() {
-        eprintln!("error: --metrics-max-connections: {err}");
-        return Ok(ExitCode::from(2));
-    }
+    limits
+        .validate()
+        .map_err(|err| Failure::invalid(format_args!("--metrics-max-connections: {err}")))?;
     let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
     warn_in_clear(&catalog, cli);
     let pool = connect(cli, true).await?;
@@ -145,48 +136,35 @@ pub(super) async fn consume(
     };
     let result = crate::consumer::consume(&pool, &url, &job, live, effects, config, stop).await;
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), served).await;
-    match result {
-        Ok(report) => {
-            print!("{}", consumed(&report));
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(err) => {
-            eprintln!("error: {err}");
-            Ok(ExitCode::from(1))
-        }
-    }
+    let report = result.map_err(Failure::failed)?;
+    print!("{}", consumed(&report));
+    Ok(())
 }
 
-/// The job named, or the only `kind: live` job of the jobs dir; else the exit status to end with.
+/// The job named, or the only `kind: live` job of the jobs dir.
 fn live_job(
     cli: &Cli,
     job_ref: Option<&str>,
-) -> anyhow::Result<Result<(config::EffectCatalog, config::Job), ExitCode>> {
-    let (catalog, job) = match job_ref {
-        Some(name) => config::find_job(&cli.jobs_dir, name)?,
-        None => {
-            let loaded = config::load_dir(&cli.jobs_dir)?;
-            let mut live = loaded
-                .jobs
-                .iter()
-                .filter(|j| matches!(j.kind, JobKind::Live(_)));
-            match (live.next(), live.next()) {
-                (Some(job), None) => (loaded.effects.clone(), job.clone()),
-                (None, _) => {
-                    eprintln!("error: no `kind: live` job in {}", cli.jobs_dir.display());
-                    return Ok(Err(ExitCode::from(2)));
-                }
-                (Some(_), Some(_)) => {
-                    eprintln!(
-                        "error: several `kind: live` jobs in {}: name one",
-                        cli.jobs_dir.display()
-                    );
-                    return Ok(Err(ExitCode::from(2)));
-                }
-            }
-        }
-    };
-    Ok(Ok((catalog, job)))
+) -> Result<(config::EffectCatalog, config::Job), Failure> {
+    if let Some(name) = job_ref {
+        return Ok(config::find_job(&cli.jobs_dir, name)?);
+    }
+    let loaded = config::load_dir(&cli.jobs_dir)?;
+    let mut live = loaded
+        .jobs
+        .iter()
+        .filter(|j| matches!(j.kind, JobKind::Live(_)));
+    match (live.next(), live.next()) {
+        (Some(job), None) => Ok((loaded.effects.clone(), job.clone())),
+        (None, _) => Err(Failure::invalid(format_args!(
+            "no `kind: live` job in {}",
+            cli.jobs_dir.display()
+        ))),
+        (Some(_), Some(_)) => Err(Failure::invalid(format_args!(
+            "several `kind: live` jobs in {}: name one",
+            cli.jobs_dir.display()
+        ))),
+    }
 }
 
 /// `/metrics` and `/healthz` of the live consumer, as `serve` has them: one background task reads
@@ -301,7 +279,7 @@ pub(super) async fn serve(
     metrics_addr: std::net::SocketAddr,
     max_connections: usize,
     console: Option<ServeConsole>,
-) -> anyhow::Result<ExitCode> {
+) -> Outcome {
     let loaded = config::load_dir(&cli.jobs_dir)?;
     let effects = Effects::from_catalog(&loaded.effects).context("setting up effect providers")?;
     warn_in_clear(&loaded.effects, cli);
@@ -318,22 +296,14 @@ pub(super) async fn serve(
         ..scheduler::SchedulerConfig::default()
     };
     let url = cli.database_url.clone().unwrap_or_default();
-    let daemon = match scheduler::Scheduler::new(pool.clone(), url, loaded.jobs, effects, config) {
-        Ok(daemon) => daemon,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let daemon = scheduler::Scheduler::new(pool.clone(), url, loaded.jobs, effects, config)
+        .map_err(Failure::invalid)?;
     let bound = match &console {
         Some(c) => {
             let url = c.database_url.as_deref();
             let (pool, connected) =
                 super::console::pool_for_serve(url, &pool, !away_at_start).await?;
-            match super::console::bind(cli, &c.args, c.addr, pool, connected).await {
-                Ok(bound) => Some(bound),
-                Err(code) => return Ok(code),
-            }
+            Some(super::console::bind(cli, &c.args, c.addr, pool, connected).await?)
         }
         None => None,
     };
@@ -344,5 +314,5 @@ pub(super) async fn serve(
     if let Some(console) = console {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(15), console).await;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

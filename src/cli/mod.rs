@@ -1,6 +1,7 @@
 //! The `replay-ledger` command line: parses arguments, wires the parts together, prints for
-//! humans (or JSON), and maps every outcome to the exit status of the contract, in one place:
-//! 0 success, 2 invalid input or configuration, 1 any other failure, 130 stopped by a signal.
+//! humans (or JSON). Every command returns an [`Outcome`]; [`exit`] maps it to the exit status of
+//! the contract, in one place: 0 success, 2 invalid input or configuration, 1 any other failure,
+//! 130 stopped by a signal, 3 differences found.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,10 +15,12 @@ use crate::{db, demo};
 
 pub use args::{Cli, Command, ReviewAction};
 use daemons::{consume, run, serve, sweep_stale_after, RunHow};
+pub use exit::{Class, Failure, Outcome};
 
 mod args;
 mod console;
 mod daemons;
+mod exit;
 mod failure;
 mod ops;
 mod reports;
@@ -53,25 +56,30 @@ pub async fn main() -> ExitCode {
     let duty = roles::duty_of(&cli.command);
     let role = roles::connected_role(cli.database_url.as_deref());
     match dispatch(cli).await {
-        Ok(code) => code,
-        Err(err) => {
-            if let Some(message) = roles::permission_denied(&err, &duty, role.as_deref()) {
-                eprintln!("error: {message}");
-                return ExitCode::from(1);
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            if let Some(err) = &failure.error {
+                tell(err, &duty, role.as_deref());
             }
-            if let Some(errors) = err.downcast_ref::<ConfigErrors>() {
-                for e in &errors.0 {
-                    eprintln!("{e}");
-                }
-                return ExitCode::from(2);
-            }
-            if let Some(e) = err.downcast_ref::<db::ConnectError>() {
-                eprintln!("error: {e}");
-                return ExitCode::from(if e.is_bad_url() { 2 } else { 1 });
-            }
-            eprintln!("error: {}", failure::describe(&err));
-            ExitCode::from(1)
+            failure.code()
         }
+    }
+}
+
+/// Says a failure once, on stderr, as inert text: a configuration error as one line per finding
+/// (file:line:column first), a refusal for want of a privilege with the role to connect as, any
+/// other error with its chain of causes.
+fn tell(err: &anyhow::Error, duty: &roles::Duty, role: Option<&str>) {
+    if let Some(message) = roles::permission_denied(err, duty, role) {
+        eprintln!("error: {message}");
+    } else if let Some(e) = err.downcast_ref::<db::ConnectError>() {
+        eprintln!("error: {}", crate::text::inert(&e.to_string()));
+    } else if let Some(errors) = err.downcast_ref::<ConfigErrors>() {
+        for e in &errors.0 {
+            eprintln!("{e}");
+        }
+    } else {
+        eprintln!("error: {}", crate::text::inert(&failure::describe(err)));
     }
 }
 
@@ -106,7 +114,7 @@ fn inert_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
     .delimited(" ")
 }
 
-async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn dispatch(cli: Cli) -> Outcome {
     match &cli.command {
         Command::Check => check(&cli.jobs_dir),
         Command::Migrate { status } => ops::migrate(&cli, *status).await,
@@ -162,7 +170,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             consume(&cli, job.as_deref(), *from_start, http).await
         }
-        Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events).await,
+        Command::Demo { events } => match demo::run(cli.database_url.as_deref(), *events).await? {
+            true => Ok(()),
+            false => Err(Failure::said(Class::Failed)),
+        },
         Command::Serve {
             metrics_addr,
             metrics_max_connections,
@@ -183,12 +194,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// The jobs directory, and the SMTP settings of the environment (`SMTP_URL`, `REPORT_FROM`).
-fn check(jobs_dir: &Path) -> anyhow::Result<ExitCode> {
+fn check(jobs_dir: &Path) -> Outcome {
     let loaded = config::load_dir(jobs_dir);
     let mail = crate::report::Mailer::from_env();
     if let (Ok(loaded), Ok(_)) = (&loaded, &mail) {
         println!("ok: {} jobs", loaded.jobs.len());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     for e in loaded.err().into_iter().flatten() {
         eprintln!("{e}");
@@ -196,7 +207,7 @@ fn check(jobs_dir: &Path) -> anyhow::Result<ExitCode> {
     if let Err(e) = mail {
         eprintln!("error: {e}");
     }
-    Ok(ExitCode::from(2))
+    Err(Failure::said(Class::Invalid))
 }
 
 /// Logs, at the start of a process that calls providers, every accepted exception to "no

@@ -1,10 +1,8 @@
 //! The operator's commands: `migrate`, `sweep`, `review list|resolve` and `status`.
 
-use std::process::ExitCode;
-
 use anyhow::Context;
 
-use super::{connect, sweep_stale_after, Cli, ReviewAction};
+use super::{connect, sweep_stale_after, Cli, Failure, Outcome, ReviewAction};
 use crate::config::{self, ConfigErrors};
 use crate::db;
 use crate::effects::Effects;
@@ -17,12 +15,12 @@ use crate::sweeper::{Sweeper, SweeperConfig};
 use crate::text::inert;
 
 /// `migrate` applies the embedded migrations; `migrate --status` only lists where each stands.
-pub(super) async fn migrate(cli: &Cli, status: bool) -> anyhow::Result<ExitCode> {
+pub(super) async fn migrate(cli: &Cli, status: bool) -> Outcome {
     let pool = connect(cli, false).await?;
     if !status {
         db::migrate(&pool).await.context("applying migrations")?;
         println!("migrations applied");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let list = db::migration_status(&pool)
         .await
@@ -41,13 +39,10 @@ pub(super) async fn migrate(cli: &Cli, status: bool) -> anyhow::Result<ExitCode>
         .filter(|m| m.state == db::MigrationState::Pending)
         .count();
     println!("{} applied, {pending} pending", list.len() - pending);
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-pub(super) async fn sweep(
-    cli: &Cli,
-    stale_after: Option<std::time::Duration>,
-) -> anyhow::Result<ExitCode> {
+pub(super) async fn sweep(cli: &Cli, stale_after: Option<std::time::Duration>) -> Outcome {
     let catalog = config::load_effects(&cli.jobs_dir.join(config::EFFECTS_FILE))
         .map_err(|e| ConfigErrors(vec![e]))?;
     let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
@@ -56,22 +51,16 @@ pub(super) async fn sweep(
         stale_after: stale_after.unwrap_or_else(|| sweep_stale_after(&cli.jobs_dir)),
         ..SweeperConfig::default()
     };
-    let sweeper = match Sweeper::new(pool, effects, config) {
-        Ok(s) => s,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let sweeper = Sweeper::new(pool, effects, config).map_err(Failure::invalid)?;
     let outcome = sweeper.run_once().await?;
     println!(
         "sweep: retaken {}, completed {}, left for the next pass {}, moved to incerto {}",
         outcome.retaken, outcome.completed, outcome.released, outcome.uncertain
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-pub(super) async fn review(cli: &Cli, action: &ReviewAction) -> anyhow::Result<ExitCode> {
+pub(super) async fn review(cli: &Cli, action: &ReviewAction) -> Outcome {
     match action {
         ReviewAction::List {
             json,
@@ -91,7 +80,7 @@ pub(super) async fn review(cli: &Cli, action: &ReviewAction) -> anyhow::Result<E
             } else {
                 print!("{}", review_table(&items));
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         ReviewAction::Resolve {
             key,
@@ -111,17 +100,15 @@ async fn resolve(
     sent: bool,
     note: Option<&str>,
     by: Option<&str>,
-) -> anyhow::Result<ExitCode> {
+) -> Outcome {
     if by.is_some() {
         eprintln!("warning: --by is deprecated: who resolved it is the database role you connect as; the name is kept as the note (use --note)");
     }
-    let note = match note.or(by).map(identity::check_note).transpose() {
-        Ok(note) => note,
-        Err(err) => {
-            eprintln!("error: --note: {err}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let note = note
+        .or(by)
+        .map(identity::check_note)
+        .transpose()
+        .map_err(|err| Failure::invalid(format_args!("--note: {err}")))?;
     let resolution = if sent {
         Resolution::Sent
     } else {
@@ -136,13 +123,10 @@ async fn resolve(
                 "removed from the ledger; the next run of its window performs it"
             };
             println!("{}: {done}; recorded as `{}`", inert(key), inert(&by));
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Err(ReviewError::Database(e)) => Err(e.into()),
-        Err(err) => {
-            eprintln!("error: {}", inert(&err.to_string()));
-            Ok(ExitCode::from(2))
-        }
+        Err(err) => Err(Failure::invalid(err)),
     }
 }
 
@@ -211,7 +195,7 @@ fn review_table(items: &[ReviewItem]) -> String {
     out
 }
 
-pub(super) async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
+pub(super) async fn status(cli: &Cli, json: bool) -> Outcome {
     let pool = connect(cli, true).await?;
     let executions = crate::execution::list(&pool).await?;
     let lag =
@@ -227,7 +211,7 @@ pub(super) async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
             "jobs": jobs.as_ref().ok(), "jobs_error": jobs.as_ref().err(),
             "live_lag": lag.as_ref().map(lag_json) });
         println!("{}", serde_json::to_string_pretty(&value)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     print!("{}", status_table(&executions, chrono::Utc::now()));
     if let Some(lag) = &lag {
@@ -238,7 +222,7 @@ pub(super) async fn status(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
         Ok(jobs) => print!("jobs:\n{}", scheduler::status::render(&jobs)),
         Err(e) => println!("jobs: cannot load {}: {e}", cli.jobs_dir.display()),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The executions as a table with a header: what each is, how far, how long, its figures.

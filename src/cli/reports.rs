@@ -6,13 +6,12 @@
 //! simulation, or the window changed since it), 2 for a job that is not a replay job.
 
 use std::path::Path;
-use std::process::ExitCode;
 
 use anyhow::Context;
 use chrono::Utc;
 use sqlx::PgPool;
 
-use super::{connect, Cli};
+use super::{connect, Class, Cli, Failure, Outcome};
 use crate::approval::{self, ApprovalError};
 use crate::config::{self, Job, JobKind, ReplayJob};
 use crate::effects::Effects;
@@ -27,19 +26,16 @@ pub(super) async fn report(
     reference: &str,
     out: Option<&Path>,
     job: Option<&str>,
-) -> anyhow::Result<ExitCode> {
-    let mailer = match Mailer::from_env() {
-        Ok(m) => m,
-        Err(err) => return Ok(invalid(&err)),
-    };
+) -> Outcome {
+    let mailer = Mailer::from_env().map_err(Failure::invalid)?;
     let pool = connect(cli, true).await?;
     let key = match report::resolve_key(&pool, reference).await {
         Ok(key) => key,
         Err(ReportError::Database(e)) => return Err(e.into()),
-        Err(err) => return Ok(invalid(&err)),
+        Err(err) => return Err(Failure::invalid(err)),
     };
     let Some(sender) = sender(&cli.jobs_dir, &pool, &key, job).await? else {
-        return Ok(invalid(&ReportError::NoRecipients(key)));
+        return Err(Failure::invalid(ReportError::NoRecipients(key)));
     };
     // A jobs directory that does not load gates nothing: the link then says "Abrir no console".
     let gated = config::load_dir(&cli.jobs_dir)
@@ -50,16 +46,15 @@ pub(super) async fn report(
     match sent.await {
         Ok(delivery) => {
             println!("{}", delivery.describe(&mailer.target()));
-            Ok(if delivery.is_delivered() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            match delivery.is_delivered() {
+                true => Ok(()),
+                false => Err(Failure::said(Class::Failed)),
+            }
         }
         Err(err @ (ReportError::NoExecution(_) | ReportError::NotReportable { .. })) => {
-            Ok(invalid(&err))
+            Err(Failure::invalid(err))
         }
-        Err(ReportError::Mail(err)) => Ok(invalid(&err)),
+        Err(ReportError::Mail(err)) => Err(Failure::invalid(err)),
         Err(err) => Err(err.into()),
     }
 }
@@ -102,35 +97,27 @@ async fn sender(
 }
 
 /// `replay-ledger approve JOB [--by NAME]`.
-pub(super) async fn approve(
-    cli: &Cli,
-    job_ref: &str,
-    note: Option<&str>,
-) -> anyhow::Result<ExitCode> {
+pub(super) async fn approve(cli: &Cli, job_ref: &str, note: Option<&str>) -> Outcome {
     let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
     let JobKind::Replay(replay) = &job.kind else {
-        eprintln!(
-            "error: job {} is not a replay job: only a replay's simulation can be approved",
-            job.name
-        );
-        return Ok(ExitCode::from(2));
+        return Err(Failure::wrong_kind(
+            &job,
+            "replay",
+            "only a replay's simulation can be approved",
+        ));
     };
     if let Some(Err(err)) = note.map(crate::identity::check_note) {
-        eprintln!("error: --note: {err}");
-        return Ok(ExitCode::from(2));
+        return Err(Failure::invalid(format_args!("--note: {err}")));
     }
     let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
     let pool = connect(cli, true).await?;
     match approval::approve(&pool, &job, replay, &effects, note, Utc::now()).await {
         Ok(a) => {
             print_approval(&a);
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Err(ApprovalError::Database(e)) => Err(e.into()),
-        Err(err) => {
-            eprintln!("error: {}", crate::text::inert(&err.to_string()));
-            Ok(ExitCode::from(1))
-        }
+        Err(err) => Err(Failure::failed(err)),
     }
 }
 
@@ -162,17 +149,17 @@ fn print_approval(a: &approval::Approval) {
 }
 
 /// `approvals [--json]`: every approval, newest first.
-pub(super) async fn approvals(cli: &Cli, json: bool) -> anyhow::Result<ExitCode> {
+pub(super) async fn approvals(cli: &Cli, json: bool) -> Outcome {
     let pool = connect(cli, true).await?;
     let all = approval::list(&pool).await?;
     if json {
         let rows: Vec<serde_json::Value> = all.iter().map(approval_json).collect();
         println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     if all.is_empty() {
         println!("no approvals yet");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     println!(
         "{:<20} {:<24} {:<34} {:>4} {:>9} {:>18}  {:<13} {:<24} NOTE",
@@ -192,7 +179,7 @@ pub(super) async fn approvals(cli: &Cli, json: bool) -> anyhow::Result<ExitCode>
             crate::text::inert(a.note.as_deref().unwrap_or("-"))
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn approval_json(a: &approval::Approval) -> serde_json::Value {
@@ -221,35 +208,30 @@ fn approval_json(a: &approval::Approval) -> serde_json::Value {
     })
 }
 
-/// After `run`: the execution's report to the job's `report_to`, once. Returns the exit status to
-/// use instead of success when the report could not be delivered.
+/// After `run`: the execution's report to the job's `report_to`, once; a failure when the report
+/// could not be delivered.
 pub(super) async fn after_run(
     pool: &PgPool,
     job: &Job,
     replay: &ReplayJob,
     run: &RunReport,
-) -> Option<ExitCode> {
+) -> Outcome {
     if replay.report_to.is_empty() || matches!(run.ended, Ended::Interrupted) {
-        return None;
+        return Ok(());
     }
-    let mailer = match Mailer::from_env() {
-        Ok(m) => m,
-        Err(err) => return Some(invalid(&err)),
-    };
+    let mailer = Mailer::from_env().map_err(Failure::invalid)?;
     match report::after_run(pool, job, replay, &run.checkpoint_key, Utc::now(), &mailer).await {
-        Ok(None) => None,
+        Ok(None) => Ok(()),
         Ok(Some(delivery)) => {
             println!("report: {}", delivery.describe(&mailer.target()));
-            (!delivery.is_delivered()).then_some(ExitCode::from(1))
+            match delivery.is_delivered() {
+                true => Ok(()),
+                false => Err(Failure::said(Class::Failed)),
+            }
         }
-        Err(err) => {
-            eprintln!("error: the run finished but its report could not be made: {err}; `replay-ledger report {}` retries it", run.checkpoint_key);
-            Some(ExitCode::from(1))
-        }
+        Err(err) => Err(Failure::failed(format_args!(
+            "the run finished but its report could not be made: {err}; `replay-ledger report {}` retries it",
+            run.checkpoint_key
+        ))),
     }
-}
-
-fn invalid(err: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("error: {err}");
-    ExitCode::from(2)
 }

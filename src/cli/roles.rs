@@ -1,12 +1,11 @@
 //! `grants`, and what a command says when the database refuses it for want of a privilege: which
 //! role was refused what, and which role to connect as instead.
 
-use std::process::ExitCode;
 use std::str::FromStr;
 
 use sqlx::postgres::PgConnectOptions;
 
-use super::{connect, Cli, Command, ReviewAction};
+use super::{connect, Cli, Command, Failure, Outcome, ReviewAction};
 use crate::db;
 use crate::grants::{self, Duties, GrantError};
 use crate::text::inert;
@@ -18,18 +17,13 @@ pub(super) async fn grants(
     worker: &str,
     others: [Option<&str>; 3],
     print: bool,
-) -> anyhow::Result<ExitCode> {
+) -> Outcome {
     let [approver, reviewer, console] = others;
-    let duties = match Duties::with_console(worker, approver, reviewer, console) {
-        Ok(d) => d,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return Ok(ExitCode::from(2));
-        }
-    };
+    let duties =
+        Duties::with_console(worker, approver, reviewer, console).map_err(Failure::invalid)?;
     if print {
         print!("{}", grants::script(&duties));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let pool = connect(cli, false).await?;
     match grants::apply(&pool, &duties).await {
@@ -39,13 +33,10 @@ pub(super) async fn grants(
             done.extend(duties.reviewer.map(|r| format!("reviewer `{}`", r.name())));
             done.extend(duties.console.map(|r| format!("console `{}`", r.name())));
             println!("granted: {}", done.join(", "));
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Err(GrantError::Database(e)) => Err(e.into()),
-        Err(err) => {
-            eprintln!("error: {err}");
-            Ok(ExitCode::from(2))
-        }
+        Err(err) => Err(Failure::invalid(err)),
     }
 }
 

@@ -3,9 +3,8 @@
 //! written to the console's audit trail with the database role that made it.
 
 use std::io::BufRead;
-use std::process::ExitCode;
 
-use super::{connect, Cli};
+use super::{connect, Cli, Failure, Outcome};
 use crate::console::accounts::{self, AccountError, Role};
 use crate::text::inert;
 
@@ -30,7 +29,7 @@ pub enum UsersAction {
     Remove { email: String },
 }
 
-pub(super) async fn users(cli: &Cli, action: &UsersAction) -> anyhow::Result<ExitCode> {
+pub(super) async fn users(cli: &Cli, action: &UsersAction) -> Outcome {
     match action {
         UsersAction::Add {
             email,
@@ -42,16 +41,18 @@ pub(super) async fn users(cli: &Cli, action: &UsersAction) -> anyhow::Result<Exi
             let pool = connect(cli, true).await?;
             if accounts::remove(&pool, email).await? {
                 println!("removed {}; its sessions ended", inert(email.trim()));
-                Ok(ExitCode::SUCCESS)
+                Ok(())
             } else {
-                eprintln!("error: no console account {}", inert(email.trim()));
-                Ok(ExitCode::from(2))
+                Err(Failure::invalid(format_args!(
+                    "no console account {}",
+                    inert(email.trim())
+                )))
             }
         }
     }
 }
 
-async fn add(cli: &Cli, email: &str, role: &str, from_stdin: bool) -> anyhow::Result<ExitCode> {
+async fn add(cli: &Cli, email: &str, role: &str, from_stdin: bool) -> Outcome {
     let role = Role::from_name(role).unwrap_or(Role::Viewer);
     let (password, generated) = if from_stdin {
         let mut line = String::new();
@@ -60,14 +61,13 @@ async fn add(cli: &Cli, email: &str, role: &str, from_stdin: bool) -> anyhow::Re
     } else {
         (accounts::generated_password(), true)
     };
-    if let Err(err) = accounts::normalize_email(email).and_then(|_| {
-        (password.chars().count() >= accounts::MIN_PASSWORD_CHARS)
-            .then_some(())
-            .ok_or(AccountError::ShortPassword)
-    }) {
-        eprintln!("error: {err}");
-        return Ok(ExitCode::from(2));
-    }
+    accounts::normalize_email(email)
+        .and_then(|_| {
+            (password.chars().count() >= accounts::MIN_PASSWORD_CHARS)
+                .then_some(())
+                .ok_or(AccountError::ShortPassword)
+        })
+        .map_err(Failure::invalid)?;
     let pool = connect(cli, true).await?;
     match accounts::add(&pool, email, role, &password).await {
         Ok(new) => {
@@ -81,24 +81,21 @@ async fn add(cli: &Cli, email: &str, role: &str, from_stdin: bool) -> anyhow::Re
             if generated {
                 println!("password (shown once): {password}");
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Err(AccountError::Database(e)) => Err(e.into()),
-        Err(err) => {
-            eprintln!("error: {err}");
-            Ok(ExitCode::from(2))
-        }
+        Err(err) => Err(Failure::invalid(err)),
     }
 }
 
-async fn list(cli: &Cli) -> anyhow::Result<ExitCode> {
+async fn list(cli: &Cli) -> Outcome {
     let pool = connect(cli, true).await?;
     let all = accounts::list(&pool).await?;
     if all.is_empty() {
         println!(
             "no console accounts: create one with `replay-ledger users add EMAIL --role finance`"
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     println!(
         "{:<36} {:<9} {:<20} {:<24} SESSIONS",
@@ -114,5 +111,5 @@ async fn list(cli: &Cli) -> anyhow::Result<ExitCode> {
             a.sessions
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -11,6 +11,7 @@ mod database_away;
 mod domain;
 mod dst;
 mod engine;
+mod exits;
 mod faults;
 mod figures;
 mod helpers;
