@@ -16,6 +16,7 @@ use testkit::sink::{Behavior, Sink, SinkConfig};
 use crate::config::{self, JobKind};
 use crate::domain::{self, effect_key, NOTIFY_SELLER};
 use crate::effects::Effects;
+use crate::plan::{Asked, Plan};
 use crate::runner::{self, RunReport, RunnerConfig};
 use crate::shutdown::Shutdown;
 use crate::summary::StateOutcome;
@@ -115,9 +116,6 @@ async fn story(url: &str, events: u32) -> anyhow::Result<bool> {
     .await
     .context("starting the loopback webhook")?;
     let (_jobs, job, effects) = example_jobs(&sink)?;
-    let JobKind::Replay(replay) = &job.kind else {
-        unreachable!("example_jobs returns a replay job")
-    };
     let mut ok = true;
 
     println!(
@@ -125,7 +123,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<bool> {
         job.name
     );
     let before = checksums(&pool).await?;
-    let report = execute(&pool, url, &job, replay, &effects, Some(true), false).await?;
+    let report = execute(&pool, url, &job, &effects, Some(true), false).await?;
     print!("{report}");
     let after = checksums(&pool).await?;
     ok &= verdict(
@@ -139,7 +137,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<bool> {
     print_largest_diffs(&pool, &report.execution_id).await?;
 
     println!("\nstep 2: the real run (`replay-ledger run {}`)", job.name);
-    let report = execute(&pool, url, &job, replay, &effects, Some(false), false).await?;
+    let report = execute(&pool, url, &job, &effects, Some(false), false).await?;
     print!("{report}");
     let delivered: BTreeSet<String> = sink.deliveries().into_keys().collect();
     ok &= verdict(
@@ -165,7 +163,7 @@ async fn story(url: &str, events: u32) -> anyhow::Result<bool> {
         job.name
     );
     let requests_before = sink.request_count();
-    let report = execute(&pool, url, &job, replay, &effects, Some(false), true).await?;
+    let report = execute(&pool, url, &job, &effects, Some(false), true).await?;
     print!("{report}");
     ok &= verdict(
         sink.request_count() == requests_before,
@@ -235,27 +233,21 @@ async fn execute(
     pool: &PgPool,
     url: &str,
     job: &config::Job,
-    replay: &config::ReplayJob,
     effects: &Effects,
     simulate: Option<bool>,
     restart: bool,
 ) -> anyhow::Result<RunReport> {
-    let config = RunnerConfig {
+    let asked = Asked {
         simulate,
         restart,
+        at: chrono::Utc::now(),
+    };
+    let plan = Plan::new(job, asked)?;
+    let config = RunnerConfig {
         started_by: "demo".into(),
         ..RunnerConfig::default()
     };
-    Ok(runner::run(
-        pool,
-        url,
-        job,
-        replay,
-        effects.clone(),
-        config,
-        Shutdown::never(),
-    )
-    .await?)
+    Ok(runner::run(pool, url, &plan, effects.clone(), config, Shutdown::never()).await?)
 }
 
 fn verdict(held: bool, what: &str) -> bool {

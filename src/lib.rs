@@ -49,6 +49,7 @@ pub mod identity;
 pub mod ledger;
 pub mod metrics;
 pub mod money;
+pub mod plan;
 pub mod report;
 pub mod runner;
 pub mod scheduler;

@@ -34,9 +34,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use replay_ledger::config::{self, JobKind};
+use replay_ledger::config;
 use replay_ledger::db;
 use replay_ledger::effects::Effects;
+use replay_ledger::plan::{Asked, Plan};
 use replay_ledger::runner::{self, RunnerConfig};
 use replay_ledger::shutdown::{self, Shutdown};
 use sqlx::postgres::PgConnectOptions;
@@ -367,28 +368,20 @@ async fn partitions(
     workers: usize,
 ) -> anyhow::Result<f64> {
     let job = loaded.job("bench-f").context("bench-f")?;
-    let JobKind::Replay(replay) = &job.kind else {
-        anyhow::bail!("not a replay job")
-    };
-    let config = RunnerConfig {
+    let asked = Asked {
         simulate: Some(true),
         restart: true,
+        at: chrono::Utc::now(),
+    };
+    let plan = Plan::new(job, asked)?;
+    let config = RunnerConfig {
         workers,
         progress: false,
         started_by: "bench".into(),
         ..RunnerConfig::default()
     };
     let t = Instant::now();
-    let report = runner::run(
-        pool,
-        url,
-        job,
-        replay,
-        effects.clone(),
-        config,
-        Shutdown::never(),
-    )
-    .await?;
+    let report = runner::run(pool, url, &plan, effects.clone(), config, Shutdown::never()).await?;
     let secs = t.elapsed().as_secs_f64();
     println!(
         "(f) simulation in 4 partitions, {workers} worker(s): {} events in {secs:.2} s",
@@ -449,17 +442,18 @@ async fn engine(
     shutdown: Shutdown,
 ) -> anyhow::Result<Measured> {
     let job = loaded.job(job).context("bench job")?;
-    let JobKind::Replay(replay) = &job.kind else {
-        anyhow::bail!("not a replay job")
-    };
-    let config = RunnerConfig {
+    let asked = Asked {
         simulate: Some(simulate),
+        ..Asked::at(chrono::Utc::now())
+    };
+    let plan = Plan::new(job, asked)?;
+    let config = RunnerConfig {
         progress: false,
         started_by: "bench".into(),
         ..RunnerConfig::default()
     };
     let t = Instant::now();
-    let report = runner::run(pool, url, job, replay, effects.clone(), config, shutdown).await?;
+    let report = runner::run(pool, url, &plan, effects.clone(), config, shutdown).await?;
     let secs = t.elapsed().as_secs_f64();
     println!(
         "{label}: {} events in {secs:.2} s; effects {:?}",

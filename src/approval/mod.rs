@@ -22,10 +22,11 @@ pub use store::{latest, list};
 
 use crate::archive;
 use crate::commission;
-use crate::config::{Job, ReplayJob, ResolvedWindow};
+use crate::config::ResolvedWindow;
 use crate::definition::{self, Definition, FieldChange};
 use crate::effects::Effects;
 use crate::execution::{self, Execution, Mode, State};
+use crate::plan::Plan;
 use crate::summary::Totals;
 
 /// A recorded approval.
@@ -167,30 +168,24 @@ pub enum GateError {
 /// A real run about to start or resume a pass: what the gate checks.
 pub struct RunStart<'a> {
     pub pool: &'a PgPool,
-    pub job: &'a Job,
-    pub replay: &'a ReplayJob,
-    pub mode: Mode,
-    pub resolved: &'a ResolvedWindow,
+    pub plan: &'a Plan,
     /// The job's definition as it is now.
     pub definition: Definition,
 }
 
-/// Approves the finished simulation of `job`'s execution at `now`. The approval records the
-/// database role of the session (`session_user`) as who approved, with `note` as free text.
-#[tracing::instrument(skip_all, fields(job = %job.name))]
+/// Approves the finished simulation of the plan's execution. The approval records the database
+/// role of the session (`session_user`) as who approved, with `note` as free text.
+#[tracing::instrument(skip_all, fields(job = %target.plan.job.name))]
 pub async fn approve(
     pool: &PgPool,
-    job: &Job,
-    replay: &ReplayJob,
-    effects: &Effects,
+    target: Target<'_>,
     note: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Approval, ApprovalError> {
     let note = note.map(crate::identity::check_note).transpose()?;
-    let resolved = job.resolve_window(&replay.window, now);
-    let candidate = candidate(pool, job, replay, &resolved, effects).await?;
+    let candidate = candidate(pool, target).await?;
     let approval = store::insert(pool, candidate.to_record(note.as_deref(), now)).await?;
-    tracing::info!(execution = %resolved.execution_id, pass = approval.simulation_pass, approval = approval.id, "simulation approved");
+    tracing::info!(execution = %target.plan.execution_id(), pass = approval.simulation_pass, approval = approval.id, "simulation approved");
     Ok(approval)
 }
 
@@ -203,10 +198,10 @@ pub struct ConsoleSession<'a> {
 }
 
 /// Approves as [`approve`] does — the same checks, the same fingerprint — the simulation of the
-/// execution `resolved`, recorded as the finance account of a console session
-/// (`console:<email>`) by the `security definer` function `console_aprovar`, which refuses with
-/// 42501 unless the session is live and its account is a finance one.
-#[tracing::instrument(skip_all, fields(job = %target.job.name))]
+/// plan's execution, recorded as the finance account of a console session (`console:<email>`)
+/// by the `security definer` function `console_aprovar`, which refuses with 42501 unless the
+/// session is live and its account is a finance one.
+#[tracing::instrument(skip_all, fields(job = %target.plan.job.name))]
 pub async fn approve_in_console(
     pool: &PgPool,
     session: ConsoleSession<'_>,
@@ -215,21 +210,18 @@ pub async fn approve_in_console(
     now: DateTime<Utc>,
 ) -> Result<Approval, ApprovalError> {
     let note = note.map(crate::identity::check_note).transpose()?;
-    let (job, replay) = (target.job, target.replay);
-    let candidate = candidate(pool, job, replay, target.resolved, target.effects).await?;
+    let candidate = candidate(pool, target).await?;
     let record = candidate.to_record(note.as_deref(), now);
     let approval = store::insert_in_console(pool, session, record).await?;
-    tracing::info!(execution = %target.resolved.execution_id, pass = approval.simulation_pass, approval = approval.id, "simulation approved in the console");
+    tracing::info!(execution = %target.plan.execution_id(), pass = approval.simulation_pass, approval = approval.id, "simulation approved in the console");
     Ok(approval)
 }
 
-/// The simulation an approval is about: the job as configured now, the execution's window, and
-/// the job's providers.
+/// The simulation an approval is about: the plan of its execution (the job as configured now),
+/// and the job's providers (what the definition binds of them).
 #[derive(Clone, Copy)]
 pub struct Target<'a> {
-    pub job: &'a Job,
-    pub replay: &'a ReplayJob,
-    pub resolved: &'a ResolvedWindow,
+    pub plan: &'a Plan,
     pub effects: &'a Effects,
 }
 
@@ -257,19 +249,14 @@ impl Candidate {
     }
 }
 
-/// Whether the simulation of `resolved` may be approved now, and what the approval would bind;
-/// else why not: no finished simulation, the job's definition changed since it ran (field by
-/// field), or its data did. Reads only: the console shows it before offering the button.
-pub async fn candidate(
-    pool: &PgPool,
-    job: &Job,
-    replay: &ReplayJob,
-    resolved: &ResolvedWindow,
-    effects: &Effects,
-) -> Result<Candidate, ApprovalError> {
-    let id = resolved.execution_id.clone();
-    let simulation = finished_simulation(pool, job, &id).await?;
-    let definition = Definition::of(job, replay, resolved, effects);
+/// Whether the simulation of the plan's execution may be approved now, and what the approval
+/// would bind; else why not: no finished simulation, the job's definition changed since it ran
+/// (field by field), or its data did. Reads only: the console shows it before offering the button.
+pub async fn candidate(pool: &PgPool, target: Target<'_>) -> Result<Candidate, ApprovalError> {
+    let (plan, job) = (target.plan, &target.plan.job);
+    let id = plan.execution_id().to_string();
+    let simulation = finished_simulation(pool, plan).await?;
+    let definition = plan.definition(target.effects);
     let (fields, changes) = match Definition::from_json(simulation.definition.as_ref()) {
         Some(simulated) => {
             let fields = simulated.changes(&definition);
@@ -289,7 +276,7 @@ pub async fn candidate(
             fields,
         });
     }
-    let (from, to) = window_of(&simulation, resolved);
+    let (from, to) = window_of(&simulation, &plan.window);
     // The fingerprint first, then the checks against the simulation: a write racing with them is
     // either caught by the checks or makes the fingerprint differ at the gate.
     let mut fingerprint = Fingerprint::now(pool, &id, from, to).await?;
@@ -309,25 +296,20 @@ pub async fn candidate(
     })
 }
 
-/// The job's finished simulation, or why there is none.
-async fn finished_simulation(
-    pool: &PgPool,
-    job: &Job,
-    id: &str,
-) -> Result<Execution, ApprovalError> {
-    let key = execution::checkpoint_key(id, Mode::Simulation);
-    let simulation =
-        execution::load(pool, &key)
-            .await?
-            .ok_or_else(|| ApprovalError::NoSimulation {
-                job: job.name.clone(),
-                execution: id.to_string(),
-            })?;
+/// The plan's finished simulation, or why there is none.
+async fn finished_simulation(pool: &PgPool, plan: &Plan) -> Result<Execution, ApprovalError> {
+    let (job, id) = (plan.job.name.clone(), plan.execution_id().to_string());
+    let simulation = execution::load(pool, &plan.simulation_key())
+        .await?
+        .ok_or_else(|| ApprovalError::NoSimulation {
+            job: job.clone(),
+            execution: id.clone(),
+        })?;
     match (simulation.finished_at, simulation.state) {
         (Some(_), State::Finished) => Ok(simulation),
         _ => Err(ApprovalError::Unfinished {
-            job: job.name.clone(),
-            execution: id.to_string(),
+            job,
+            execution: id,
             state: simulation.state.to_string(),
         }),
     }
@@ -338,10 +320,10 @@ async fn finished_simulation(
 /// window's events, the diff's commissions — must still hold. A no-op unless the job requires an
 /// approved simulation and the run is a real one.
 pub async fn gate(start: RunStart<'_>) -> Result<(), GateError> {
-    if start.mode != Mode::Real || !start.replay.require_approved_simulation {
+    if !gated(start.plan) {
         return Ok(());
     }
-    let id = start.resolved.execution_id.clone();
+    let id = start.plan.execution_id().to_string();
     let approval = would_open(start).await?;
     tracing::info!(execution = %id, approval = approval.id, by = %approval.by, "approved simulation checked; real run may start");
     Ok(())
@@ -350,7 +332,8 @@ pub async fn gate(start: RunStart<'_>) -> Result<(), GateError> {
 /// What [`gate`] checks, without logging (the console shows it on a page): the approval that
 /// would let the real run start now, or why none would.
 pub async fn would_open(start: RunStart<'_>) -> Result<Approval, GateError> {
-    let (pool, job, id) = (start.pool, start.job, &start.resolved.execution_id);
+    let (pool, plan) = (start.pool, start.plan);
+    let (job, id) = (&plan.job, &plan.window.execution_id);
     let refused = |what: String| GateError::Changed {
         job: job.name.clone(),
         execution: id.clone(),
@@ -362,8 +345,7 @@ pub async fn would_open(start: RunStart<'_>) -> Result<Approval, GateError> {
             execution: id.clone(),
         });
     };
-    let simulation =
-        execution::load(pool, &execution::checkpoint_key(id, Mode::Simulation)).await?;
+    let simulation = execution::load(pool, &plan.simulation_key()).await?;
     let same = simulation.as_ref().is_some_and(|s| {
         s.pass == approval.simulation_pass && s.finished_at == Some(approval.simulation_finished_at)
     });
@@ -387,8 +369,8 @@ pub async fn would_open(start: RunStart<'_>) -> Result<Approval, GateError> {
     }
     let (from, to) = simulation
         .as_ref()
-        .map_or((start.resolved.from, start.resolved.to), |s| {
-            window_of(s, start.resolved)
+        .map_or((plan.window.from, plan.window.to), |s| {
+            window_of(s, &plan.window)
         });
     let now = Fingerprint::now(pool, id, from, to).await?;
     let (then, now_events) = (&approval.fingerprint.events, &now.events);
@@ -413,7 +395,7 @@ pub async fn would_open(start: RunStart<'_>) -> Result<Approval, GateError> {
 /// A gated real run resumes a pass only under the definition the pass started with (the one the
 /// gate let through): a job edited mid-pass would apply what nobody approved.
 pub fn check_resumed(start: RunStart<'_>, pass: &Execution) -> Result<(), GateError> {
-    if start.mode != Mode::Real || !start.replay.require_approved_simulation {
+    if !gated(start.plan) {
         return Ok(());
     }
     let Some(recorded) = Definition::from_json(pass.definition.as_ref()) else {
@@ -424,9 +406,14 @@ pub fn check_resumed(start: RunStart<'_>, pass: &Execution) -> Result<(), GateEr
         return Ok(());
     }
     Err(GateError::RedefinedMidPass {
-        execution: start.resolved.execution_id.clone(),
+        execution: start.plan.execution_id().to_string(),
         changes: definition::describe(&changes),
     })
+}
+
+/// Whether the plan is a real run of a job that requires an approved simulation.
+fn gated(plan: &Plan) -> bool {
+    plan.mode == Mode::Real && plan.replay.require_approved_simulation
 }
 
 /// What changed in the window since the simulation, if anything: events archived into it (or

@@ -12,6 +12,7 @@ use super::{connect, reports, warn_in_clear, Class, Cli, Failure, Outcome};
 use crate::config::{self, JobKind};
 use crate::effects::Effects;
 use crate::metrics::Metrics;
+use crate::plan::{Asked, Plan};
 use crate::runner::summary::counts;
 use crate::runner::{self, Ended, RunnerConfig};
 use crate::{scheduler, shutdown};
@@ -26,7 +27,12 @@ pub(super) struct RunHow {
 
 pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
     let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
-    let JobKind::Replay(replay) = &job.kind else {
+    let asked = Asked {
+        simulate: how.simulate.then_some(true),
+        restart: how.restart,
+        at: chrono::Utc::now(),
+    };
+    let Ok(plan) = Plan::new(&job, asked) else {
         return Err(Failure::wrong_kind(
             &job,
             "replay",
@@ -40,8 +46,6 @@ pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
     let (trigger, stop) = shutdown::channel();
     shutdown::on_signals(trigger);
     let config = RunnerConfig {
-        simulate: how.simulate.then_some(true),
-        restart: how.restart,
         workers: how.workers,
         progress: how.workers == 1 && !how.json,
         retries: crate::applier::Retries {
@@ -50,24 +54,15 @@ pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
         },
         ..RunnerConfig::default()
     };
-    let mode = if how.simulate || replay.simulate {
-        crate::execution::Mode::Simulation
-    } else {
-        crate::execution::Mode::Real
-    };
-    let key = crate::execution::checkpoint_key(
-        &job.resolve_window(&replay.window, config.now).execution_id,
-        mode,
-    );
-    let result = runner::run(&pool, &url, &job, replay, effects, config, stop).await;
+    let result = runner::run(&pool, &url, &plan, effects, config, stop).await;
     if how.json {
-        print_execution_json(&pool, &key).await;
+        print_execution_json(&pool, &plan.key).await;
     }
     let report = result.map_err(Failure::failed)?;
     if !how.json {
         print!("{report}");
     }
-    let mailed = reports::after_run(&pool, &job, replay, &report).await;
+    let mailed = reports::after_run(&pool, &plan, &report).await;
     match report.ended {
         Ended::Interrupted => Err(Failure::said(Class::Interrupted)),
         _ => mailed,

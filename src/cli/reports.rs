@@ -13,10 +13,11 @@ use sqlx::PgPool;
 
 use super::{connect, Class, Cli, Failure, Outcome};
 use crate::approval::{self, ApprovalError};
-use crate::config::{self, Job, JobKind, ReplayJob};
+use crate::config::{self, JobKind};
 use crate::effects::Effects;
 use crate::execution;
 use crate::money::{brl, brl_signed, group_thousands};
+use crate::plan::{Asked, Plan};
 use crate::report::{self, Mailer, ReportError, Sender};
 use crate::runner::{Ended, RunReport};
 
@@ -99,7 +100,7 @@ async fn sender(
 /// `replay-ledger approve JOB [--by NAME]`.
 pub(super) async fn approve(cli: &Cli, job_ref: &str, note: Option<&str>) -> Outcome {
     let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
-    let JobKind::Replay(replay) = &job.kind else {
+    let Ok(plan) = Plan::new(&job, Asked::at(Utc::now())) else {
         return Err(Failure::wrong_kind(
             &job,
             "replay",
@@ -111,7 +112,11 @@ pub(super) async fn approve(cli: &Cli, job_ref: &str, note: Option<&str>) -> Out
     }
     let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
     let pool = connect(cli, true).await?;
-    match approval::approve(&pool, &job, replay, &effects, note, Utc::now()).await {
+    let target = approval::Target {
+        plan: &plan,
+        effects: &effects,
+    };
+    match approval::approve(&pool, target, note, Utc::now()).await {
         Ok(a) => {
             print_approval(&a);
             Ok(())
@@ -210,17 +215,13 @@ fn approval_json(a: &approval::Approval) -> serde_json::Value {
 
 /// After `run`: the execution's report to the job's `report_to`, once; a failure when the report
 /// could not be delivered.
-pub(super) async fn after_run(
-    pool: &PgPool,
-    job: &Job,
-    replay: &ReplayJob,
-    run: &RunReport,
-) -> Outcome {
-    if replay.report_to.is_empty() || matches!(run.ended, Ended::Interrupted) {
+pub(super) async fn after_run(pool: &PgPool, plan: &Plan, run: &RunReport) -> Outcome {
+    if plan.replay.report_to.is_empty() || matches!(run.ended, Ended::Interrupted) {
         return Ok(());
     }
     let mailer = Mailer::from_env().map_err(Failure::invalid)?;
-    match report::after_run(pool, job, replay, &run.checkpoint_key, Utc::now(), &mailer).await {
+    let (job, replay, key) = (&plan.job, &plan.replay, &run.checkpoint_key);
+    match report::after_run(pool, job, replay, key, Utc::now(), &mailer).await {
         Ok(None) => Ok(()),
         Ok(Some(delivery)) => {
             println!("report: {}", delivery.describe(&mailer.target()));

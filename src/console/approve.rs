@@ -16,10 +16,11 @@ use super::error::PageError;
 use super::session::Session;
 use super::Console;
 use crate::approval::{self, Approval, ApprovalError, RunStart, Target};
-use crate::config::{self, Job, JobKind, ReplayJob, ResolvedWindow};
-use crate::definition::{Definition, FieldChange};
+use crate::config::{self, JobKind};
+use crate::definition::FieldChange;
 use crate::effects::Effects;
 use crate::execution::{self, Execution, Mode, State as Run};
+use crate::plan::Plan;
 
 /// Where a simulation stands with respect to approval, as the page shows it.
 #[derive(Debug)]
@@ -50,20 +51,16 @@ pub(super) enum Gate {
     Closed(String),
 }
 
-/// A gated job of the jobs directory, resolved for one execution.
+/// A gated job of the jobs directory, planned for one execution.
 struct Configured {
-    job: Job,
-    replay: ReplayJob,
-    resolved: ResolvedWindow,
+    plan: Plan,
     effects: Effects,
 }
 
 impl Configured {
     fn target(&self) -> Target<'_> {
         Target {
-            job: &self.job,
-            replay: &self.replay,
-            resolved: &self.resolved,
+            plan: &self.plan,
             effects: &self.effects,
         }
     }
@@ -79,22 +76,12 @@ fn configured(console: &Console, simulation: &Execution) -> Result<Option<Config
     if !replay.require_approved_simulation {
         return Ok(None);
     }
-    let id = execution::execution_id_of(&simulation.key);
-    // A `previous: day` job resolves to the day before "now": take the now of its window's end.
-    let resolved = [Some(Utc::now()), simulation.window_to]
-        .into_iter()
-        .flatten()
-        .map(|at| job.resolve_window(&replay.window, at))
-        .find(|r| r.execution_id == id)
-        .ok_or_else(|| format!("the job {} no longer resolves to {id}", job.name))?;
+    let plan = Plan::of_execution(&job, simulation).ok_or_else(|| {
+        let id = execution::execution_id_of(&simulation.key);
+        format!("the job {} no longer resolves to {id}", job.name)
+    })?;
     let effects = Effects::from_catalog(&catalog).map_err(|e| e.to_string())?;
-    let replay = replay.clone();
-    Ok(Some(Configured {
-        job,
-        replay,
-        resolved,
-        effects,
-    }))
+    Ok(Some(Configured { plan, effects }))
 }
 
 /// Where the simulation `e` stands.
@@ -111,8 +98,7 @@ pub(super) async fn standing(console: &Console, e: &Execution) -> Result<Standin
         return Ok(Standing::Unfinished);
     }
     let pool = &console.pool;
-    let id = &c.resolved.execution_id;
-    if let Some(approval) = approval::latest(pool, id).await? {
+    if let Some(approval) = approval::latest(pool, c.plan.execution_id()).await? {
         let same = approval.simulation_pass == e.pass
             && Some(approval.simulation_finished_at) == e.finished_at;
         if same {
@@ -123,7 +109,7 @@ pub(super) async fn standing(console: &Console, e: &Execution) -> Result<Standin
             });
         }
     }
-    match approval::candidate(pool, &c.job, &c.replay, &c.resolved, &c.effects).await {
+    match approval::candidate(pool, c.target()).await {
         Ok(_) => Ok(Standing::Approvable),
         Err(err) => refusal(err),
     }
@@ -131,18 +117,15 @@ pub(super) async fn standing(console: &Console, e: &Execution) -> Result<Standin
 
 /// What the real run's gate says now, unless the real run already started since the approval.
 async fn gate(console: &Console, c: &Configured, approval: &Approval) -> Result<Gate, PageError> {
-    let id = &c.resolved.execution_id;
-    let real = execution::load(&console.pool, id).await?;
-    if let Some(real) = real.filter(|r| r.started_at > approval.at) {
-        return Ok(Gate::Ran(real.key));
+    let real = c.plan.in_mode(Mode::Real);
+    let run = execution::load(&console.pool, &real.key).await?;
+    if let Some(run) = run.filter(|r| r.started_at > approval.at) {
+        return Ok(Gate::Ran(run.key));
     }
     let start = RunStart {
         pool: &console.pool,
-        job: &c.job,
-        replay: &c.replay,
-        mode: Mode::Real,
-        resolved: &c.resolved,
-        definition: Definition::of(&c.job, &c.replay, &c.resolved, &c.effects),
+        plan: &real,
+        definition: real.definition(&c.effects),
     };
     Ok(match approval::would_open(start).await {
         Ok(_) => Gate::Open,

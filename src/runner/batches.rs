@@ -78,7 +78,7 @@ impl<'a> Batches<'a> {
             pool,
             held,
             window,
-            batch_size: ctx.replay.batch_size,
+            batch_size: ctx.plan.replay.batch_size,
             config,
             shutdown: ctx.shutdown,
             report,

@@ -8,6 +8,7 @@
 mod batches;
 mod error;
 mod partitioned;
+mod pass;
 mod progress;
 pub mod summary;
 
@@ -19,31 +20,26 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::applier::{ApplyError, Policy, Retries};
-use crate::archive::{self, Partition, Window};
-use crate::config::{Job, ReplayJob, ResolvedWindow};
+use crate::applier::{ApplyError, Retries};
+use crate::archive::{Partition, Window};
 use crate::db;
 use crate::effects::Effects;
-use crate::execution::{self, Mode, NewPass, Rejected, State};
+use crate::execution::{self, Mode, Rejected};
 use crate::held::{Held, HeldSpec};
+use crate::plan::Plan;
 use crate::shutdown::Shutdown;
 use crate::summary::Summary;
+use pass::Opened;
 
-/// How a run behaves beyond what the job says.
+/// How a run behaves beyond what its plan says.
 #[derive(Debug, Clone)]
 pub struct RunnerConfig {
-    /// Overrides the job's `simulate` when `Some`.
-    pub simulate: Option<bool>,
-    /// Starts a new pass from the window's start.
-    pub restart: bool,
     /// Who or what started it (`user@host`, `serve`).
     pub started_by: String,
     /// Staleness of reservations, database and provider retries.
     pub retries: Retries,
     /// Show a progress bar (when stderr is a terminal) or log progress lines.
     pub progress: bool,
-    /// The clock for `window: { previous: day }`.
-    pub now: DateTime<Utc>,
     /// Batches in flight at once (read and written while earlier ones' effects are in flight).
     pub pipeline_depth: usize,
     /// Partitions run at once by this process (a job with `partitions`).
@@ -53,8 +49,6 @@ pub struct RunnerConfig {
 impl Default for RunnerConfig {
     fn default() -> Self {
         RunnerConfig {
-            simulate: None,
-            restart: false,
             started_by: format!(
                 "{}@{}",
                 std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
@@ -62,7 +56,6 @@ impl Default for RunnerConfig {
             ),
             retries: Retries::default(),
             progress: true,
-            now: Utc::now(),
             pipeline_depth: 2,
             workers: 1,
         }
@@ -99,9 +92,9 @@ pub struct RunReport {
 impl RunReport {
     fn new(ctx: &Context<'_>, key: &str) -> Self {
         RunReport {
-            execution_id: ctx.resolved.execution_id.clone(),
+            execution_id: ctx.plan.execution_id().to_string(),
             checkpoint_key: key.to_string(),
-            mode: ctx.mode,
+            mode: ctx.plan.mode,
             ended: Ended::Finished,
             summary: Summary::default(),
             checkpoint: None,
@@ -112,35 +105,26 @@ impl RunReport {
     }
 }
 
-/// Runs a replay job to the end of its window (or to a stop), resuming from its checkpoint.
+/// Runs a replay job's plan to the end of its window (or to a stop), resuming from its
+/// checkpoint.
 pub async fn run(
     pool: &PgPool,
     database_url: &str,
-    job: &Job,
-    replay: &ReplayJob,
+    plan: &Plan,
     effects: Effects,
     config: RunnerConfig,
     shutdown: Shutdown,
 ) -> Result<RunReport, RunError> {
-    let resolved = job.resolve_window(&replay.window, config.now);
-    let mode = if config.simulate.unwrap_or(replay.simulate) {
-        Mode::Simulation
-    } else {
-        Mode::Real
-    };
     let ctx = Context {
         pool,
         database_url,
-        job,
-        replay,
+        plan,
         effects: &effects,
         config: &config,
         shutdown: &shutdown,
-        resolved: &resolved,
-        mode,
     };
-    let key = execution::checkpoint_key(&resolved.execution_id, mode);
-    let result = if replay.partitions > 1 {
+    let key = plan.key.clone();
+    let result = if plan.replay.partitions > 1 {
         partitioned::run(&ctx, key).await
     } else {
         let scope = Scope {
@@ -163,29 +147,18 @@ pub async fn run(
 pub(crate) struct Context<'a> {
     pool: &'a PgPool,
     database_url: &'a str,
-    job: &'a Job,
-    replay: &'a ReplayJob,
+    plan: &'a Plan,
     effects: &'a Effects,
     config: &'a RunnerConfig,
     shutdown: &'a Shutdown,
-    resolved: &'a ResolvedWindow,
-    mode: Mode,
 }
 
 impl Context<'_> {
-    /// The job's outcome-deciding definition for this run's window.
-    fn definition(&self) -> crate::definition::Definition {
-        crate::definition::Definition::of(self.job, self.replay, self.resolved, self.effects)
-    }
-
     fn approval_context(&self) -> crate::approval::RunStart<'_> {
         crate::approval::RunStart {
             pool: self.pool,
-            job: self.job,
-            replay: self.replay,
-            mode: self.mode,
-            resolved: self.resolved,
-            definition: self.definition(),
+            plan: self.plan,
+            definition: self.plan.definition(self.effects),
         }
     }
 }
@@ -213,24 +186,17 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     let (pool, key) = (ctx.pool, scope.key.clone());
     let spec = HeldSpec {
         key: &key,
-        execution_id: &ctx.resolved.execution_id,
-        mode: ctx.mode,
-        policy: Policy::from(ctx.replay),
+        execution_id: ctx.plan.execution_id(),
+        mode: ctx.plan.mode,
+        policy: ctx.plan.policy.clone(),
         retries: ctx.config.retries,
         partition: scope.partition,
         role: "run",
     };
     let mut held = Held::take(pool, ctx.database_url, spec, ctx.effects.clone()).await?;
     let mut report = RunReport::new(ctx, &key);
-
-    let existing = execution::load(pool, &key).await?;
-    // A partition belongs to its parent's pass; a whole window is in its pass until --restart.
-    let same_pass = |e: &execution::Execution| match scope.parent {
-        Some(parent) => e.pass == parent.pass,
-        None => !ctx.config.restart,
-    };
-    let window = match existing {
-        Some(ref e) if e.state == State::Finished && same_pass(e) => {
+    let window = match pass::open(ctx, &scope, held.owner()).await? {
+        Opened::AlreadyFinished(e) => {
             report.ended = Ended::AlreadyFinished { at: e.finished_at };
             report.summary = e.summary.clone();
             report.checkpoint = e.checkpoint;
@@ -238,11 +204,7 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
             held.release().await;
             return Ok(report);
         }
-        Some(ref e) if same_pass(e) => {
-            if scope.parent.is_none() {
-                crate::approval::check_resumed(ctx.approval_context(), e)?;
-            }
-            execution::resume(pool, held.owner()).await?;
+        Opened::Resumed(e) => {
             held.begin(scope.tally(e.pass), e.started_at, true);
             report.summary = e.summary.clone();
             e.window().map(|w| Window {
@@ -250,10 +212,9 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
                 ..w
             })
         }
-        _ => {
-            let (window, pass, started_at) = start_pass(ctx, &scope, held.owner()).await?;
-            held.begin(scope.tally(pass), started_at, false);
-            window
+        Opened::Started(started) => {
+            held.begin(scope.tally(started.pass), started.at, false);
+            started.window
         }
     };
     held.settle_own().await?;
@@ -271,15 +232,7 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
             return Err(result.unwrap_err());
         }
     }
-    let (state, error) = match &result {
-        Ok(Ended::Interrupted) => (State::Interrupted, None),
-        Ok(_) => (State::Finished, None),
-        Err(e) => (State::Failed, Some(e.to_string())),
-    };
-    db::retry("finish", ctx.config.retries.db_backoff, || {
-        execution::finish(pool, held.owner(), state, error.as_deref())
-    })
-    .await?;
+    pass::close(ctx, held.owner(), &result).await?;
     report.rejected = execution::rejected(pool, &key).await.unwrap_or_default();
     // The figures are the tallies, not what this process counted.
     if let Ok(Some(e)) = execution::load(pool, &key).await {
@@ -350,45 +303,4 @@ fn recoverable(err: &RunError) -> bool {
         }
         _ => false,
     }
-}
-
-/// Starts a pass of an execution: fixes its window (a partition takes its parent's), resets the
-/// checkpoint, records the job's definition, and for a whole window checks the approval gate and
-/// clears an old diff. Returns the window, the pass and when it started.
-async fn start_pass(
-    ctx: &Context<'_>,
-    scope: &Scope,
-    owner: &execution::Owner,
-) -> Result<(Option<Window>, i32, DateTime<Utc>), RunError> {
-    let pool = ctx.pool;
-    let window = match (scope.parent, scope.partition) {
-        (Some(parent), Some(partition)) => match parent.window {
-            Some(w) => Some(w.partition(pool, partition).await?),
-            None => None,
-        },
-        _ => {
-            crate::approval::gate(ctx.approval_context()).await?;
-            if ctx.mode == Mode::Simulation {
-                crate::commission::clear_diff(pool, owner, &ctx.resolved.execution_id).await?;
-            }
-            archive::bounds(pool, ctx.resolved.from, ctx.resolved.to).await?
-        }
-    };
-    let definition = ctx.definition().to_json();
-    let (pass, started_at) = execution::start_pass(
-        pool,
-        owner,
-        &NewPass {
-            job: &ctx.job.name,
-            mode: ctx.mode,
-            window_from: ctx.resolved.from,
-            window_to: ctx.resolved.to,
-            window,
-            started_by: &ctx.config.started_by,
-            pass: scope.parent.map(|p| p.pass),
-            definition: Some(&definition),
-        },
-    )
-    .await?;
-    Ok((window, pass, started_at))
 }

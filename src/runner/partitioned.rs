@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 
+use super::pass::{self, Opened};
 use super::{run_scope, Context, Ended, Parent, RunError, RunReport, Scope};
 use crate::archive::Partition;
 use crate::db;
 use crate::execution::State;
-use crate::execution::{self, Execution, ExecutionLock, NewPass, Owner};
+use crate::execution::{self, Execution, ExecutionLock};
 use crate::held::RECOVERY_PATIENCE;
 use crate::summary::Summary;
 
@@ -29,12 +30,12 @@ fn partition_key(parent: &str, index: u32) -> String {
 
 pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, RunError> {
     let started = std::time::Instant::now();
-    let count = ctx.replay.partitions;
+    let count = ctx.plan.replay.partitions;
     let parent = setup(ctx, &key).await?;
     let mut report = RunReport {
-        execution_id: ctx.resolved.execution_id.clone(),
+        execution_id: ctx.plan.execution_id().to_string(),
         checkpoint_key: key.clone(),
-        mode: ctx.mode,
+        mode: ctx.plan.mode,
         ended: Ended::Finished,
         summary: parent.summary.clone(),
         checkpoint: parent.checkpoint,
@@ -79,12 +80,7 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
             .extend(execution::rejected(ctx.pool, &part.key).await?);
     }
     report.elapsed = started.elapsed();
-    let state = match &outcome {
-        Ok(Ended::Finished) => State::Finished,
-        Ok(_) => State::Interrupted,
-        Err(_) => State::Failed,
-    };
-    finish_parent(ctx, &key, state, &outcome).await?;
+    finish_parent(ctx, &key, &outcome).await?;
     // The parent's figures: its partitions' tallies, summed.
     if let Some(e) = execution::load(ctx.pool, &key).await? {
         report.summary = e.summary;
@@ -94,54 +90,24 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
 }
 
 /// Fixes the parent execution under its lock: resumes its pass, or starts one (`--restart`, or
-/// the first run), checking the approval gate and clearing an old simulation diff.
+/// the first run), as a whole window's pass is opened ([`pass::open`]).
 async fn setup(ctx: &Context<'_>, key: &str) -> Result<Execution, RunError> {
     let lock = ExecutionLock::acquire_waiting(ctx.database_url, key, "run", SETUP_PATIENCE).await?;
-    let existing = execution::load(ctx.pool, key).await?;
-    let result = match existing {
-        Some(e) if !ctx.config.restart => {
-            if e.state != State::Finished {
-                if let Err(err) = crate::approval::check_resumed(ctx.approval_context(), &e) {
-                    lock.release().await;
-                    return Err(err.into());
-                }
-                execution::resume(ctx.pool, lock.owner()).await?;
-            }
-            Ok(e)
-        }
-        _ => start_parent_pass(ctx, lock.owner()).await,
+    let scope = Scope {
+        key: key.to_string(),
+        aggregate: key.to_string(),
+        partition: None,
+        parent: None,
     };
+    let opened = pass::open(ctx, &scope, lock.owner()).await;
     lock.release().await;
-    result
-}
-
-async fn start_parent_pass(ctx: &Context<'_>, owner: &Owner) -> Result<Execution, RunError> {
-    let key = owner.key.as_str();
-    crate::approval::gate(ctx.approval_context()).await?;
-    if ctx.mode == execution::Mode::Simulation {
-        crate::commission::clear_diff(ctx.pool, owner, &ctx.resolved.execution_id).await?;
+    match opened? {
+        Opened::AlreadyFinished(e) | Opened::Resumed(e) => Ok(e),
+        // Just started, but a row is outside data: someone may have deleted it since.
+        Opened::Started(_) => execution::load(ctx.pool, key)
+            .await?
+            .ok_or(RunError::Database(sqlx::Error::RowNotFound)),
     }
-    let window = crate::archive::bounds(ctx.pool, ctx.resolved.from, ctx.resolved.to).await?;
-    let definition = ctx.definition().to_json();
-    execution::start_pass(
-        ctx.pool,
-        owner,
-        &NewPass {
-            job: &ctx.job.name,
-            mode: ctx.mode,
-            window_from: ctx.resolved.from,
-            window_to: ctx.resolved.to,
-            window,
-            started_by: &ctx.config.started_by,
-            pass: None,
-            definition: Some(&definition),
-        },
-    )
-    .await?;
-    // Just started, but a row is outside data: someone may have deleted it since.
-    execution::load(ctx.pool, key)
-        .await?
-        .ok_or(RunError::Database(sqlx::Error::RowNotFound))
 }
 
 /// One worker: claims unfinished partitions of the pass, one at a time, until all are finished
@@ -245,30 +211,26 @@ async fn pause(ctx: &Context<'_>) {
     }
 }
 
-/// Records the parent's outcome (its figures are its partitions' tallies).
+/// Records the parent's outcome (its figures are its partitions' tallies), its checkpoint at the
+/// window's end once every partition is finished.
 async fn finish_parent(
     ctx: &Context<'_>,
     key: &str,
-    state: State,
     outcome: &Result<Ended, RunError>,
 ) -> Result<(), RunError> {
     let lock = ExecutionLock::acquire_waiting(ctx.database_url, key, "run", SETUP_PATIENCE).await?;
     let mut tx = ctx.pool.begin().await?;
     let parent = execution::load(ctx.pool, key).await?;
-    let last = parent.as_ref().and_then(|e| {
-        if state == State::Finished {
-            e.last
-        } else {
-            e.checkpoint
-        }
-    });
+    let finished = matches!(outcome, Ok(Ended::Finished));
+    let last = parent
+        .as_ref()
+        .and_then(|e| if finished { e.last } else { e.checkpoint });
     if let (Some(last), Some(e)) = (last, &parent) {
         let scope = crate::tally::Scope::whole(key, e.pass);
         execution::advance(&mut tx, lock.owner(), &scope, last, &Summary::default()).await?;
     }
     tx.commit().await?;
-    let error = outcome.as_ref().err().map(|e| e.to_string());
-    execution::finish(ctx.pool, lock.owner(), state, error.as_deref()).await?;
+    pass::close(ctx, lock.owner(), outcome).await?;
     lock.release().await;
     Ok(())
 }

@@ -16,8 +16,9 @@ use super::SchedulerConfig;
 use crate::config::{Job, JobKind, ReplayJob, SweepJob, WindowSpec};
 use crate::effects::Effects;
 use crate::execution::State;
-use crate::execution::{self, LockError, Mode};
+use crate::execution::{self, LockError};
 use crate::metrics::{Metrics, RunOutcome};
+use crate::plan::{Asked, Plan};
 use crate::runner::{self, Ended, RunError, RunReport, RunnerConfig};
 use crate::shutdown::Shutdown;
 use crate::summary::Summary;
@@ -74,13 +75,10 @@ impl Shared {
     /// unless that execution is already finished.
     pub async fn catch_up(&self, idx: usize, at: DateTime<Utc>) {
         let job = &self.jobs[idx].job;
-        let JobKind::Replay(replay) = &job.kind else {
+        let Ok(plan) = Plan::new(job, Asked::at(at)) else {
             return;
         };
-        let key = execution::checkpoint_key(
-            &job.resolve_window(&replay.window, at).execution_id,
-            mode_of(replay),
-        );
+        let key = plan.key;
         if let Ok(Some(e)) = execution::load(&self.pool, &key).await {
             if e.state == State::Finished {
                 tracing::debug!(job = %job.name, execution = %key, "last fire already done; nothing to catch up");
@@ -156,30 +154,26 @@ impl Shared {
     /// A replay fire: first the unfinished executions of earlier days (a `previous: day` job's
     /// failed night is retried at the next fire, not forgotten), then this fire's execution.
     async fn fire_replay(&self, job: &Job, replay: &ReplayJob, at: DateTime<Utc>) {
+        let Ok(plan) = Plan::new(job, Asked::at(at)) else {
+            return;
+        };
         if replay.window == WindowSpec::PreviousDay {
-            for earlier in self.unfinished_earlier_days(job, replay, at).await {
+            for earlier in self.unfinished_earlier_days(&plan, at).await {
                 if self.shutdown.is_triggered() {
                     return;
                 }
-                self.run_replay(job, replay, earlier).await;
+                self.run_replay(&earlier).await;
             }
         }
         if !self.shutdown.is_triggered() {
-            self.run_replay(job, replay, at).await;
+            self.run_replay(&plan).await;
         }
     }
 
-    /// For each unfinished execution of `job` whose day ended within `retry_window` before `at`
-    /// (oldest first), an instant whose previous day is that execution's day.
-    async fn unfinished_earlier_days(
-        &self,
-        job: &Job,
-        replay: &ReplayJob,
-        at: DateTime<Utc>,
-    ) -> Vec<DateTime<Utc>> {
-        let mode = mode_of(replay);
-        let current =
-            execution::checkpoint_key(&job.resolve_window(&replay.window, at).execution_id, mode);
+    /// The plans of the unfinished executions of the job of `current` whose day ended within
+    /// `retry_window` before `at`, oldest first.
+    async fn unfinished_earlier_days(&self, current: &Plan, at: DateTime<Utc>) -> Vec<Plan> {
+        let job = &current.job;
         let since = at - chrono::Duration::from_std(self.config.retry_window).unwrap_or_default();
         let executions = match execution::list(&self.pool).await {
             Ok(list) => list,
@@ -188,32 +182,25 @@ impl Shared {
                 return Vec::new();
             }
         };
-        let mut days: Vec<DateTime<Utc>> = executions
+        let mut plans: Vec<Plan> = executions
             .into_iter()
             .filter(|e| {
                 e.job == job.name
-                    && e.mode == mode
+                    && e.mode == current.mode
                     && e.state != State::Finished
-                    && e.key != current
+                    && e.key != current.key
+                    && e.window_to.is_some_and(|to| to >= since && to <= at)
             })
-            .filter_map(|e| {
-                let end = e.window_to.filter(|to| *to >= since && *to <= at)?;
-                let key = execution::checkpoint_key(
-                    &job.resolve_window(&replay.window, end).execution_id,
-                    mode,
-                );
-                (key == e.key).then_some(end)
-            })
+            .filter_map(|e| Plan::of_execution(job, &e))
             .collect();
-        days.sort();
-        days
+        plans.sort_by_key(|p| p.window.to);
+        plans
     }
 
-    /// Runs the execution of the fire at `at` and records how it went.
-    async fn run_replay(&self, job: &Job, replay: &ReplayJob, at: DateTime<Utc>) {
-        let resolved = job.resolve_window(&replay.window, at);
-        let key = execution::checkpoint_key(&resolved.execution_id, mode_of(replay));
-        let before = match execution::load(&self.pool, &key).await {
+    /// Runs the execution of `plan` and records how it went.
+    async fn run_replay(&self, plan: &Plan) {
+        let (job, key) = (&plan.job, &plan.key);
+        let before = match execution::load(&self.pool, key).await {
             Ok(existing) => existing.map(|e| e.summary).unwrap_or_default(),
             Err(e) => {
                 tracing::warn!(job = %job.name, execution = %key, error = %e, "replay not started: database unavailable; retrying at the next tick");
@@ -222,7 +209,6 @@ impl Shared {
             }
         };
         let config = RunnerConfig {
-            now: at,
             started_by: self.config.started_by.clone(),
             retries: crate::applier::Retries {
                 stale_after: self.config.stale_after,
@@ -234,8 +220,7 @@ impl Shared {
         let result = runner::run(
             &self.pool,
             &self.database_url,
-            job,
-            replay,
+            plan,
             self.effects.clone(),
             config,
             self.shutdown.clone(),
@@ -246,7 +231,7 @@ impl Shared {
             Ok(report) => Some(report.summary.clone()),
             // Another process runs it: what it does is not this run's work.
             Err(_) if locked => None,
-            Err(_) => execution::load(&self.pool, &key)
+            Err(_) => execution::load(&self.pool, key)
                 .await
                 .ok()
                 .flatten()
@@ -256,17 +241,18 @@ impl Shared {
             self.metrics
                 .add_work(&job.name, &difference(&after, &before));
         }
-        let outcome = log_outcome(&job.name, &key, result);
+        let outcome = log_outcome(&job.name, key, result);
         if outcome == RunOutcome::Finished {
             self.metrics.record_success(&job.name, Utc::now());
-            self.mail_report(job, replay, &key).await;
+            self.mail_report(plan).await;
         }
         self.metrics.record_run(&job.name, outcome);
     }
 
     /// `report_to`: the finished execution's report, sent once (the ledger keeps it from being
     /// sent twice; a failed send is retried by the next fire that finds it finished).
-    async fn mail_report(&self, job: &Job, replay: &ReplayJob, key: &str) {
+    async fn mail_report(&self, plan: &Plan) {
+        let (job, replay, key) = (&plan.job, &plan.replay, &plan.key);
         if replay.report_to.is_empty() {
             return;
         }
@@ -372,14 +358,6 @@ fn log_outcome(job: &str, key: &str, result: Result<RunReport, RunError>) -> Run
             tracing::warn!(job, execution = key, error = %e, "replay failed; retrying at the next tick");
             RunOutcome::Failed
         }
-    }
-}
-
-fn mode_of(replay: &ReplayJob) -> Mode {
-    if replay.simulate {
-        Mode::Simulation
-    } else {
-        Mode::Real
     }
 }
 

@@ -312,13 +312,17 @@ pub async fn run_job(
     simulate: Option<bool>,
     restart: bool,
 ) -> Result<replay_ledger::runner::RunReport, replay_ledger::runner::RunError> {
-    use replay_ledger::config::{self, JobKind};
+    use replay_ledger::config;
     use replay_ledger::db::Backoff;
+    use replay_ledger::plan::{Asked, Plan};
     use replay_ledger::runner::{self, RunnerConfig};
     let (catalog, job) = config::find_job(jobs, job).expect("the job loads");
-    let JobKind::Replay(replay) = &job.kind else {
-        panic!("not a replay job")
+    let asked = Asked {
+        simulate,
+        restart,
+        at: chrono::Utc::now(),
     };
+    let plan = Plan::new(&job, asked).expect("a replay job");
     let effects = replay_ledger::effects::Effects::from_catalog(&catalog).expect("providers");
     let fast = Backoff {
         attempts: 3,
@@ -326,8 +330,6 @@ pub async fn run_job(
         max: Duration::from_millis(50),
     };
     let config = RunnerConfig {
-        simulate,
-        restart,
         started_by: "test".into(),
         retries: replay_ledger::applier::Retries {
             call_backoff: Some(fast),
@@ -339,8 +341,7 @@ pub async fn run_job(
     runner::run(
         &db.pool,
         &db.url,
-        &job,
-        replay,
+        &plan,
         effects,
         config,
         replay_ledger::shutdown::Shutdown::never(),

@@ -4,8 +4,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use replay_ledger::config::{self, JobKind};
+use replay_ledger::config;
 use replay_ledger::effects::Effects;
+use replay_ledger::plan::{Asked, Plan};
 use replay_ledger::runner::{self, Ended, RunnerConfig};
 use replay_ledger::shutdown::Shutdown;
 use testkit::sink::Behavior;
@@ -33,9 +34,7 @@ async fn run_with_workers(
     workers: usize,
 ) -> runner::RunReport {
     let (catalog, job) = config::find_job(jobs, "replay-2026-10-14-v2").unwrap();
-    let JobKind::Replay(replay) = &job.kind else {
-        panic!("replay job")
-    };
+    let plan = Plan::new(&job, Asked::at(chrono::Utc::now())).expect("a replay job");
     let config = RunnerConfig {
         workers,
         progress: false,
@@ -43,17 +42,9 @@ async fn run_with_workers(
         ..RunnerConfig::default()
     };
     let effects = Effects::from_catalog(&catalog).unwrap();
-    runner::run(
-        &db.pool,
-        &db.url,
-        &job,
-        replay,
-        effects,
-        config,
-        Shutdown::never(),
-    )
-    .await
-    .unwrap()
+    runner::run(&db.pool, &db.url, &plan, effects, config, Shutdown::never())
+        .await
+        .unwrap()
 }
 
 fn partitioned(partitions: u32) -> JobSpec {
