@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use super::{connect, reports, warn_in_clear, Class, Cli, Failure, Outcome};
 use crate::config::{self, JobKind};
 use crate::effects::Effects;
-use crate::metrics::Metrics;
+use crate::metrics::{Endpoint, Metrics};
 use crate::plan::{Asked, Plan};
 use crate::runner::summary::counts;
 use crate::runner::{self, Ended, RunnerConfig};
@@ -85,10 +85,29 @@ async fn print_execution_json(pool: &PgPool, key: &str) {
     }
 }
 
-/// Where `consume` serves `/metrics` and `/healthz`, and how many connections at once.
+/// Where a daemon serves `/metrics` and `/healthz`, and how many connections at once.
 pub(super) struct MetricsHow {
     pub(super) addr: std::net::SocketAddr,
     pub(super) max_connections: usize,
+}
+
+impl MetricsHow {
+    /// The endpoint asked for, or why it can never work.
+    fn endpoint(&self, horizon_warning: Option<std::time::Duration>) -> Result<Endpoint, Failure> {
+        let endpoint = Endpoint {
+            addr: self.addr,
+            limits: crate::http_server::HttpLimits {
+                max_connections: self.max_connections,
+                ..Default::default()
+            },
+            horizon_warning,
+            ..Endpoint::default()
+        };
+        endpoint
+            .validate()
+            .map_err(|err| Failure::invalid(format_args!("--metrics-max-connections: {err}")))?;
+        Ok(endpoint)
+    }
 }
 
 pub(super) async fn consume(
@@ -105,13 +124,7 @@ pub(super) async fn consume(
             "`consume` follows the archive with a `kind: live` job's policy",
         ));
     };
-    let limits = crate::http_server::HttpLimits {
-        max_connections: http.max_connections,
-        ..Default::default()
-    };
-    limits
-        .validate()
-        .map_err(|err| Failure::invalid(format_args!("--metrics-max-connections: {err}")))?;
+    let endpoint = http.endpoint(Some(std::time::Duration::from_secs(60)))?;
     let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
     warn_in_clear(&catalog, cli);
     let pool = connect(cli, true).await?;
@@ -119,7 +132,8 @@ pub(super) async fn consume(
     let (trigger, stop) = shutdown::channel();
     shutdown::on_signals(trigger);
     let metrics = Arc::new(Metrics::new());
-    let served = serve_consumer_metrics(&pool, &metrics, http.addr, limits, &stop).await?;
+    let served = serve_metrics(&endpoint, &pool, &metrics, &stop).await?;
+    spawn_heartbeat(&metrics, &stop);
     let config = crate::consumer::ConsumerConfig {
         from_start,
         retries: crate::applier::Retries {
@@ -162,28 +176,31 @@ fn live_job(
     }
 }
 
-/// `/metrics` and `/healthz` of the live consumer, as `serve` has them: one background task reads
-/// the database gauges (with the consumer's lag) every 5 s, HTTP clients only see its last
-/// reading, and a heartbeat every 5 s proves the runtime still runs. Returns once listening.
-async fn serve_consumer_metrics(
+/// `/metrics` and `/healthz` of a daemon, listening before it starts working.
+async fn serve_metrics(
+    endpoint: &Endpoint,
     pool: &PgPool,
     metrics: &Arc<Metrics>,
-    addr: std::net::SocketAddr,
-    limits: crate::http_server::HttpLimits,
     stop: &shutdown::Shutdown,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    use crate::metrics::{DbSnapshot, HttpState};
-    use std::time::Duration;
-    let (listener, local) = crate::metrics::bind(addr)
+) -> Result<tokio::task::JoinHandle<()>, Failure> {
+    let (_, served) = endpoint
+        .start(pool, Arc::clone(metrics), stop)
         .await
-        .with_context(|| format!("cannot listen on {addr} for /metrics and /healthz"))?;
-    let (every, limit) = (Duration::from_secs(5), Duration::from_secs(2));
-    let db = Arc::new(DbSnapshot::warning_after(Duration::from_secs(60)));
-    tokio::spawn(Arc::clone(&db).run(pool.clone(), every, limit, stop.clone()));
+        .with_context(|| {
+            format!(
+                "cannot listen on {} for /metrics and /healthz",
+                endpoint.addr
+            )
+        })?;
+    Ok(served)
+}
+
+/// The live consumer's heartbeat, every 5 s: proof for `/healthz` that its runtime still runs.
+fn spawn_heartbeat(metrics: &Arc<Metrics>, stop: &shutdown::Shutdown) {
     let beating = Arc::clone(metrics);
     let mut stopping = stop.clone();
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
         loop {
             tokio::select! {
                 _ = tick.tick() => beating.beat(chrono::Utc::now()),
@@ -191,19 +208,6 @@ async fn serve_consumer_metrics(
             }
         }
     });
-    let state = HttpState {
-        metrics: Arc::clone(metrics),
-        db,
-        db_max_age: every * 2 + limit,
-        heartbeat_max_age: Duration::from_secs(30),
-    };
-    tracing::info!(addr = %local, "serving /metrics and /healthz");
-    Ok(tokio::spawn(crate::metrics::serve(
-        listener,
-        state,
-        limits,
-        stop.clone(),
-    )))
 }
 
 /// What `consume` prints when it stops: this run, then the live execution since it first started.
@@ -269,12 +273,8 @@ pub(super) struct ServeConsole {
 }
 
 /// `serve`: the scheduler daemon (and the console, when asked) until SIGTERM/SIGINT.
-pub(super) async fn serve(
-    cli: &Cli,
-    metrics_addr: std::net::SocketAddr,
-    max_connections: usize,
-    console: Option<ServeConsole>,
-) -> Outcome {
+pub(super) async fn serve(cli: &Cli, http: MetricsHow, console: Option<ServeConsole>) -> Outcome {
+    let endpoint = http.endpoint(None)?;
     let loaded = config::load_dir(&cli.jobs_dir)?;
     let effects = Effects::from_catalog(&loaded.effects).context("setting up effect providers")?;
     warn_in_clear(&loaded.effects, cli);
@@ -282,11 +282,6 @@ pub(super) async fn serve(
     let config = scheduler::SchedulerConfig {
         away_at_start,
         migrate_when_back: away_at_start && !cli.no_migrate,
-        metrics_addr,
-        http_limits: crate::http_server::HttpLimits {
-            max_connections,
-            ..Default::default()
-        },
         stale_after: sweep_stale_after(&cli.jobs_dir),
         ..scheduler::SchedulerConfig::default()
     };
@@ -304,8 +299,10 @@ pub(super) async fn serve(
     };
     let (trigger, stop) = shutdown::channel();
     shutdown::on_signals(trigger);
+    let served = serve_metrics(&endpoint, &pool, &daemon.metrics(), &stop).await?;
     let console = bound.map(|b| b.spawn(stop.clone()));
-    daemon.run(stop).await?;
+    daemon.run(stop).await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), served).await;
     if let Some(console) = console {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(15), console).await;
     }

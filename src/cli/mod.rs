@@ -186,7 +186,11 @@ async fn dispatch(cli: Cli) -> Outcome {
                 database_url: console_database_url.clone(),
                 args: web.clone(),
             });
-            serve(&cli, *metrics_addr, *metrics_max_connections, console).await
+            let http = daemons::MetricsHow {
+                addr: *metrics_addr,
+                max_connections: *metrics_max_connections,
+            };
+            serve(&cli, http, console).await
         }
         Command::Console { addr, web } => console::console(&cli, *addr, web).await,
         Command::Users { action } => users::users(&cli, action).await,

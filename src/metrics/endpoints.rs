@@ -150,6 +150,85 @@ fn health(state: &HttpState) -> Result<(), String> {
     }
 }
 
+/// How `/metrics` and `/healthz` are served beside a daemon (`serve`, `consume`). Defaults in
+/// brackets.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Where they listen [`127.0.0.1:9187`]; port 0 picks a free one.
+    pub addr: std::net::SocketAddr,
+    /// What HTTP clients may hold: connections, timeouts [`HttpLimits::default`].
+    pub limits: HttpLimits,
+    /// How often the one reader of the database gauges reads them [5 s]: HTTP clients never
+    /// reach the database. A reading older than twice this plus `read_timeout` counts as failed.
+    pub refresh_every: Duration,
+    /// Each reading gives up after this [2 s]; a failed reading makes `/healthz` fail.
+    pub read_timeout: Duration,
+    /// `/healthz` requires a heartbeat (every 5 s) younger than this [30 s].
+    pub heartbeat_max_age: Duration,
+    /// Log a warning when the live consumer's horizon has been held longer than this (the live
+    /// consumer's own endpoint) [none].
+    pub horizon_warning: Option<Duration>,
+}
+
+impl Default for Endpoint {
+    fn default() -> Self {
+        Endpoint {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 9187)),
+            limits: HttpLimits::default(),
+            refresh_every: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(2),
+            heartbeat_max_age: Duration::from_secs(30),
+            horizon_warning: None,
+        }
+    }
+}
+
+impl Endpoint {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.refresh_every.is_zero() || self.read_timeout.is_zero() {
+            return Err("the gauges' refresh and read timeout must be positive".into());
+        }
+        self.limits.validate()?;
+        if self.heartbeat_max_age < Duration::from_secs(10) {
+            return Err(
+                "heartbeat_max_age must be at least 10s (the heartbeat beats every 5s)".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Binds the address, starts the one reader of the database gauges, and serves until
+    /// `shutdown`; returns the address it got and the server's task.
+    pub async fn start(
+        &self,
+        pool: &PgPool,
+        metrics: Arc<Metrics>,
+        shutdown: &Shutdown,
+    ) -> std::io::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
+        let (listener, local) = bind(self.addr).await?;
+        let db = Arc::new(match self.horizon_warning {
+            Some(after) => DbSnapshot::warning_after(after),
+            None => DbSnapshot::new(),
+        });
+        let reader = Arc::clone(&db).run(
+            pool.clone(),
+            self.refresh_every,
+            self.read_timeout,
+            shutdown.clone(),
+        );
+        tokio::spawn(reader);
+        let state = HttpState {
+            metrics,
+            db,
+            db_max_age: self.refresh_every * 2 + self.read_timeout,
+            heartbeat_max_age: self.heartbeat_max_age,
+        };
+        tracing::info!(addr = %local, "serving /metrics and /healthz");
+        let server = serve(listener, state, self.limits, shutdown.clone());
+        Ok((local, tokio::spawn(server)))
+    }
+}
+
 /// Binds `addr` (port 0 = any free port); returns the listener and the address it got.
 pub async fn bind(
     addr: std::net::SocketAddr,

@@ -20,7 +20,7 @@ use crate::execution::{self, Execution};
 use crate::ledger;
 
 pub use crate::counters::{Metrics, RunOutcome};
-pub use endpoints::{bind, router, serve, DbSnapshot, HttpState};
+pub use endpoints::{bind, router, serve, DbSnapshot, Endpoint, HttpState};
 pub use exposition::escape_label;
 use exposition::Exposition;
 

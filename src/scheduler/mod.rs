@@ -15,7 +15,8 @@
 //!
 //! SIGTERM/SIGINT: no new fire starts, running jobs finish their batch (the runner watches the
 //! same shutdown signal) and release their locks; after `shutdown_grace` the daemon exits anyway.
-//! `/metrics` and `/healthz` are served alongside ([`crate::metrics`]).
+//! The daemon counts what it does into [`Metrics`] and beats a heartbeat every 5 s; `serve`
+//! shows them at `/metrics` and `/healthz` ([`crate::metrics::Endpoint`]).
 
 mod fire;
 mod lock;
@@ -25,7 +26,6 @@ pub mod status;
 pub mod ticker;
 pub mod timing;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,9 +35,8 @@ use sqlx::PgPool;
 use tokio::task::JoinHandle;
 
 use crate::config::{Job, JobKind, WindowSpec};
+use crate::counters::Metrics;
 use crate::effects::Effects;
-use crate::http_server::HttpLimits;
-use crate::metrics::{self, DbSnapshot, HttpState, Metrics};
 use crate::shutdown::Shutdown;
 use fire::{Scheduled, Shared};
 use ticker::{SystemClock, Ticker};
@@ -47,14 +46,10 @@ pub use status::{job_statuses, JobStatus, LastRun};
 
 /// The heartbeat's schedule: `/healthz` fails when it stops beating.
 const HEARTBEAT_SCHEDULE: &str = "*/5 * * * * *";
-/// How long the HTTP server may take to stop after the jobs did.
-const HTTP_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How the daemon behaves. Defaults in brackets.
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
-    /// Where `/metrics` and `/healthz` listen [`127.0.0.1:9187`]; port 0 picks a free one.
-    pub metrics_addr: SocketAddr,
     /// `iniciada_por` of the executions it starts [`serve@<host>`].
     pub started_by: String,
     /// The runner's `stale_after` [5 min]: the sweep job's, when there is one.
@@ -64,17 +59,6 @@ pub struct SchedulerConfig {
     pub shutdown_grace: Duration,
     /// Taking a job's lock gives up after this, and the fire is tried at the next tick [10 s].
     pub lock_timeout: Duration,
-    /// Each read of the database gauges behind `/metrics` and `/healthz` gives up after this
-    /// [2 s]; a failed read makes `/healthz` fail.
-    pub health_db_timeout: Duration,
-    /// How often one background task reads those gauges [5 s]: HTTP clients never reach the
-    /// database. A reading older than twice this plus `health_db_timeout` counts as failed.
-    pub db_refresh_every: Duration,
-    /// What HTTP clients of `/metrics` and `/healthz` may hold: connections, timeouts
-    /// [`HttpLimits::default`].
-    pub http_limits: HttpLimits,
-    /// `/healthz` requires a heartbeat (every 5 s) younger than this [30 s].
-    pub heartbeat_max_age: Duration,
     /// A `previous: day` fire also resumes this job's unfinished executions of days that ended
     /// within this [7 days], so a failed night is retried at the next fire.
     pub retry_window: Duration,
@@ -90,15 +74,10 @@ pub struct SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
-            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9187)),
             started_by: format!("serve@{}", crate::db::hostname()),
             stale_after: Duration::from_secs(300),
             shutdown_grace: Duration::from_secs(30),
             lock_timeout: Duration::from_secs(10),
-            health_db_timeout: Duration::from_secs(2),
-            db_refresh_every: Duration::from_secs(5),
-            http_limits: HttpLimits::default(),
-            heartbeat_max_age: Duration::from_secs(30),
             retry_window: Duration::from_secs(7 * 24 * 3600),
             catch_up: true,
             away_at_start: false,
@@ -112,18 +91,10 @@ impl SchedulerConfig {
         let positive = [
             ("shutdown_grace", self.shutdown_grace),
             ("lock_timeout", self.lock_timeout),
-            ("health_db_timeout", self.health_db_timeout),
-            ("db_refresh_every", self.db_refresh_every),
             ("stale_after", self.stale_after),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
             return Err(format!("{name} must be positive"));
-        }
-        self.http_limits.validate()?;
-        if self.heartbeat_max_age < Duration::from_secs(10) {
-            return Err(
-                "heartbeat_max_age must be at least 10s (the heartbeat beats every 5s)".into(),
-            );
         }
         if self.started_by.trim().is_empty() {
             return Err("started_by must not be empty".into());
@@ -141,12 +112,6 @@ pub enum SchedulerError {
         job: String,
         file: String,
         message: String,
-    },
-    #[error("cannot listen on {addr} for /metrics and /healthz: {source}")]
-    Bind {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
     },
 }
 
@@ -203,16 +168,9 @@ impl Scheduler {
         Arc::clone(&self.metrics)
     }
 
-    /// Serves until `shutdown`, then stops as the module says.
-    pub async fn run(self, mut shutdown: Shutdown) -> Result<(), SchedulerError> {
-        let addr = self.config.metrics_addr;
-        let (listener, local) = metrics::bind(addr)
-            .await
-            .map_err(|source| SchedulerError::Bind { addr, source })?;
+    /// Runs until `shutdown`, then stops as the module says.
+    pub async fn run(self, mut shutdown: Shutdown) {
         let shared = Arc::new(Shared::new(self, shutdown.clone()));
-        let http = spawn_http(&shared, listener, &shutdown);
-        tracing::info!(addr = %local, "serving /metrics and /healthz");
-
         let loops = start_loops(&shared);
         if shared.config.away_at_start {
             tokio::spawn(ready::when_back(Arc::clone(&shared)));
@@ -220,33 +178,8 @@ impl Scheduler {
             spawn_catch_up(&shared);
         }
         shutdown.triggered().await;
-        stop(loops, &shared, http).await;
-        Ok(())
+        stop(loops, &shared).await;
     }
-}
-
-/// Starts the task that reads the database gauges and the HTTP server that shows them.
-fn spawn_http(
-    shared: &Shared,
-    listener: tokio::net::TcpListener,
-    shutdown: &Shutdown,
-) -> tokio::task::JoinHandle<()> {
-    let config = &shared.config;
-    let db = Arc::new(DbSnapshot::new());
-    tokio::spawn(Arc::clone(&db).run(
-        shared.pool.clone(),
-        config.db_refresh_every,
-        config.health_db_timeout,
-        shutdown.clone(),
-    ));
-    let state = HttpState {
-        metrics: Arc::clone(&shared.metrics),
-        db,
-        db_max_age: config.db_refresh_every * 2 + config.health_db_timeout,
-        heartbeat_max_age: config.heartbeat_max_age,
-    };
-    let limits = config.http_limits;
-    tokio::spawn(metrics::serve(listener, state, limits, shutdown.clone()))
 }
 
 /// Starts the loop of every scheduled job and the heartbeat's.
@@ -327,8 +260,8 @@ fn spawn_catch_up(shared: &Arc<Shared>) {
     }
 }
 
-/// Stops firing, waits (bounded) for running fires, stops the HTTP server.
-async fn stop(loops: Vec<JoinHandle<()>>, shared: &Shared, http: JoinHandle<()>) {
+/// Stops firing and waits (bounded) for running fires.
+async fn stop(loops: Vec<JoinHandle<()>>, shared: &Shared) {
     tracing::info!("stopping: no new fires; running jobs finish their batch");
     // The loops return as soon as they see the shutdown signal.
     for job_loop in loops {
@@ -344,6 +277,5 @@ async fn stop(loops: Vec<JoinHandle<()>>, shared: &Shared, http: JoinHandle<()>)
             "jobs still running after the grace period; exiting anyway (their executions resume at the next run)"
         );
     }
-    let _ = tokio::time::timeout(HTTP_STOP_TIMEOUT, http).await;
     tracing::info!("stopped");
 }
