@@ -14,42 +14,13 @@ use serde::Deserialize;
 
 use super::error::PageError;
 use super::session::Session;
+use super::views::{Gate, Standing};
 use super::Console;
 use crate::approval::{self, Approval, ApprovalError, RunStart, Target};
 use crate::config::{self, JobKind};
-use crate::definition::FieldChange;
 use crate::effects::Effects;
 use crate::execution::{self, Execution, Mode, State as Run};
 use crate::plan::Plan;
-
-/// Where a simulation stands with respect to approval, as the page shows it.
-#[derive(Debug)]
-pub(super) enum Standing {
-    /// Not a simulation (a real run shows what it applied instead), or not a gated job's.
-    NotNeeded,
-    /// The job could not be found or read in the jobs directory.
-    NoJob(String),
-    /// Not finished: nothing to approve yet.
-    Unfinished,
-    /// May be approved now: the button (for finance).
-    Approvable,
-    /// Changed since the simulation ran: what, and no button.
-    Changed {
-        what: String,
-        fields: Vec<FieldChange>,
-    },
-    /// This pass is approved; `gate` says whether the real run may start now (or that it ran).
-    Approved { approval: Box<Approval>, gate: Gate },
-}
-
-/// What the gate of the real run says about an approved simulation.
-#[derive(Debug)]
-pub(super) enum Gate {
-    Open,
-    /// The real run started after the approval: its page says what it applied.
-    Ran(String),
-    Closed(String),
-}
 
 /// A gated job of the jobs directory, planned for one execution.
 struct Configured {

@@ -4,55 +4,17 @@
 
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use sqlx::PgPool;
 
 use super::error::PageError;
 use super::session::Session;
 use super::templates::{self, review as page};
+use super::views::AuditRow;
 use super::Console;
-use crate::words::db_words;
-
-db_words! {
-    /// What an audit row records (`console_auditoria.acao`, written by the database's functions
-    /// and triggers).
-    pub enum Action("console audit action") {
-        Login = "login",
-        LoginRefused = "login-recusado",
-        Logout = "logout",
-        Approval = "aprovacao",
-        Resolution = "resolucao",
-        UserCreated = "usuario-criado",
-        UserChanged = "usuario-alterado",
-        UserRemoved = "usuario-removido",
-    }
-}
 
 /// How many rows a page of the audit shows.
 pub(super) const AUDIT_PAGE: i64 = 200;
-
-/// One row of the audit trail.
-#[derive(Debug, Clone)]
-pub(super) struct AuditRow {
-    pub id: i64,
-    pub em: DateTime<Utc>,
-    pub quem: String,
-    pub acao: Action,
-    pub alvo: Option<String>,
-    pub detalhe: Option<String>,
-    pub endereco: Option<String>,
-}
-
-crate::db::from_row!(AuditRow {
-    id,
-    em,
-    quem,
-    acao,
-    alvo,
-    detalhe,
-    endereco
-});
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]

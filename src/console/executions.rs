@@ -17,9 +17,6 @@ use super::{approve, Console};
 use crate::execution::{self, Execution, Mode, State as Run};
 use crate::report::{self, render, ExecutionReport, ReportError};
 
-/// Diff rows per page.
-pub(super) const PAGE_SIZE: usize = 50;
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(super) struct ListQuery {

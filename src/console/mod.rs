@@ -11,7 +11,8 @@
 //! - `executions`, `approve`, `review`, `audit`: the pages. Every figure comes from the tallies
 //!   and the report model ([`crate::report`]), the approval is [`crate::approval`]'s (the CLI's
 //!   checks and fingerprint), a decision is [`crate::ledger`]'s;
-//! - `templates`, `headers`, `error`: markup, security headers, error pages.
+//! - `templates`, `views`, `headers`, `error`: markup, the models handlers fill and templates
+//!   render (so templates import no handler), security headers, error pages.
 //!
 //! Who did it is proven, not claimed: the console records an approval or a review decision only
 //! through `security definer` functions that take the session's token digest and check the
@@ -28,6 +29,7 @@ mod headers;
 mod review;
 mod session;
 mod templates;
+mod views;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;

@@ -4,7 +4,8 @@
 //! review queue when it is not empty. The URL is built from the configured base and the
 //! execution's key as one path segment ([`crate::text::url_segment`]), never from the archive.
 
-use super::escape::esc;
+use maud::{html, Markup};
+
 use super::Report;
 
 /// A link: what it says and where it goes.
@@ -43,12 +44,13 @@ pub(super) fn text(link: Option<Link>) -> String {
 }
 
 /// A link in the HTML part, as a button-like anchor (inline styles: what mail clients render).
-pub(super) fn html(link: Option<Link>) -> String {
-    link.map_or_else(String::new, |l| {
-        format!(
-            "<p style=\"margin: 12px 0;\"><a href=\"{}\" style=\"background: #1f6feb; color: #ffffff; padding: 6px 12px; border-radius: 4px; text-decoration: none;\">{}</a></p>\n",
-            esc(&l.url),
-            esc(l.label)
-        )
-    })
+pub(super) fn html(link: Option<Link>) -> Markup {
+    html! {
+        @if let Some(l) = link {
+            p style="margin: 12px 0;" {
+                a href=(l.url) style="background: #1f6feb; color: #ffffff; padding: 6px 12px; border-radius: 4px; text-decoration: none;" { (l.label) }
+            }
+            "\n"
+        }
+    }
 }

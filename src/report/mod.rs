@@ -15,7 +15,6 @@
 pub mod approved;
 mod csv;
 pub mod deliver;
-mod escape;
 pub mod jobs;
 pub mod links;
 pub mod mail;

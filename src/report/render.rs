@@ -1,13 +1,13 @@
 //! A report as finance reads it, in Portuguese: the subject, a plain-text part and an HTML part
-//! (simple tables with inline styles, no external assets, every value escaped), plus the CSV
+//! (simple tables with inline styles, no external assets; maud escapes every value), plus the CSV
 //! attachment's name and bytes. Both parts are built from the same sections, so they say the same.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+use maud::{html, Markup, DOCTYPE};
 
-use super::escape::esc;
 use super::links;
 use super::table::Table;
 use super::{csv, ExecutionReport, Report, LIST_LIMIT};
@@ -67,40 +67,28 @@ pub fn text(report: &Report) -> String {
     out
 }
 
-/// The HTML part: a complete document, inline styles only.
+/// The HTML part: a complete document, inline styles only. Each block ends its line of the
+/// message's source (the `"\n"`s), so the source reads block by block.
 pub fn html(report: &Report) -> String {
-    let mut out =
-        String::from("<!DOCTYPE html>\n<html lang=\"pt-BR\">\n<head>\n<meta charset=\"utf-8\">\n");
-    out.push_str(&format!(
-        "<title>{}</title>\n</head>\n",
-        esc(&subject(report))
-    ));
-    out.push_str("<body style=\"font-family: Arial, Helvetica, sans-serif; font-size: 14px; color: #222222; margin: 16px;\">\n");
-    out.push_str(&format!(
-        "<h2 style=\"font-size: 18px; margin: 0 0 12px 0;\">{}</h2>\n",
-        esc(&title(report))
-    ));
-    out.push_str(&links::html(links::execution(report)));
-    for section in sections(report) {
-        if let Some(heading) = &section.heading {
-            out.push_str(&format!(
-                "<h3 style=\"font-size: 15px; margin: 18px 0 6px 0;\">{}</h3>\n",
-                esc(heading)
-            ));
+    html! {
+        (DOCTYPE) "\n"
+        html lang="pt-BR" {
+            "\n"
+            head { "\n" meta charset="utf-8"; "\n" title { (subject(report)) } "\n" }
+            "\n"
+            body style="font-family: Arial, Helvetica, sans-serif; font-size: 14px; color: #222222; margin: 16px;" {
+                "\n"
+                h2 style="font-size: 18px; margin: 0 0 12px 0;" { (title(report)) } "\n"
+                (links::html(links::execution(report)))
+                @for section in sections(report) { (section.html()) }
+                (links::html(links::review(report)))
+                p style="margin-top: 24px; color: #666666; font-size: 12px;" { (footer(report)) } "\n"
+            }
+            "\n"
         }
-        for line in &section.lines {
-            out.push_str(&format!("<p style=\"margin: 4px 0;\">{}</p>\n", esc(line)));
-        }
-        if let Some(table) = &section.table {
-            out.push_str(&table.html());
-        }
+        "\n"
     }
-    out.push_str(&links::html(links::review(report)));
-    out.push_str(&format!(
-        "<p style=\"margin-top: 24px; color: #666666; font-size: 12px;\">{}</p>\n</body>\n</html>\n",
-        esc(&footer(report))
-    ));
-    out
+    .into_string()
 }
 
 fn title(report: &Report) -> String {
@@ -134,6 +122,19 @@ struct Section {
     heading: Option<String>,
     lines: Vec<String>,
     table: Option<Table>,
+}
+
+impl Section {
+    /// The section in the HTML part: what the text part says, as a heading, paragraphs, a table.
+    fn html(&self) -> Markup {
+        html! {
+            @if let Some(heading) = &self.heading {
+                h3 style="font-size: 15px; margin: 18px 0 6px 0;" { (heading) } "\n"
+            }
+            @for line in &self.lines { p style="margin: 4px 0;" { (line) } "\n" }
+            @if let Some(table) = &self.table { (table.html()) }
+        }
+    }
 }
 
 fn sections(report: &Report) -> Vec<Section> {

@@ -1,7 +1,7 @@
 //! A table of a report, rendered both as aligned plain text and as an HTML table with inline
-//! styles (what common mail clients render).
+//! styles (what common mail clients render), through maud, which escapes every cell.
 
-use super::escape::esc;
+use maud::{html, Markup};
 
 /// A table rendered both as aligned text and as HTML.
 pub(super) struct Table {
@@ -64,49 +64,66 @@ impl Table {
         out
     }
 
-    pub fn html(&self) -> String {
-        let cell = "padding: 3px 10px; border-bottom: 1px solid #dddddd;";
-        let mut out = String::from(
-            "<table cellpadding=\"0\" cellspacing=\"0\" style=\"border-collapse: collapse; margin: 4px 0;\">\n",
-        );
-        if !self.headers.is_empty() {
-            out.push_str("<tr>");
-            for (i, h) in self.headers.iter().enumerate() {
-                out.push_str(&format!(
-                    "<th style=\"{cell} text-align: {}; background: #f2f2f2;\">{}</th>",
-                    align(self.right[i]),
-                    esc(h)
-                ));
+    /// The table as HTML (maud escapes every header and cell). A table without headers is
+    /// label/value rows: the label is a row header, in a softer colour. Each row ends its line of
+    /// the message's source (the `"\n"`s), so the source reads row by row.
+    pub fn html(&self) -> Markup {
+        html! {
+            table cellpadding="0" cellspacing="0" style="border-collapse: collapse; margin: 4px 0;" {
+                "\n"
+                @if !self.headers.is_empty() {
+                    tr {
+                        @for (header, right) in self.headers.iter().zip(&self.right) {
+                            th style={ (CELL) " text-align: " (align(*right)) "; background: #f2f2f2;" } { (header) }
+                        }
+                    }
+                    "\n"
+                }
+                @for row in &self.rows {
+                    tr {
+                        @for (i, value) in row.iter().enumerate() {
+                            @if self.headers.is_empty() && i == 0 {
+                                th style={ (CELL) " text-align: " (align(self.right[i])) "; font-weight: normal; color: #555555;" } { (value) }
+                            } @else {
+                                td style={ (CELL) " text-align: " (align(self.right[i])) ";" } { (value) }
+                            }
+                        }
+                    }
+                    "\n"
+                }
             }
-            out.push_str("</tr>\n");
+            "\n"
         }
-        for row in &self.rows {
-            out.push_str("<tr>");
-            for (i, value) in row.iter().enumerate() {
-                let label = self.headers.is_empty() && i == 0;
-                let tag = if label { "th" } else { "td" };
-                out.push_str(&format!(
-                    "<{tag} style=\"{cell} text-align: {};{}\">{}</{tag}>",
-                    align(self.right[i]),
-                    if label {
-                        " font-weight: normal; color: #555555;"
-                    } else {
-                        ""
-                    },
-                    esc(value)
-                ));
-            }
-            out.push_str("</tr>\n");
-        }
-        out.push_str("</table>\n");
-        out
     }
 }
+
+/// The style every cell shares.
+const CELL: &str = "padding: 3px 10px; border-bottom: 1px solid #dddddd;";
 
 fn align(right: bool) -> &'static str {
     if right {
         "right"
     } else {
         "left"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_and_cells_from_data_are_escaped() {
+        let table = Table {
+            headers: vec!["<pedido>"],
+            right: vec![false],
+            rows: vec![vec!["<b>\"x\" & 'y'</b>".into()]],
+        };
+        let html = table.html().into_string();
+        assert!(html.contains(">&lt;pedido&gt;</th>"), "{html}");
+        assert!(
+            html.contains(">&lt;b&gt;&quot;x&quot; &amp; 'y'&lt;/b&gt;</td>"),
+            "{html}"
+        );
     }
 }

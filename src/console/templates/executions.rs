@@ -3,9 +3,8 @@
 use chrono_tz::Tz;
 use maud::{html, Markup};
 
-use super::super::approve::{Gate, Standing};
-use super::super::executions::PAGE_SIZE;
 use super::super::session::Session;
+use super::super::views::{Gate, Standing};
 use super::{facts, layout, query_value, segment, time, Attr, Inert, Part};
 use crate::commission::DiffRow;
 use crate::execution::{Execution, Mode, State};
@@ -13,6 +12,9 @@ use crate::money::{brl, brl_signed, group_thousands};
 use crate::report::render::{meaning, mode_label, state_label};
 use crate::report::{approved, ExecutionReport, LIST_LIMIT};
 use crate::summary::Totals;
+
+/// Diff rows per page of an execution's page.
+pub(in crate::console) const PAGE_SIZE: usize = 50;
 
 /// The list's filter: the jobs to choose from and what is chosen.
 pub(in crate::console) struct Filter<'a> {

@@ -3,8 +3,8 @@
 use chrono_tz::Tz;
 use maud::{html, Markup};
 
-use super::super::audit::{Action, AuditRow};
 use super::super::session::Session;
+use super::super::views::{Action, AuditRow};
 use super::{layout, segment, submits_exactly, time, Attr, Inert, Part};
 use crate::ledger::{Resolution, ReviewFilter, ReviewItem};
 

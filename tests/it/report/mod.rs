@@ -4,6 +4,7 @@
 
 mod approval;
 mod bound;
+mod html;
 mod links;
 pub(crate) mod smtp;
 
