@@ -14,6 +14,50 @@ use super::interp::{interpolate, referenced};
 /// The outcome of a check: the message says what is wrong and how to fix it.
 pub(super) type Check<T> = Result<T, String>;
 
+/// Writes checked readers of one shape, once: `fn name(d, expecting, check)` reads one kind of
+/// value (`$input`, through the `visit_*` methods given, each ending in `self.checked(value)`)
+/// and hands it to `check` inside the visit, so a failed check's message gets the value's
+/// position. `expecting` says what the value should have been.
+macro_rules! checked_readers {
+    ($(
+        $(#[$doc:meta])*
+        $vis:vis fn $name:ident $(<$($param:ident: $bound:path),+>)? ($input:ty) by $read:ident {
+            $($visit:item)+
+        }
+    )+) => {$(
+        $(#[$doc])*
+        $vis fn $name<'de, D, T, F $($(, $param: $bound)+)?>(
+            d: D,
+            expecting: &'static str,
+            check: F,
+        ) -> Result<T, D::Error>
+        where
+            D: Deserializer<'de>,
+            F: FnOnce($input) -> Check<T>,
+        {
+            struct V<F $($(, $param)+)?>(&'static str, F, PhantomData<($($($param,)+)?)>);
+            impl<F $($(, $param)+)?> V<F $($(, $param)+)?> {
+                fn checked<T, E: de::Error>(self, input: $input) -> Result<T, E>
+                where
+                    F: FnOnce($input) -> Check<T>,
+                {
+                    (self.1)(input).map_err(E::custom)
+                }
+            }
+            impl<'de, T, F: FnOnce($input) -> Check<T> $($(, $param: $bound)+)?> Visitor<'de>
+                for V<F $($(, $param)+)?>
+            {
+                type Value = T;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str(self.0)
+                }
+                $($visit)+
+            }
+            d.$read(V(expecting, check, PhantomData))
+        }
+    )+};
+}
+
 /// A string scalar, `${VAR}`-interpolated, then parsed by `parse`.
 pub(super) fn interpolated_str<'de, D, T, F>(
     d: D,
@@ -24,10 +68,16 @@ where
     D: Deserializer<'de>,
     F: FnOnce(String) -> Check<T>,
 {
-    d.deserialize_str(StrVisitor {
-        expecting,
-        interpolate: true,
-        parse,
+    checked_str(d, expecting, move |v: &str| {
+        let text = interpolate(v)?;
+        parse(text).map_err(|message| {
+            let variables = referenced(v);
+            if variables.is_empty() {
+                message
+            } else {
+                from_environment(&variables, expecting)
+            }
+        })
     })
 }
 
@@ -41,41 +91,7 @@ where
     D: Deserializer<'de>,
     F: FnOnce(String) -> Check<T>,
 {
-    d.deserialize_str(StrVisitor {
-        expecting,
-        interpolate: false,
-        parse,
-    })
-}
-
-struct StrVisitor<F> {
-    expecting: &'static str,
-    interpolate: bool,
-    parse: F,
-}
-
-impl<'de, T, F: FnOnce(String) -> Check<T>> Visitor<'de> for StrVisitor<F> {
-    type Value = T;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.expecting)
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
-        if !self.interpolate {
-            return (self.parse)(v.to_owned()).map_err(E::custom);
-        }
-        let text = interpolate(v).map_err(E::custom)?;
-        let expecting = self.expecting;
-        (self.parse)(text).map_err(|message| {
-            let variables = referenced(v);
-            if variables.is_empty() {
-                E::custom(message)
-            } else {
-                E::custom(from_environment(&variables, expecting))
-            }
-        })
-    }
+    checked_str(d, expecting, |v: &str| parse(v.to_owned()))
 }
 
 /// The error of a value that came (wholly or in part) from `variables` and did not pass its check:
@@ -90,112 +106,53 @@ fn from_environment(variables: &[String], expecting: &str) -> String {
     )
 }
 
-/// An unsigned integer scalar, checked by `check`.
-pub(super) fn checked_u64<'de, D, T, F>(
-    d: D,
-    expecting: &'static str,
-    check: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    F: FnOnce(u64) -> Check<T>,
-{
-    struct V<F>(&'static str, F);
-    impl<'de, T, F: FnOnce(u64) -> Check<T>> Visitor<'de> for V<F> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(self.0)
+checked_readers! {
+    /// A string scalar, checked by `check`.
+    fn checked_str(&str) by deserialize_str {
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            self.checked(v)
         }
+    }
+
+    /// An unsigned integer scalar, checked by `check`.
+    pub(super) fn checked_u64(u64) by deserialize_u64 {
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
-            (self.1)(v).map_err(E::custom)
+            self.checked(v)
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
             let v = u64::try_from(v).map_err(|_| E::custom(format!("{v} is negative")))?;
-            (self.1)(v).map_err(E::custom)
+            self.checked(v)
         }
     }
-    d.deserialize_u64(V(expecting, check))
-}
 
-/// A number scalar (integer or float), checked by `check`.
-pub(super) fn checked_f64<'de, D, T, F>(
-    d: D,
-    expecting: &'static str,
-    check: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    F: FnOnce(f64) -> Check<T>,
-{
-    struct V<F>(&'static str, F);
-    impl<'de, T, F: FnOnce(f64) -> Check<T>> Visitor<'de> for V<F> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(self.0)
-        }
+    /// A number scalar (integer or float), checked by `check`.
+    pub(super) fn checked_f64(f64) by deserialize_f64 {
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
-            (self.1)(v).map_err(E::custom)
+            self.checked(v)
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
-            self.visit_f64(v as f64)
+            self.checked(v as f64)
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
-            self.visit_f64(v as f64)
+            self.checked(v as f64)
         }
     }
-    d.deserialize_f64(V(expecting, check))
-}
 
-/// A mapping deserialized as the raw struct `R` (which refuses unknown keys), then checked by
-/// `check`; an error from `check` gets the position of the mapping.
-pub(super) fn checked_map<'de, D, R, T, F>(
-    d: D,
-    expecting: &'static str,
-    check: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    R: Deserialize<'de>,
-    F: FnOnce(R) -> Check<T>,
-{
-    struct V<R, F>(&'static str, F, PhantomData<R>);
-    impl<'de, R: Deserialize<'de>, T, F: FnOnce(R) -> Check<T>> Visitor<'de> for V<R, F> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(self.0)
-        }
+    /// A mapping deserialized as the raw struct `R` (which refuses unknown keys), then checked by
+    /// `check`; an error from `check` gets the position of the mapping.
+    pub(super) fn checked_map<R: Deserialize<'de>>(R) by deserialize_map {
         fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-            let raw = R::deserialize(MapAccessDeserializer::new(map))?;
-            (self.1)(raw).map_err(de::Error::custom)
+            self.checked(R::deserialize(MapAccessDeserializer::new(map))?)
         }
     }
-    d.deserialize_map(V(expecting, check, PhantomData))
-}
 
-/// A sequence of `E`, checked as a whole by `check`; an error from `check` gets the position of
-/// the sequence.
-pub(super) fn checked_seq<'de, D, E, T, F>(
-    d: D,
-    expecting: &'static str,
-    check: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    E: Deserialize<'de>,
-    F: FnOnce(Vec<E>) -> Check<T>,
-{
-    struct V<E, F>(&'static str, F, PhantomData<E>);
-    impl<'de, E: Deserialize<'de>, T, F: FnOnce(Vec<E>) -> Check<T>> Visitor<'de> for V<E, F> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(self.0)
-        }
+    /// A sequence of `I`, checked as a whole by `check`; an error from `check` gets the position
+    /// of the sequence.
+    pub(super) fn checked_seq<I: Deserialize<'de>>(Vec<I>) by deserialize_seq {
         fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
-            let items = Vec::<E>::deserialize(SeqAccessDeserializer::new(seq))?;
-            (self.1)(items).map_err(de::Error::custom)
+            self.checked(Vec::<I>::deserialize(SeqAccessDeserializer::new(seq))?)
         }
     }
-    d.deserialize_seq(V(expecting, check, PhantomData))
 }
 
 /// A mapping key read with [`plain_str`], so that `parse` (a duplicate check, a lookup) fails at
