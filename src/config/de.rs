@@ -3,11 +3,12 @@
 //! position of the enclosing mapping instead (often line 1). This is how "parsed, then checked"
 //! keeps every error at its line and column: raw struct → checked value, within the visit.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::interp::{interpolate, referenced};
 
@@ -153,6 +154,45 @@ checked_readers! {
             self.checked(Vec::<I>::deserialize(SeqAccessDeserializer::new(seq))?)
         }
     }
+}
+
+/// A mapping of unique names to values. Each key is read with [`KeySeed`] and handed, with the
+/// entries read so far, to `entry`: it refuses the name (a repeat, a bad or unknown name: the error
+/// gets the key's position) or gives the seed that reads its value.
+pub(super) fn checked_names<'de, D, S, F>(
+    d: D,
+    expecting: &'static str,
+    key: &'static str,
+    entry: F,
+) -> Result<BTreeMap<String, S::Value>, D::Error>
+where
+    D: Deserializer<'de>,
+    S: DeserializeSeed<'de>,
+    F: FnMut(&str, &BTreeMap<String, S::Value>) -> Check<S>,
+{
+    struct V<F, S>(&'static str, &'static str, F, PhantomData<S>);
+    impl<'de, S, F> Visitor<'de> for V<F, S>
+    where
+        S: DeserializeSeed<'de>,
+        F: FnMut(&str, &BTreeMap<String, S::Value>) -> Check<S>,
+    {
+        type Value = BTreeMap<String, S::Value>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((name, seed)) = map.next_key_seed(KeySeed {
+                expecting: self.1,
+                parse: |s: String| (self.2)(&s, &out).map(|seed| (s, seed)),
+            })? {
+                let value = map.next_value_seed(seed)?;
+                out.insert(name, value);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(V(expecting, key, entry, PhantomData))
 }
 
 /// A mapping key read with [`plain_str`], so that `parse` (a duplicate check, a lookup) fails at
