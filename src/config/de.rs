@@ -16,9 +16,9 @@ use super::interp::{interpolate, referenced};
 pub(super) type Check<T> = Result<T, String>;
 
 /// Writes checked readers of one shape, once: `fn name(d, expecting, check)` reads one kind of
-/// value (`$input`, through the `visit_*` methods given, each ending in `self.checked(value)`)
-/// and hands it to `check` inside the visit, so a failed check's message gets the value's
-/// position. `expecting` says what the value should have been.
+/// value (`$input`, through the `visit_*` methods given, which mostly end in
+/// `self.checked(value)`) and hands it to `check` inside the visit, so a failed check's message
+/// gets the value's position. `expecting` says what the value should have been.
 macro_rules! checked_readers {
     ($(
         $(#[$doc:meta])*
@@ -36,13 +36,17 @@ macro_rules! checked_readers {
             D: Deserializer<'de>,
             F: FnOnce($input) -> Check<T>,
         {
-            struct V<F $($(, $param)+)?>(&'static str, F, PhantomData<($($($param,)+)?)>);
+            struct V<F $($(, $param)+)?> {
+                expecting: &'static str,
+                check: F,
+                input: PhantomData<($($($param,)+)?)>,
+            }
             impl<F $($(, $param)+)?> V<F $($(, $param)+)?> {
                 fn checked<T, E: de::Error>(self, input: $input) -> Result<T, E>
                 where
                     F: FnOnce($input) -> Check<T>,
                 {
-                    (self.1)(input).map_err(E::custom)
+                    (self.check)(input).map_err(E::custom)
                 }
             }
             impl<'de, T, F: FnOnce($input) -> Check<T> $($(, $param: $bound)+)?> Visitor<'de>
@@ -50,49 +54,17 @@ macro_rules! checked_readers {
             {
                 type Value = T;
                 fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                    f.write_str(self.0)
+                    f.write_str(self.expecting)
                 }
                 $($visit)+
             }
-            d.$read(V(expecting, check, PhantomData))
+            d.$read(V {
+                expecting,
+                check,
+                input: PhantomData,
+            })
         }
     )+};
-}
-
-/// A string scalar, `${VAR}`-interpolated, then parsed by `parse`.
-pub(super) fn interpolated_str<'de, D, T, F>(
-    d: D,
-    expecting: &'static str,
-    parse: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    F: FnOnce(String) -> Check<T>,
-{
-    checked_str(d, expecting, move |v: &str| {
-        let text = interpolate(v)?;
-        parse(text).map_err(|message| {
-            let variables = referenced(v);
-            if variables.is_empty() {
-                message
-            } else {
-                from_environment(&variables, expecting)
-            }
-        })
-    })
-}
-
-/// A string scalar taken verbatim (names and identifiers are never interpolated), then parsed.
-pub(super) fn plain_str<'de, D, T, F>(
-    d: D,
-    expecting: &'static str,
-    parse: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    F: FnOnce(String) -> Check<T>,
-{
-    checked_str(d, expecting, |v: &str| parse(v.to_owned()))
 }
 
 /// The error of a value that came (wholly or in part) from `variables` and did not pass its check:
@@ -108,10 +80,25 @@ fn from_environment(variables: &[String], expecting: &str) -> String {
 }
 
 checked_readers! {
-    /// A string scalar, checked by `check`.
-    fn checked_str(&str) by deserialize_str {
+    /// A string scalar, `${VAR}`-interpolated, then checked by `check`. When the value came from
+    /// the environment, a failed check's message is replaced by `from_environment`'s.
+    pub(super) fn interpolated_str(String) by deserialize_str {
         fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
-            self.checked(v)
+            let text = interpolate(v).map_err(E::custom)?;
+            let variables = referenced(v);
+            if variables.is_empty() {
+                return self.checked(text);
+            }
+            let expecting = self.expecting;
+            (self.check)(text).map_err(|_| E::custom(from_environment(&variables, expecting)))
+        }
+    }
+
+    /// A string scalar taken verbatim (names and identifiers are never interpolated), then
+    /// checked by `check`.
+    pub(super) fn plain_str(String) by deserialize_str {
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            self.checked(v.to_owned())
         }
     }
 
