@@ -173,14 +173,20 @@ impl Sweeper {
     }
 
     /// Re-executes claimed effects from their archived events; what cannot be retaken safely (past
-    /// its `dedup_window`, or not rebuildable from the archive) becomes `incerto`.
+    /// its `dedup_window`: the provider may have forgotten the key, or not rebuildable from the
+    /// archive) becomes `incerto`.
     async fn retake(
         &self,
         claim: &Claim,
         claimed: Vec<StaleRow>,
         outcome: &mut SweepOutcome,
     ) -> Result<(), SweepError> {
-        let (callable, past) = self.within_dedup_window(claimed).await?;
+        let (callable, past) = ledger::within_dedup_window(&self.pool, claimed, |r| {
+            let window = self.effects.get(&r.tipo_efeito);
+            (r.chave.as_str(), window.and_then(|e| e.config.dedup_window))
+        })
+        .await?;
+        let past: Vec<String> = past.into_iter().map(|r| r.chave).collect();
         let (calls, unbuildable) = self.spawn_calls(callable).await?;
         let mut why = vec![Why::from(Reason::PastDedupWindow); past.len()];
         why.resize(past.len() + unbuildable.len(), Why::from(Reason::EventGone));
@@ -206,36 +212,6 @@ impl Sweeper {
             outcome.uncertain += moved.len() as u64;
         }
         Ok(())
-    }
-
-    /// Splits claimed rows into those the provider still deduplicates and the keys past their
-    /// type's `dedup_window` (the provider may have forgotten them: a retake could duplicate).
-    async fn within_dedup_window(
-        &self,
-        claimed: Vec<StaleRow>,
-    ) -> Result<(Vec<StaleRow>, Vec<String>), SweepError> {
-        let (mut callable, mut past) = (Vec::new(), Vec::new());
-        for row in claimed {
-            let window = self
-                .effects
-                .get(&row.tipo_efeito)
-                .and_then(|e| e.config.dedup_window);
-            let Some(w) = window else {
-                callable.push(row);
-                continue;
-            };
-            let mut conn = self.pool.acquire().await?;
-            let key = std::slice::from_ref(&row.chave);
-            if ledger::past_dedup_window(&mut conn, key, w)
-                .await?
-                .is_empty()
-            {
-                callable.push(row);
-            } else {
-                past.push(row.chave);
-            }
-        }
-        Ok((callable, past))
     }
 
     /// Calls the provider again for each row, rebuilt from its archived event; returns the calls

@@ -98,7 +98,7 @@ pub(super) async fn call_reserved(
         if !pause_unless_shutdown(pause, &shutdown).await {
             return (task, Ended::Stopped(tries));
         }
-        if !within_dedup_window(&retrying.pool, &task).await {
+        if !provider_still_deduplicates(&retrying.pool, &task).await {
             return (task, Ended::Failed(err, tries));
         }
         tracing::debug!(key = %task.key, class = err.class(), attempt = tries.len() + 1, "effect call failed; retrying");
@@ -151,17 +151,12 @@ async fn pause_unless_shutdown(pause: std::time::Duration, shutdown: &Shutdown) 
 /// key's row and its recorded attempts are all younger than it. The row exists before the first
 /// try of this loop, so its age bounds this loop's tries too. Unknown (the database failed) is
 /// "no": the key is released, and the next run checks again.
-async fn within_dedup_window(pool: &PgPool, task: &Task) -> bool {
-    let Some(window) = task.effect.config.dedup_window else {
-        return true;
-    };
-    let keys = [task.key.clone()];
-    let past = match pool.acquire().await {
-        Ok(mut conn) => ledger::past_dedup_window(&mut conn, &keys, window).await,
-        Err(e) => Err(e),
-    };
-    match past {
-        Ok(past) if past.is_empty() => true,
+async fn provider_still_deduplicates(pool: &PgPool, task: &Task) -> bool {
+    let within = ledger::within_dedup_window(pool, vec![task], |t| {
+        (t.key.as_str(), t.effect.config.dedup_window)
+    });
+    match within.await {
+        Ok((within, _)) if !within.is_empty() => true,
         Ok(_) => {
             tracing::warn!(key = %task.key, "first attempt older than the provider's dedup_window: not retried");
             false

@@ -3,79 +3,68 @@
 //! position of the enclosing mapping instead (often line 1). This is how "parsed, then checked"
 //! keeps every error at its line and column: raw struct → checked value, within the visit.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::interp::{interpolate, referenced};
 
 /// The outcome of a check: the message says what is wrong and how to fix it.
 pub(super) type Check<T> = Result<T, String>;
 
-/// A string scalar, `${VAR}`-interpolated, then parsed by `parse`.
-pub(super) fn interpolated_str<'de, D, T, F>(
-    d: D,
-    expecting: &'static str,
-    parse: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    F: FnOnce(String) -> Check<T>,
-{
-    d.deserialize_str(StrVisitor {
-        expecting,
-        interpolate: true,
-        parse,
-    })
-}
-
-/// A string scalar taken verbatim (names and identifiers are never interpolated), then parsed.
-pub(super) fn plain_str<'de, D, T, F>(
-    d: D,
-    expecting: &'static str,
-    parse: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    F: FnOnce(String) -> Check<T>,
-{
-    d.deserialize_str(StrVisitor {
-        expecting,
-        interpolate: false,
-        parse,
-    })
-}
-
-struct StrVisitor<F> {
-    expecting: &'static str,
-    interpolate: bool,
-    parse: F,
-}
-
-impl<'de, T, F: FnOnce(String) -> Check<T>> Visitor<'de> for StrVisitor<F> {
-    type Value = T;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.expecting)
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
-        if !self.interpolate {
-            return (self.parse)(v.to_owned()).map_err(E::custom);
+/// Writes checked readers of one shape, once: `fn name(d, expecting, check)` reads one kind of
+/// value (`$input`, through the `visit_*` methods given, which mostly end in
+/// `self.checked(value)`) and hands it to `check` inside the visit, so a failed check's message
+/// gets the value's position. `expecting` says what the value should have been.
+macro_rules! checked_readers {
+    ($(
+        $(#[$doc:meta])*
+        $vis:vis fn $name:ident $(<$($param:ident: $bound:path),+>)? ($input:ty) by $read:ident {
+            $($visit:item)+
         }
-        let text = interpolate(v).map_err(E::custom)?;
-        let expecting = self.expecting;
-        (self.parse)(text).map_err(|message| {
-            let variables = referenced(v);
-            if variables.is_empty() {
-                E::custom(message)
-            } else {
-                E::custom(from_environment(&variables, expecting))
+    )+) => {$(
+        $(#[$doc])*
+        $vis fn $name<'de, D, T, F $($(, $param: $bound)+)?>(
+            d: D,
+            expecting: &'static str,
+            check: F,
+        ) -> Result<T, D::Error>
+        where
+            D: Deserializer<'de>,
+            F: FnOnce($input) -> Check<T>,
+        {
+            struct V<F $($(, $param)+)?> {
+                expecting: &'static str,
+                check: F,
+                input: PhantomData<($($($param,)+)?)>,
             }
-        })
-    }
+            impl<F $($(, $param)+)?> V<F $($(, $param)+)?> {
+                fn checked<T, E: de::Error>(self, input: $input) -> Result<T, E>
+                where
+                    F: FnOnce($input) -> Check<T>,
+                {
+                    (self.check)(input).map_err(E::custom)
+                }
+            }
+            impl<'de, T, F: FnOnce($input) -> Check<T> $($(, $param: $bound)+)?> Visitor<'de>
+                for V<F $($(, $param)+)?>
+            {
+                type Value = T;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str(self.expecting)
+                }
+                $($visit)+
+            }
+            d.$read(V {
+                expecting,
+                check,
+                input: PhantomData,
+            })
+        }
+    )+};
 }
 
 /// The error of a value that came (wholly or in part) from `variables` and did not pass its check:
@@ -90,112 +79,107 @@ fn from_environment(variables: &[String], expecting: &str) -> String {
     )
 }
 
-/// An unsigned integer scalar, checked by `check`.
-pub(super) fn checked_u64<'de, D, T, F>(
-    d: D,
-    expecting: &'static str,
-    check: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    F: FnOnce(u64) -> Check<T>,
-{
-    struct V<F>(&'static str, F);
-    impl<'de, T, F: FnOnce(u64) -> Check<T>> Visitor<'de> for V<F> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(self.0)
+checked_readers! {
+    /// A string scalar, `${VAR}`-interpolated, then checked by `check`. When the value came from
+    /// the environment, a failed check's message is replaced by `from_environment`'s.
+    pub(super) fn interpolated_str(String) by deserialize_str {
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            let text = interpolate(v).map_err(E::custom)?;
+            let variables = referenced(v);
+            if variables.is_empty() {
+                return self.checked(text);
+            }
+            let expecting = self.expecting;
+            (self.check)(text).map_err(|_| E::custom(from_environment(&variables, expecting)))
         }
+    }
+
+    /// A string scalar taken verbatim (names and identifiers are never interpolated), then
+    /// checked by `check`.
+    pub(super) fn plain_str(String) by deserialize_str {
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            self.checked(v.to_owned())
+        }
+    }
+
+    /// An unsigned integer scalar, checked by `check`.
+    pub(super) fn checked_u64(u64) by deserialize_u64 {
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
-            (self.1)(v).map_err(E::custom)
+            self.checked(v)
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
             let v = u64::try_from(v).map_err(|_| E::custom(format!("{v} is negative")))?;
-            (self.1)(v).map_err(E::custom)
+            self.checked(v)
         }
     }
-    d.deserialize_u64(V(expecting, check))
-}
 
-/// A number scalar (integer or float), checked by `check`.
-pub(super) fn checked_f64<'de, D, T, F>(
-    d: D,
-    expecting: &'static str,
-    check: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    F: FnOnce(f64) -> Check<T>,
-{
-    struct V<F>(&'static str, F);
-    impl<'de, T, F: FnOnce(f64) -> Check<T>> Visitor<'de> for V<F> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(self.0)
-        }
+    /// A number scalar (integer or float), checked by `check`.
+    pub(super) fn checked_f64(f64) by deserialize_f64 {
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
-            (self.1)(v).map_err(E::custom)
+            self.checked(v)
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
-            self.visit_f64(v as f64)
+            self.checked(v as f64)
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
-            self.visit_f64(v as f64)
+            self.checked(v as f64)
         }
     }
-    d.deserialize_f64(V(expecting, check))
-}
 
-/// A mapping deserialized as the raw struct `R` (which refuses unknown keys), then checked by
-/// `check`; an error from `check` gets the position of the mapping.
-pub(super) fn checked_map<'de, D, R, T, F>(
-    d: D,
-    expecting: &'static str,
-    check: F,
-) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    R: Deserialize<'de>,
-    F: FnOnce(R) -> Check<T>,
-{
-    struct V<R, F>(&'static str, F, PhantomData<R>);
-    impl<'de, R: Deserialize<'de>, T, F: FnOnce(R) -> Check<T>> Visitor<'de> for V<R, F> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str(self.0)
-        }
+    /// A mapping deserialized as the raw struct `R` (which refuses unknown keys), then checked by
+    /// `check`; an error from `check` gets the position of the mapping.
+    pub(super) fn checked_map<R: Deserialize<'de>>(R) by deserialize_map {
         fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-            let raw = R::deserialize(MapAccessDeserializer::new(map))?;
-            (self.1)(raw).map_err(de::Error::custom)
+            self.checked(R::deserialize(MapAccessDeserializer::new(map))?)
         }
     }
-    d.deserialize_map(V(expecting, check, PhantomData))
+
+    /// A sequence of `I`, checked as a whole by `check`; an error from `check` gets the position
+    /// of the sequence.
+    pub(super) fn checked_seq<I: Deserialize<'de>>(Vec<I>) by deserialize_seq {
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+            self.checked(Vec::<I>::deserialize(SeqAccessDeserializer::new(seq))?)
+        }
+    }
 }
 
-/// A sequence of `E`, checked as a whole by `check`; an error from `check` gets the position of
-/// the sequence.
-pub(super) fn checked_seq<'de, D, E, T, F>(
+/// A mapping of unique names to values. Each key is read with [`KeySeed`] and handed, with the
+/// entries read so far, to `entry`: it refuses the name (a repeat, a bad or unknown name: the error
+/// gets the key's position) or gives the seed that reads its value.
+pub(super) fn checked_names<'de, D, S, F>(
     d: D,
     expecting: &'static str,
-    check: F,
-) -> Result<T, D::Error>
+    key: &'static str,
+    entry: F,
+) -> Result<BTreeMap<String, S::Value>, D::Error>
 where
     D: Deserializer<'de>,
-    E: Deserialize<'de>,
-    F: FnOnce(Vec<E>) -> Check<T>,
+    S: DeserializeSeed<'de>,
+    F: FnMut(&str, &BTreeMap<String, S::Value>) -> Check<S>,
 {
-    struct V<E, F>(&'static str, F, PhantomData<E>);
-    impl<'de, E: Deserialize<'de>, T, F: FnOnce(Vec<E>) -> Check<T>> Visitor<'de> for V<E, F> {
-        type Value = T;
+    struct V<F, S>(&'static str, &'static str, F, PhantomData<S>);
+    impl<'de, S, F> Visitor<'de> for V<F, S>
+    where
+        S: DeserializeSeed<'de>,
+        F: FnMut(&str, &BTreeMap<String, S::Value>) -> Check<S>,
+    {
+        type Value = BTreeMap<String, S::Value>;
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str(self.0)
         }
-        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
-            let items = Vec::<E>::deserialize(SeqAccessDeserializer::new(seq))?;
-            (self.1)(items).map_err(de::Error::custom)
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((name, seed)) = map.next_key_seed(KeySeed {
+                expecting: self.1,
+                parse: |s: String| (self.2)(&s, &out).map(|seed| (s, seed)),
+            })? {
+                let value = map.next_value_seed(seed)?;
+                out.insert(name, value);
+            }
+            Ok(out)
         }
     }
-    d.deserialize_seq(V(expecting, check, PhantomData))
+    d.deserialize_map(V(expecting, key, entry, PhantomData))
 }
 
 /// A mapping key read with [`plain_str`], so that `parse` (a duplicate check, a lookup) fails at

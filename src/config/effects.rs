@@ -2,7 +2,6 @@
 //! send credentials in clear off this machine is refused unless its type says `allow_insecure:
 //! true` (see `cleartext`).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::cleartext::webhook_in_clear;
-use super::de::{checked_map, Check, KeySeed};
+use super::de::{checked_map, checked_names, Check, KeySeed};
 use super::scalar::{
     check_identifier, Concurrency, DedupWindow, HeaderValue, HttpUrl, MaxBackoff, Rate,
     RetryAttempts, RetryBackoff, Timeout,
@@ -162,31 +161,19 @@ impl<'de> DeserializeSeed<'de> for TypeSeed {
 
 impl<'de> Deserialize<'de> for Catalog {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Catalog;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a mapping of effect type name to its settings")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Catalog, A::Error> {
-                let mut types = BTreeMap::new();
-                while let Some(name) = map.next_key_seed(KeySeed {
-                    expecting: "an effect type name",
-                    parse: |s: String| {
-                        check_identifier(&s, "effect type name", "it is part of the ledger key")?;
-                        if types.contains_key(&s) {
-                            return Err(format!("effect type `{s}` is defined twice"));
-                        }
-                        Ok(s)
-                    },
-                })? {
-                    let effect = map.next_value_seed(TypeSeed(name.clone()))?;
-                    types.insert(name, effect);
+        let types = checked_names(
+            d,
+            "a mapping of effect type name to its settings",
+            "an effect type name",
+            |name, types| {
+                check_identifier(name, "effect type name", "it is part of the ledger key")?;
+                if types.contains_key(name) {
+                    return Err(format!("effect type `{name}` is defined twice"));
                 }
-                Ok(Catalog(EffectCatalog { types }))
-            }
-        }
-        d.deserialize_map(V)
+                Ok(TypeSeed(name.to_owned()))
+            },
+        )?;
+        Ok(Catalog(EffectCatalog { types }))
     }
 }
 

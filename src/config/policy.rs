@@ -3,13 +3,12 @@
 //! that is not idempotent.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use serde::de::{DeserializeSeed, MapAccess, Visitor};
+use serde::de::DeserializeSeed;
 use serde::{Deserialize, Deserializer};
 
 use super::context::{self, TypeFacts};
-use super::de::{checked_map, KeySeed};
+use super::de::{checked_map, checked_names};
 use super::{EffectMode, EffectPolicy, OnFailure};
 
 #[derive(Debug, Clone, Default)]
@@ -26,41 +25,32 @@ struct RawPolicy {
 
 impl<'de> Deserialize<'de> for Policies {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Policies;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a mapping of effect type to { mode, on_failure }")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Policies, A::Error> {
-                let mut out = BTreeMap::new();
-                while let Some((name, facts)) = map.next_key_seed(KeySeed {
-                    expecting: "an effect type",
-                    parse: |s: String| {
-                        if out.contains_key(&s) {
-                            return Err(format!("effect type `{s}` is listed twice"));
-                        }
-                        let facts = context::effect_type(&s)?;
-                        Ok((s, facts))
-                    },
-                })? {
-                    let policy = map.next_value_seed(PolicySeed { name: &name, facts })?;
-                    out.insert(name, policy);
+        let policies = checked_names(
+            d,
+            "a mapping of effect type to { mode, on_failure }",
+            "an effect type",
+            |name, policies| {
+                if policies.contains_key(name) {
+                    return Err(format!("effect type `{name}` is listed twice"));
                 }
-                Ok(Policies(out))
-            }
-        }
-        d.deserialize_map(V)
+                let facts = context::effect_type(name)?;
+                Ok(PolicySeed {
+                    name: name.to_owned(),
+                    facts,
+                })
+            },
+        )?;
+        Ok(Policies(policies))
     }
 }
 
 /// The policy of one effect type, knowing that type's facts.
-struct PolicySeed<'a> {
-    name: &'a str,
+struct PolicySeed {
+    name: String,
     facts: Option<TypeFacts>,
 }
 
-impl<'de> DeserializeSeed<'de> for PolicySeed<'_> {
+impl<'de> DeserializeSeed<'de> for PolicySeed {
     type Value = EffectPolicy;
 
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<EffectPolicy, D::Error> {

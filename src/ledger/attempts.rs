@@ -1,9 +1,10 @@
 //! `efeito_tentativa`: the append-only history of provider attempts, written in the same
 //! transaction as the ledger change it explains.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use super::Claim;
 
@@ -71,18 +72,55 @@ pub async fn past_dedup_window(
     keys: &[String],
     window: Duration,
 ) -> Result<Vec<String>, sqlx::Error> {
+    past_their_windows(conn, keys, &vec![window.as_secs_f64(); keys.len()]).await
+}
+
+/// Splits `items` into those still inside their provider's `dedup_window` (every one without a
+/// window) and those past it ([`past_dedup_window`]), in one statement whatever their windows.
+/// `key_window` gives an item's key and its type's window.
+pub async fn within_dedup_window<T>(
+    pool: &PgPool,
+    items: Vec<T>,
+    key_window: impl Fn(&T) -> (&str, Option<Duration>),
+) -> Result<(Vec<T>, Vec<T>), sqlx::Error> {
+    let (keys, windows): (Vec<String>, Vec<f64>) = items
+        .iter()
+        .filter_map(|item| match key_window(item) {
+            (key, Some(window)) => Some((key.to_owned(), window.as_secs_f64())),
+            (_, None) => None,
+        })
+        .unzip();
+    if keys.is_empty() {
+        return Ok((items, Vec::new()));
+    }
+    let past: HashSet<String> = past_their_windows(pool, &keys, &windows)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(items
+        .into_iter()
+        .partition(|item| !past.contains(key_window(item).0)))
+}
+
+/// Keys whose first attempt (or first reservation) is older than their own window (`windows`, in
+/// seconds, one a key).
+async fn past_their_windows<'c>(
+    db: impl PgExecutor<'c>,
+    keys: &[String],
+    windows: &[f64],
+) -> Result<Vec<String>, sqlx::Error> {
     sqlx::query_scalar(
         r#"
-        select k from unnest($1::text[]) as u(k)
+        select k from unnest($1::text[], $2::float8[]) as u(k, w)
         where exists (select 1 from efeito_tentativa t
-                      where t.chave = u.k and t.iniciada_em < now() - make_interval(secs => $2))
+                      where t.chave = u.k and t.iniciada_em < now() - make_interval(secs => u.w))
            or exists (select 1 from efeito_aplicado e
-                      where e.chave = u.k and e.criado_em < now() - make_interval(secs => $2))
+                      where e.chave = u.k and e.criado_em < now() - make_interval(secs => u.w))
         "#,
     )
     .bind(keys)
-    .bind(window.as_secs_f64())
-    .fetch_all(conn)
+    .bind(windows)
+    .fetch_all(db)
     .await
 }
 

@@ -25,7 +25,8 @@ mod sweep;
 mod why;
 
 pub use attempts::{
-    history as attempt_history, past_dedup_window, record as record_attempts, Attempt,
+    history as attempt_history, past_dedup_window, record as record_attempts, within_dedup_window,
+    Attempt,
 };
 pub use lookup::{entry, Entry};
 pub use review::{
