@@ -9,11 +9,11 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeZone, Utc};
-use replay_ledger::commission::DiffRow;
-use replay_ledger::execution::{Execution, Mode, Rejected, State};
-use replay_ledger::ledger::{Reason, ReviewItem};
-use replay_ledger::report::{render, ExecutionReport, Report};
-use replay_ledger::summary::{EffectOutcome, StateOutcome, Summary};
+use replay_ledger::services::report::{render, ExecutionReport, Report};
+use replay_ledger::shared::summary::{EffectOutcome, StateOutcome, Summary};
+use replay_ledger::tables::commission::DiffRow;
+use replay_ledger::tables::execution::{Execution, Mode, Rejected, State};
+use replay_ledger::tables::ledger::{Reason, ReviewItem};
 
 fn main() -> std::io::Result<()> {
     let out = std::env::args()

@@ -2,60 +2,53 @@
 //! perform the external side effects that are still missing, through an effects ledger shared by
 //! the live consumer and every replay.
 //!
-//! Map of the crate (one module per part of the design):
+//! Map of the crate. The folders are roles, and imports go one way, from the top of this list
+//! down: edges use services, services use the engine, the engine uses the tables, and everything
+//! may use the shared words, the domain and the configuration.
 //!
-//! - [`config`]   — `jobs/*.yaml` and `jobs/effects.yaml` parsed into checked types.
-//! - [`archive`]  — reads `evento_arquivado` in `posicao` order, in batches, inside a window.
-//! - [`domain`]   — the commission rule and the `pedido.pago` handler; pure, no I/O.
-//! - [`commission`] — every statement on `comissao` and `reprocessamento_diff`.
-//! - [`ledger`]   — every statement on `efeito_aplicado`.
-//! - [`execution`] — executions, checkpoints, rejected events and the per-execution lock.
-//! - [`effects`]  — providers behind one trait (the HTTP webhook), concurrency and rate limits.
-//! - [`applier`]  — the one code path for live processing and replay.
-//! - [`runner`]   — the batch loop: checkpoint, batch, apply, advance; shutdown; retries.
-//! - [`scheduler`] — `serve`: fires the jobs that have a `schedule`, one process at a time per job.
-//! - [`counters`] — what this process did since it started (runs, effects, sweeps, heartbeat).
-//! - [`metrics`]  — `/metrics` (Prometheus) and `/healthz` for `serve`.
-//! - [`http_server`] — serves a router with bounded connections and timeouts (no flood exhausts it).
-//! - [`report`]   — reports to finance (text, HTML, CSV; SMTP or `.eml`), exactly once or flagged.
-//! - [`approval`] — the approval gate between a simulation and its real run.
-//! - [`identity`] — who did it: the authenticated role, and the notes people type.
-//! - [`grants`]   — what each database role may do (worker, approver, reviewer, console), said once.
-//! - [`text`]     — archive text made inert for a terminal.
-//! - [`console`]  — the web console: executions, diffs, approvals, the review queue, the audit.
-//! - [`cli`]      — the `replay-ledger` command line.
-//! - [`demo`]     — the end-to-end story on a throwaway database; its rigs (the throwaway
-//!   cluster, the loopback webhook, the generated archive) live in the `testkit` crate.
+//! - [`edges`] — what people and other programs touch:
+//!   - [`edges::cli`] — the `replay-ledger` command line, and the one map to exit statuses.
+//!   - [`edges::console`] — the web console: executions, diffs, approvals, the review queue.
+//!   - [`edges::metrics`] — `/metrics` (Prometheus) and `/healthz` of the daemons.
+//!   - [`edges::http_server`] — serves a router with bounded connections and timeouts.
+//!   - [`edges::demo`] — the end-to-end story on a throwaway database.
+//! - [`services`] — the loops that run, to an end or until stopped:
+//!   - [`services::runner`] — a replay's batch loop: checkpoint, batch, apply, advance.
+//!   - [`services::consumer`] — the live consumer, through the same applier.
+//!   - [`services::sweeper`] — settles reservations abandoned by dead processes.
+//!   - [`services::scheduler`] — `serve`: fires the jobs that have a `schedule`.
+//!   - [`services::report`] — reports to finance, mailed exactly once or flagged.
+//!   - [`services::held`] — an execution held by this process: lock, claim, recovery.
+//!   - [`services::counters`] — what this process did since it started.
+//! - [`engine`] — the one path an event takes, and what decides it:
+//!   - [`engine::plan`] — an execution planned once from a job and how it was asked.
+//!   - [`engine::applier`] — the one code path for live processing and replay.
+//!   - [`engine::effects`] — providers behind one trait, concurrency and rate limits.
+//!   - [`engine::approval`] — the gate between a simulation and its real run.
+//!   - [`engine::definition`] — what decides a run's outcome, so an approval can bind it.
+//! - [`tables`] — the owners of the tables, each with every statement on its own:
+//!   - [`tables::db`] — connections, migrations, and which failures are worth a retry.
+//!   - [`tables::archive`] — reads of `evento_arquivado`, in `posicao` order, in batches.
+//!   - [`tables::ledger`] — every statement on `efeito_aplicado`.
+//!   - [`tables::commission`] — `comissao`, a simulation's diff, a real run's corrections.
+//!   - [`tables::execution`] — executions, checkpoints, ownership epochs, the execution lock.
+//!   - [`tables::tally`] — the tallies every figure is read from.
+//!   - [`tables::grants`] — what each database role may do, said once.
+//! - [`domain`] — the commission rule and the `pedido.pago` handler; pure, no I/O.
+//! - [`config`] — `jobs/*.yaml` and `jobs/effects.yaml` parsed into checked types.
+//! - [`shared`] — the small words every part speaks:
+//!   - [`shared::backoff`] — retry schedules (the database's steps, the providers' calls).
+//!   - [`shared::summary`] — what an execution did, counted by typed outcomes.
+//!   - [`shared::words`] — the one mapping between enums and the seed's words.
+//!   - [`shared::money`] — BRL from integer cents.
+//!   - [`shared::text`] — archive text made inert for a terminal.
+//!   - [`shared::identity`] — who did it, and the notes people type.
+//!   - [`shared::shutdown`] — the stop signal every loop watches.
 
-pub mod applier;
-pub mod approval;
-pub mod archive;
-pub mod cli;
-pub mod commission;
 pub mod config;
-pub mod console;
-pub mod consumer;
-pub mod counters;
-pub mod db;
-pub mod definition;
-pub mod demo;
 pub mod domain;
-pub mod effects;
-pub mod execution;
-pub mod grants;
-pub mod held;
-pub mod http_server;
-pub mod identity;
-pub mod ledger;
-pub mod metrics;
-pub mod money;
-pub mod plan;
-pub mod report;
-pub mod runner;
-pub mod scheduler;
-pub mod shutdown;
-pub mod summary;
-pub mod sweeper;
-pub mod tally;
-pub mod text;
-pub mod words;
+pub mod edges;
+pub mod engine;
+pub mod services;
+pub mod shared;
+pub mod tables;

@@ -1,5 +1,5 @@
-//! `replay-ledger`: a thin binary over the library; see `replay_ledger::cli`.
+//! `replay-ledger`: a thin binary over the library; see `replay_ledger::edges::cli`.
 
 fn main() -> std::process::ExitCode {
-    replay_ledger::cli::start()
+    replay_ledger::edges::cli::start()
 }

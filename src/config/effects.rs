@@ -16,7 +16,7 @@ use super::scalar::{
     RetryAttempts, RetryBackoff, Timeout,
 };
 use super::{EffectCatalog, EffectType, WebhookConfig};
-use crate::db::Backoff;
+use crate::shared::backoff::Backoff;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_CONCURRENCY: usize = 16;

@@ -26,7 +26,7 @@ impl ConfigError {
 /// a value from the file or the environment, and must stay on its one line of `check`'s output
 /// without driving the terminal.
 fn one_line(text: &str) -> String {
-    crate::text::inert(text)
+    crate::shared::text::inert(text)
 }
 
 impl fmt::Display for ConfigError {

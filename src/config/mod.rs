@@ -76,7 +76,7 @@ pub struct EffectType {
     /// `retry: { attempts, backoff, max_backoff }`: how a failed call of an idempotent type is
     /// tried again under `on_failure: release` (default [`DEFAULT_RETRY`]). A non-idempotent
     /// type's calls are never retried: its `attempts` is 1.
-    pub retry: crate::db::Backoff,
+    pub retry: crate::shared::backoff::Backoff,
 }
 
 #[derive(Clone)]

@@ -12,8 +12,8 @@
 use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use replay_ledger::config::{load_dir, EFFECTS_FILE};
-use replay_ledger::scheduler::job_statuses;
-use replay_ledger::scheduler::timing::{last_fire, next_fire_after, parse};
+use replay_ledger::services::scheduler::job_statuses;
+use replay_ledger::services::scheduler::timing::{last_fire, next_fire_after, parse};
 
 fn utc(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s)

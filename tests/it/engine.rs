@@ -3,10 +3,10 @@
 
 use std::collections::HashSet;
 
-use replay_ledger::runner::{Ended, RunError};
+use replay_ledger::services::runner::{Ended, RunError};
 use testkit::sink::Behavior;
 
-use replay_ledger::summary::{EffectOutcome, StateOutcome};
+use replay_ledger::shared::summary::{EffectOutcome, StateOutcome};
 
 use crate::helpers::*;
 

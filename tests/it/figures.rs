@@ -132,10 +132,10 @@ fn effect(s: &Shown, word: &str) -> u64 {
 
 /// The execution's gauges in `/metrics` (rendered by the same code as the endpoint).
 async fn metrics_figures(pool: &PgPool) -> (u64, u64, i64, i64, BTreeMap<String, u64>) {
-    let gauges = replay_ledger::metrics::DbGauges::read(pool, Duration::from_secs(10))
+    let gauges = replay_ledger::edges::metrics::DbGauges::read(pool, Duration::from_secs(10))
         .await
         .expect("read the gauges");
-    let text = replay_ledger::metrics::Metrics::new().render(Some(&gauges));
+    let text = replay_ledger::edges::metrics::Metrics::new().render(Some(&gauges));
     let value = |prefix: &str| -> Option<f64> {
         text.lines()
             .find(|l| l.starts_with(prefix))
@@ -232,7 +232,7 @@ async fn assert_every_surface_agrees(
     let status = shown(&status_entry(&db.url, jobs, JOB).await);
     assert_eq!(status, run, "status --json agrees with run --json");
 
-    let report = replay_ledger::report::ExecutionReport::load(&db.pool, JOB)
+    let report = replay_ledger::services::report::ExecutionReport::load(&db.pool, JOB)
         .await
         .expect("the report");
     assert_eq!(
@@ -244,7 +244,7 @@ async fn assert_every_surface_agrees(
         (t.orders_changed, t.total_before_cents, t.total_after_cents),
         "the report's totals"
     );
-    let csv = String::from_utf8(replay_ledger::report::render::csv(&report)).unwrap();
+    let csv = String::from_utf8(replay_ledger::services::report::render::csv(&report)).unwrap();
     let (rows, sum_before, sum_after) = csv_sums(&csv);
     assert_eq!(
         (rows, sum_before, sum_after),
@@ -411,8 +411,10 @@ async fn across_a_postgresql_restart(shape: Shape) {
         .await
         .expect("a throwaway cluster");
     let url = cluster.url();
-    let pool = replay_ledger::db::connect(&url, "test").await.unwrap();
-    replay_ledger::db::migrate(&pool).await.unwrap();
+    let pool = replay_ledger::tables::db::connect(&url, "test")
+        .await
+        .unwrap();
+    replay_ledger::tables::db::migrate(&pool).await.unwrap();
     let events = paid_orders(1500);
     insert(&pool, &events).await;
     let provider = sink(provider_behaviour()).await;

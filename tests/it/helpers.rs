@@ -32,7 +32,9 @@ pub struct TestDb {
 impl TestDb {
     pub async fn new() -> TestDb {
         let db = TestDb::unmigrated().await;
-        replay_ledger::db::migrate(&db.pool).await.expect("migrate");
+        replay_ledger::tables::db::migrate(&db.pool)
+            .await
+            .expect("migrate");
         db
     }
 
@@ -51,7 +53,7 @@ impl TestDb {
         let mut url = url::Url::parse(&server_url()).expect("DATABASE_URL parses");
         url.set_path(&name);
         let url = url.to_string();
-        let pool = replay_ledger::db::connect(&url, "test")
+        let pool = replay_ledger::tables::db::connect(&url, "test")
             .await
             .expect("connect");
         TestDb {
@@ -63,7 +65,7 @@ impl TestDb {
 
     /// A database that exists already (a throwaway cluster's), left as it is when dropped.
     pub async fn attach(url: &str) -> TestDb {
-        let pool = replay_ledger::db::connect(url, "test")
+        let pool = replay_ledger::tables::db::connect(url, "test")
             .await
             .expect("connect");
         TestDb {
@@ -311,11 +313,11 @@ pub async fn run_job(
     job: &str,
     simulate: Option<bool>,
     restart: bool,
-) -> Result<replay_ledger::runner::RunReport, replay_ledger::runner::RunError> {
+) -> Result<replay_ledger::services::runner::RunReport, replay_ledger::services::runner::RunError> {
     use replay_ledger::config;
-    use replay_ledger::db::Backoff;
-    use replay_ledger::plan::{Asked, Plan};
-    use replay_ledger::runner::{self, RunnerConfig};
+    use replay_ledger::engine::plan::{Asked, Plan};
+    use replay_ledger::services::runner::{self, RunnerConfig};
+    use replay_ledger::tables::db::Backoff;
     let (catalog, job) = config::find_job(jobs, job).expect("the job loads");
     let asked = Asked {
         simulate,
@@ -323,7 +325,8 @@ pub async fn run_job(
         at: chrono::Utc::now(),
     };
     let plan = Plan::new(&job, asked).expect("a replay job");
-    let effects = replay_ledger::effects::Effects::from_catalog(&catalog).expect("providers");
+    let effects =
+        replay_ledger::engine::effects::Effects::from_catalog(&catalog).expect("providers");
     let fast = Backoff {
         attempts: 3,
         base: Duration::from_millis(10),
@@ -331,7 +334,7 @@ pub async fn run_job(
     };
     let config = RunnerConfig {
         started_by: "test".into(),
-        retries: replay_ledger::applier::Retries {
+        retries: replay_ledger::engine::applier::Retries {
             call_backoff: Some(fast),
             ..Default::default()
         },
@@ -344,7 +347,7 @@ pub async fn run_job(
         &plan,
         effects,
         config,
-        replay_ledger::shutdown::Shutdown::never(),
+        replay_ledger::shared::shutdown::Shutdown::never(),
     )
     .await
 }

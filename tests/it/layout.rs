@@ -1,14 +1,16 @@
 //! The product crate's shape, as the next engineer relies on it: imports between modules go one
-//! way (no circle), and the product holds no `unsafe` code and no `libc`.
+//! way (no circle), imports between the role folders go down their order (edges, services,
+//! engine, tables, then config, the domain and the shared words), and the product holds no
+//! `unsafe` code and no `libc`.
 //!
 //! The import graph is read from the sources: every `crate::a::b` and `super::x` path (in `use`
 //! lines and inline) is an edge to the deepest module it names. A module using its own ancestors
 //! (`super::Type` in a child) is how Rust splits a module into files, not a circle.
 //!
-//! The graph is checked twice: between files, and with every file collapsed into its top-level
-//! module (`consumer::snapshot` → `consumer`). Two top-level modules that use each other through
-//! different files have no file-level circle, yet neither can be understood, moved or tested
-//! without the other.
+//! The graph is checked three times: between files; with every file collapsed into its part
+//! (`services::consumer::state` → `services::consumer`, `config::de` → `config`), since two parts
+//! that use each other through different files have no file-level circle, yet neither can be
+//! understood, moved or tested without the other; and between the role folders themselves.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -129,23 +131,37 @@ fn circle_through(
     None
 }
 
-/// The graph with every module collapsed into its top-level module (`a::b::c` → `a`), without
-/// the edges a top-level module has to itself.
-fn top_level_graph(
+/// The folders that group the parts by role, from the top: a folder's modules import only from
+/// the folders after it (and from their own).
+const ROLES: [&str; 7] = [
+    "edges", "services", "engine", "tables", "config", "domain", "shared",
+];
+
+/// The part a module belongs to: two levels deep inside a role folder that holds parts
+/// (`services::runner`), else its top-level module (`config`, `domain`).
+fn part(module: &Module) -> Module {
+    let grouped = ["edges", "services", "engine", "tables", "shared"];
+    let depth = if grouped.contains(&module[0].as_str()) {
+        2
+    } else {
+        1
+    };
+    module[..depth.min(module.len())].to_vec()
+}
+
+/// The graph with every module collapsed by `level`, without the edges a collapsed module has to
+/// itself.
+fn collapsed(
     graph: &BTreeMap<Module, BTreeSet<Module>>,
+    level: fn(&Module) -> Module,
 ) -> BTreeMap<Module, BTreeSet<Module>> {
-    let mut top: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    let mut out: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
     for (module, targets) in graph {
-        let from = module[..1].to_vec();
-        let edges = top.entry(from.clone()).or_default();
-        edges.extend(
-            targets
-                .iter()
-                .map(|t| t[..1].to_vec())
-                .filter(|t| *t != from),
-        );
+        let from = level(module);
+        let edges = out.entry(from.clone()).or_default();
+        edges.extend(targets.iter().map(level).filter(|t| *t != from));
     }
-    top
+    out
 }
 
 /// Every circle of the graph, one through each module on one, as `a → b → c`.
@@ -162,13 +178,16 @@ fn circles(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
         .collect()
 }
 
+fn runner() -> Module {
+    vec!["services".to_string(), "runner".to_string()]
+}
+
 #[test]
 fn imports_between_the_products_modules_go_one_way() {
     let graph = import_graph();
     assert!(graph.len() > 20, "the sources were found: {graph:?}");
-    let runner = vec!["runner".to_string()];
     assert!(
-        graph.values().filter(|t| t.contains(&runner)).count() >= 2,
+        graph.values().filter(|t| t.contains(&runner())).count() >= 2,
         "the graph sees imports (several modules use the runner)"
     );
     let circles = circles(&graph);
@@ -176,21 +195,42 @@ fn imports_between_the_products_modules_go_one_way() {
 }
 
 #[test]
-fn imports_between_the_products_top_level_modules_go_one_way() {
-    let graph = top_level_graph(&import_graph());
-    let runner = vec!["runner".to_string()];
+fn imports_between_the_products_parts_go_one_way() {
+    let graph = collapsed(&import_graph(), part);
     assert!(
-        graph.values().filter(|t| t.contains(&runner)).count() >= 2,
-        "the collapsed graph keeps the imports (several modules use the runner)"
+        graph.values().filter(|t| t.contains(&runner())).count() >= 2,
+        "the collapsed graph keeps the imports (several parts use the runner)"
     );
     assert!(
-        !graph.keys().any(|m| m.len() > 1),
-        "every module is collapsed to its top level: {graph:?}"
+        graph.keys().all(|m| *m == part(m)),
+        "every module is collapsed to its part: {graph:?}"
     );
     let circles = circles(&graph);
     assert!(
         circles.is_empty(),
-        "import circles between top-level modules: {circles:#?}"
+        "import circles between parts: {circles:#?}"
+    );
+}
+
+#[test]
+fn imports_between_the_role_folders_go_down_their_order() {
+    let graph = collapsed(&import_graph(), |m| m[..1].to_vec());
+    let rank = |m: &Module| ROLES.iter().position(|r| *r == m[0]);
+    assert!(
+        graph.keys().all(|m| rank(m).is_some()),
+        "every top-level module is one of {ROLES:?}: {:?}",
+        graph.keys().collect::<Vec<_>>()
+    );
+    let upward: Vec<String> = graph
+        .iter()
+        .flat_map(|(from, to)| to.iter().map(move |t| (from, t)))
+        .filter(|(from, to)| rank(to) <= rank(from))
+        .map(|(from, to)| format!("{} → {}", from[0], to[0]))
+        .collect();
+    assert!(upward.is_empty(), "imports up the order: {upward:#?}");
+    assert!(
+        graph[&vec!["edges".to_string()]].len() >= 4,
+        "the graph sees the folders' imports"
     );
 }
 

@@ -104,7 +104,10 @@ async fn an_empty_sweep_pass_is_quiet_at_info_but_counted() {
 
     let serve = Serve::start_with(&db.url, jobs.path(), "serve", |cmd| {
         // Info for everything, debug for the scheduler's fires: the pass is there, at debug.
-        cmd.env("RUST_LOG", "info,replay_ledger::scheduler::fire=debug");
+        cmd.env(
+            "RUST_LOG",
+            "info,replay_ledger::services::scheduler::fire=debug",
+        );
     });
     wait_healthy(&serve).await;
     let passes = || async {

@@ -126,8 +126,10 @@ fn figure(v: &Value, outcome: &str) -> u64 {
 async fn across_an_immediate_restart(case: Case) {
     let mut cluster = TempCluster::start().await.expect("a throwaway cluster");
     let url = cluster.url();
-    let pool = replay_ledger::db::connect(&url, "test").await.unwrap();
-    replay_ledger::db::migrate(&pool).await.unwrap();
+    let pool = replay_ledger::tables::db::connect(&url, "test")
+        .await
+        .unwrap();
+    replay_ledger::tables::db::migrate(&pool).await.unwrap();
     let events = match case.workers {
         // One worker each: one holds the small partition, finishes it, and then asks for the
         // other one every round while its holder runs it.
@@ -279,10 +281,10 @@ async fn someone_waits_for_a_lock(pool: &PgPool) {
 
 #[tokio::test]
 async fn an_old_owners_writes_after_a_new_owner_took_the_epoch_change_nothing() {
-    use replay_ledger::execution::{self, is_fenced, ExecutionLock};
-    use replay_ledger::ledger::{self, Claim, Reservation};
-    use replay_ledger::summary::Summary;
-    use replay_ledger::tally::Scope;
+    use replay_ledger::shared::summary::Summary;
+    use replay_ledger::tables::execution::{self, is_fenced, ExecutionLock};
+    use replay_ledger::tables::ledger::{self, Claim, Reservation};
+    use replay_ledger::tables::tally::Scope;
     let db = TestDb::new().await;
     let key = "replay-race";
     let scope = Scope::whole(key, 1);

@@ -5,10 +5,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use replay_ledger::config;
-use replay_ledger::effects::Effects;
-use replay_ledger::plan::{Asked, Plan};
-use replay_ledger::runner::{self, Ended, RunnerConfig};
-use replay_ledger::shutdown::Shutdown;
+use replay_ledger::engine::effects::Effects;
+use replay_ledger::engine::plan::{Asked, Plan};
+use replay_ledger::services::runner::{self, Ended, RunnerConfig};
+use replay_ledger::shared::shutdown::Shutdown;
 use testkit::sink::Behavior;
 
 use crate::helpers::*;

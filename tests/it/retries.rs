@@ -78,10 +78,10 @@ async fn an_outage_longer_than_the_old_budget_is_ridden_out_and_every_retry_is_c
     assert_success(&again, "run --json of the finished execution");
     let json: Value = serde_json::from_str(&stdout(&again)).expect("run --json is JSON");
     assert_eq!(json["calls_retried"], retried, "{json}");
-    let gauges = replay_ledger::metrics::DbGauges::read(&db.pool, Duration::from_secs(10))
+    let gauges = replay_ledger::edges::metrics::DbGauges::read(&db.pool, Duration::from_secs(10))
         .await
         .expect("read the gauges");
-    let metrics = replay_ledger::metrics::Metrics::new().render(Some(&gauges));
+    let metrics = replay_ledger::edges::metrics::Metrics::new().render(Some(&gauges));
     let series = format!("replay_ledger_execution_calls_retried{{execution=\"{JOB}\"}} {retried}");
     assert!(
         metrics.lines().any(|l| l == series),
@@ -242,7 +242,7 @@ async fn shutdown_ends_a_retry_pause_at_once() {
         execution_state(&db.pool, JOB).await.as_deref(),
         Some("interrompida")
     );
-    let history = replay_ledger::ledger::attempt_history(&db.pool, &key(&events[0]))
+    let history = replay_ledger::tables::ledger::attempt_history(&db.pool, &key(&events[0]))
         .await
         .expect("the attempt history");
     assert_eq!(history.len(), 1, "the failed try is on record: {history:?}");

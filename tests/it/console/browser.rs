@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
-use replay_ledger::report::{render, ExecutionReport};
+use replay_ledger::services::report::{render, ExecutionReport};
 use testkit::chromedriver::ChromeDriver;
 use testkit::sink::Behavior;
 

@@ -3,7 +3,7 @@
 //! change said field by field instead of the button, review decisions as the operator, and
 //! archive text inert in HTML.
 
-use replay_ledger::report::{render, ExecutionReport};
+use replay_ledger::services::report::{render, ExecutionReport};
 
 use super::*;
 
@@ -163,7 +163,7 @@ async fn the_figures_are_the_tallies_and_the_csv_is_the_reports_attachment() {
         .iter()
         .find(|e| e["execution"] == key.as_str())
         .unwrap();
-    let after = replay_ledger::money::brl(view["total_after_cents"].as_i64().unwrap());
+    let after = replay_ledger::shared::money::brl(view["total_after_cents"].as_i64().unwrap());
     assert!(view["total_after_cents"].as_i64().unwrap() > 0);
     assert!(
         list.body.contains(&after),
@@ -338,7 +338,7 @@ async fn script_tags_and_control_characters_in_a_pedido_id_render_inert() {
     let echo = operator.get(&format!("/review?type={typed}")).await;
     for body in [&queue.body, &echo.body] {
         assert!(
-            !body.chars().any(replay_ledger::text::is_hazard),
+            !body.chars().any(replay_ledger::shared::text::is_hazard),
             "{body:?}"
         );
         assert!(!body.contains("<script>alert"), "{body}");

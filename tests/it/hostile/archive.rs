@@ -5,9 +5,9 @@
 
 use chrono::{DateTime, Utc};
 use replay_ledger::domain::Event;
-use replay_ledger::effects::idempotency_header;
-use replay_ledger::execution;
-use replay_ledger::runner::Ended;
+use replay_ledger::engine::effects::idempotency_header;
+use replay_ledger::services::runner::Ended;
+use replay_ledger::tables::execution;
 use serde_json::{json, Value};
 
 use crate::helpers::*;

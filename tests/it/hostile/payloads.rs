@@ -264,7 +264,7 @@ proptest! {
 
     #[test]
     fn idempotency_headers_are_visible_ascii_and_never_shared(a in odd_string(), b in odd_string()) {
-        use replay_ledger::effects::idempotency_header;
+        use replay_ledger::engine::effects::idempotency_header;
         let (ha, hb) = (idempotency_header(&a), idempotency_header(&b));
         prop_assert!(ha.bytes().all(|c| c.is_ascii_graphic()), "{ha}");
         prop_assert!(reqwest_accepts(&ha));

@@ -478,7 +478,7 @@ fn a_tiny_or_huge_rate_or_duration_is_refused_or_harmless() {
         std::fs::write(&path, text).expect("write");
         if let Ok(catalog) = load_effects(&path) {
             // What the worker builds from a loaded catalog must not panic either.
-            let effects = replay_ledger::effects::Effects::from_catalog(&catalog);
+            let effects = replay_ledger::engine::effects::Effects::from_catalog(&catalog);
             assert!(effects.is_ok(), "rate {rate}, timeout {timeout}");
         }
     }

@@ -255,7 +255,7 @@ async fn after_a_gated_real_run_the_report_says_it_applied_exactly_what_was_appr
     let s = approved().await;
 
     assert_success(&s.bin(&["run", JOB]).await, "the real run");
-    let report = replay_ledger::report::ExecutionReport::load(&s.db.pool, JOB)
+    let report = replay_ledger::services::report::ExecutionReport::load(&s.db.pool, JOB)
         .await
         .unwrap();
     let check = report.approved.expect("the run's approval is checked");
@@ -428,17 +428,17 @@ async fn a_gated_run_that_meets_a_newer_commission_says_it_did_not_apply_exactly
 
     assert_success(&s.bin(&["run", JOB]).await, "the resumed real run");
 
-    let execution = replay_ledger::report::ExecutionReport::load(&s.db.pool, JOB)
+    let execution = replay_ledger::services::report::ExecutionReport::load(&s.db.pool, JOB)
         .await
         .unwrap();
-    let report = replay_ledger::report::Report::new(
+    let report = replay_ledger::services::report::Report::new(
         "test",
         chrono_tz::UTC,
         chrono::Utc::now(),
         Some(execution),
         Vec::new(),
     );
-    let text = replay_ledger::report::render::text(&report);
+    let text = replay_ledger::services::report::render::text(&report);
     assert!(
         text.contains("Não aplicou exatamente o que foi aprovado por"),
         "{text}"

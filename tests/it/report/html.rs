@@ -13,12 +13,12 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeZone, Utc};
-use replay_ledger::commission::{DiffRow, Divergence};
-use replay_ledger::execution::{Execution, Mode, Rejected, State};
-use replay_ledger::ledger::{Reason, ReviewItem};
-use replay_ledger::report::approved::Check;
-use replay_ledger::report::{render, ExecutionReport, Report};
-use replay_ledger::summary::{EffectOutcome, Summary, Totals};
+use replay_ledger::services::report::approved::Check;
+use replay_ledger::services::report::{render, ExecutionReport, Report};
+use replay_ledger::shared::summary::{EffectOutcome, Summary, Totals};
+use replay_ledger::tables::commission::{DiffRow, Divergence};
+use replay_ledger::tables::execution::{Execution, Mode, Rejected, State};
+use replay_ledger::tables::ledger::{Reason, ReviewItem};
 
 /// What a reader sees the same: see the module's doc.
 fn normalised(html: &str) -> String {

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use chrono::Utc;
 use replay_ledger::config::{self, Job, JobKind, ReportJob};
-use replay_ledger::ledger;
-use replay_ledger::money::{brl, brl_signed, group_thousands};
-use replay_ledger::report::{self, Delivery, Mailer, Report};
+use replay_ledger::services::report::{self, Delivery, Mailer, Report};
+use replay_ledger::shared::money::{brl, brl_signed, group_thousands};
+use replay_ledger::tables::ledger;
 use secrecy::SecretString;
 
 use crate::helpers::*;

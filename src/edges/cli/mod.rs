@@ -1,0 +1,248 @@
+//! The `replay-ledger` command line: parses arguments, wires the parts together, prints for
+//! humans (or JSON). Every command returns an [`Outcome`]; [`exit`] maps it to the exit status of
+//! the contract, in one place: 0 success, 2 invalid input or configuration, 1 any other failure,
+//! 130 stopped by a signal, 3 differences found.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use sqlx::PgPool;
+
+use crate::config::{self, ConfigErrors};
+use crate::{edges::demo, tables::db};
+
+pub use args::{Cli, Command, ReviewAction};
+use daemons::{consume, run, serve, sweep_stale_after, RunHow};
+pub use exit::{Class, Failure, Outcome};
+
+mod args;
+mod console;
+mod daemons;
+mod exit;
+mod failure;
+mod ops;
+mod reports;
+mod roles;
+mod users;
+
+/// The binary's entry point: a multi-threaded runtime running [`main`]. Not `async`, so the binary
+/// crate instantiates none of the library's futures: its build, the last and serial step of a
+/// first build, compiles one call instead of the whole program a second time.
+pub fn start() -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(main()),
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Parses the command line, runs it, returns the exit status.
+pub async fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_tracing();
+    let duty = roles::duty_of(&cli.command);
+    let role = roles::connected_role(cli.database_url.as_deref());
+    match dispatch(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            if let Some(err) = &failure.error {
+                tell(err, &duty, role.as_deref());
+            }
+            failure.code()
+        }
+    }
+}
+
+/// Says a failure once, on stderr, as inert text: a configuration error as one line per finding
+/// (file:line:column first), a refusal for want of a privilege with the role to connect as, any
+/// other error with its chain of causes.
+fn tell(err: &anyhow::Error, duty: &roles::Duty, role: Option<&str>) {
+    if let Some(message) = roles::permission_denied(err, duty, role) {
+        eprintln!("error: {message}");
+    } else if let Some(e) = err.downcast_ref::<db::ConnectError>() {
+        eprintln!("error: {}", crate::shared::text::inert(&e.to_string()));
+    } else if let Some(errors) = err.downcast_ref::<ConfigErrors>() {
+        for e in &errors.0 {
+            eprintln!("{e}");
+        }
+    } else {
+        eprintln!(
+            "error: {}",
+            crate::shared::text::inert(&failure::describe(err))
+        );
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if std::env::var("LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.fmt_fields(inert_fields()).init();
+    }
+}
+
+/// Plain log lines write every field value through [`crate::shared::text::inert`]: an event id or an
+/// error quoting one (`%` fields are written with `Display`, as they are) cannot end the line,
+/// forge another, or drive the terminal. JSON lines escape by their own syntax.
+fn inert_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let text = crate::shared::text::inert(&format!("{value:?}"));
+        if field.name() == "message" {
+            write!(w, "{text}")
+        } else {
+            write!(w, "{}={text}", field.name())
+        }
+    })
+    .delimited(" ")
+}
+
+async fn dispatch(cli: Cli) -> Outcome {
+    match &cli.command {
+        Command::Check => check(&cli.jobs_dir),
+        Command::Migrate { status } => ops::migrate(&cli, *status).await,
+        Command::Run {
+            job,
+            simulate,
+            restart,
+            workers,
+            json,
+        } => {
+            let how = RunHow {
+                simulate: *simulate,
+                restart: *restart,
+                workers: usize::from(*workers),
+                json: *json,
+            };
+            run(&cli, job, how).await
+        }
+        Command::Status { json } => ops::status(&cli, *json).await,
+        Command::Sweep { stale_after } => ops::sweep(&cli, *stale_after).await,
+        Command::Review { action } => ops::review(&cli, action).await,
+        Command::Grants {
+            worker,
+            approver,
+            reviewer,
+            console,
+            print,
+        } => {
+            let others = [approver, reviewer, console].map(Option::as_deref);
+            roles::grants(&cli, worker, others, *print).await
+        }
+        Command::Report {
+            execution,
+            out,
+            job,
+        } => reports::report(&cli, execution, out.as_deref(), job.as_deref()).await,
+        Command::Approve { job, note, by } => {
+            if by.is_some() {
+                eprintln!("note: --by is kept as a note; who approves is the database role you are connected as");
+            }
+            reports::approve(&cli, job, note.as_deref().or(by.as_deref())).await
+        }
+        Command::Approvals { json } => reports::approvals(&cli, *json).await,
+        Command::Consume {
+            job,
+            from_start,
+            metrics_addr,
+            metrics_max_connections,
+        } => {
+            let http = daemons::MetricsHow {
+                addr: *metrics_addr,
+                max_connections: *metrics_max_connections,
+            };
+            consume(&cli, job.as_deref(), *from_start, http).await
+        }
+        Command::Demo { events } => match demo::run(cli.database_url.as_deref(), *events).await? {
+            true => Ok(()),
+            false => Err(Failure::said(Class::Failed)),
+        },
+        Command::Serve {
+            metrics_addr,
+            metrics_max_connections,
+            console_addr,
+            console_database_url,
+            web,
+        } => {
+            let console = console_addr.map(|addr| daemons::ServeConsole {
+                addr,
+                database_url: console_database_url.clone(),
+                args: web.clone(),
+            });
+            let http = daemons::MetricsHow {
+                addr: *metrics_addr,
+                max_connections: *metrics_max_connections,
+            };
+            serve(&cli, http, console).await
+        }
+        Command::Console { addr, web } => console::console(&cli, *addr, web).await,
+        Command::Users { action } => users::users(&cli, action).await,
+    }
+}
+
+/// The jobs directory, and the SMTP settings of the environment (`SMTP_URL`, `REPORT_FROM`).
+fn check(jobs_dir: &Path) -> Outcome {
+    let loaded = config::load_dir(jobs_dir);
+    let mail = crate::services::report::Mailer::from_env();
+    if let (Ok(loaded), Ok(_)) = (&loaded, &mail) {
+        println!("ok: {} jobs", loaded.jobs.len());
+        return Ok(());
+    }
+    for e in loaded.err().into_iter().flatten() {
+        eprintln!("{e}");
+    }
+    if let Err(e) = mail {
+        eprintln!("error: {e}");
+    }
+    Err(Failure::said(Class::Invalid))
+}
+
+/// Logs, at the start of a process that calls providers, every accepted exception to "no
+/// credentials in clear" (see `config::cleartext_warnings`).
+fn warn_in_clear(catalog: &config::EffectCatalog, cli: &Cli) {
+    let smtp = crate::services::report::Mailer::cleartext_warning_from_env();
+    for warning in config::cleartext_warnings(catalog, cli.database_url.as_deref())
+        .into_iter()
+        .chain(smtp)
+    {
+        tracing::warn!("{warning}");
+    }
+}
+
+/// The database URL given, or the error that says how to give one.
+fn database_url(cli: &Cli) -> anyhow::Result<&str> {
+    cli.database_url
+        .as_deref()
+        .context("no database: set DATABASE_URL or pass --database-url")
+}
+
+/// Connects (waiting up to `--wait-for-db` for a server that is not reachable yet; the cause at
+/// once otherwise), and applies migrations unless told not to.
+async fn connect(cli: &Cli, migrate: bool) -> anyhow::Result<PgPool> {
+    let url = database_url(cli)?;
+    let pool = db::connect_waiting(url, "cli", cli.wait_for_db).await?;
+    if migrate && !cli.no_migrate {
+        db::migrate(&pool).await.context("applying migrations")?;
+    }
+    Ok(pool)
+}

@@ -1,0 +1,240 @@
+//! Console accounts (`console_usuario`): an e-mail, a role, an argon2id password hash. Every
+//! statement on that table is here; `users add|list|remove` call them as the schema's owner, and
+//! a trigger writes each change to the audit trail with the database role that made it.
+
+use argon2::password_hash::rand_core::OsRng;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::Argon2;
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+use crate::shared::words::db_words;
+
+db_words! {
+    /// What an account may do in the console (`console_usuario.papel`).
+    pub enum Role("console role") {
+        /// Reads every page.
+        Viewer = "leitor",
+        /// Reads, and approves finished simulations.
+        Finance = "financeiro",
+        /// Reads, and resolves review items.
+        Operator = "operador",
+    }
+}
+
+impl Role {
+    /// The name on the command line and in the pages: `viewer`, `finance`, `operator`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Finance => "finance",
+            Role::Operator => "operator",
+        }
+    }
+
+    /// A role by its command-line name.
+    pub fn from_name(name: &str) -> Option<Role> {
+        Role::ALL.iter().copied().find(|r| r.name() == name)
+    }
+
+    pub fn may_approve(self) -> bool {
+        self == Role::Finance
+    }
+
+    pub fn may_resolve(self) -> bool {
+        self == Role::Operator
+    }
+}
+
+/// An account as listed (never its hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub email: String,
+    pub role: Role,
+    pub created_at: DateTime<Utc>,
+    pub created_by: String,
+    /// Open sessions right now (idle ones included until they are swept).
+    pub sessions: i64,
+}
+
+crate::tables::db::from_row!(Account { email, role = "papel", created_at = "criado_em", created_by = "criado_por", sessions });
+
+/// Why an account could not be added.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    #[error("`{0}` is not an e-mail address (one `@`, no spaces or control characters, at most 254 characters)")]
+    Email(String),
+    #[error("the password is shorter than {MIN_PASSWORD_CHARS} characters")]
+    ShortPassword,
+    #[error("the password is longer than {MAX_PASSWORD_BYTES} bytes")]
+    LongPassword,
+    #[error("hashing the password: {0}")]
+    Hash(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The shortest password `users add` accepts.
+pub const MIN_PASSWORD_CHARS: usize = 12;
+/// The longest password hashed (a bound on the work a login may cost).
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+
+/// An e-mail as stored: trimmed and lowercased, checked for shape.
+pub fn normalize_email(email: &str) -> Result<String, AccountError> {
+    let email = email.trim().to_lowercase();
+    let shaped = email.len() <= 254
+        && email.matches('@').count() == 1
+        && !email.starts_with('@')
+        && !email.ends_with('@')
+        && !email
+            .chars()
+            .any(|c| c.is_whitespace() || crate::shared::text::is_hazard(c));
+    if !shaped {
+        return Err(AccountError::Email(crate::shared::text::inert(&email)));
+    }
+    Ok(email)
+}
+
+/// An argon2id hash of `password` in PHC form (RustCrypto's defaults: 19 MiB, 2 passes).
+pub fn hash_password(password: &str) -> Result<String, AccountError> {
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(AccountError::ShortPassword);
+    }
+    if password.len() > MAX_PASSWORD_BYTES {
+        return Err(AccountError::LongPassword);
+    }
+    let salt = SaltString::generate(&mut OsRng);
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| AccountError::Hash(e.to_string()))
+}
+
+/// A password of 20 characters drawn from 57 letters and digits (no look-alikes such as `l`, `1`,
+/// `O`, `0`): about 116 bits, from the operating system's random source.
+pub fn generated_password() -> String {
+    use argon2::password_hash::rand_core::RngCore;
+    const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    (0..20)
+        .map(|_| {
+            // Rejection sampling keeps every character equally likely.
+            loop {
+                let b = (OsRng.next_u32() & 0x3f) as usize;
+                if b < ALPHABET.len() {
+                    return char::from(ALPHABET[b]);
+                }
+            }
+        })
+        .collect()
+}
+
+/// Whether `password` matches `hash` (false for a malformed hash or an overlong password).
+pub fn verify_password(password: &str, hash: &str) -> bool {
+    if password.len() > MAX_PASSWORD_BYTES {
+        return false;
+    }
+    PasswordHash::new(hash).is_ok_and(|parsed| {
+        Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok()
+    })
+}
+
+/// Adds an account, or gives an existing one this role and password (its sessions end).
+/// Returns whether it was new.
+pub async fn add(
+    pool: &PgPool,
+    email: &str,
+    role: Role,
+    password: &str,
+) -> Result<bool, AccountError> {
+    let email = normalize_email(email)?;
+    let password = password.to_string();
+    let hash = tokio::task::spawn_blocking(move || hash_password(&password))
+        .await
+        .map_err(|e| AccountError::Hash(e.to_string()))??;
+    let mut tx = pool.begin().await?;
+    let new: bool = sqlx::query_scalar(
+        r#"
+        insert into console_usuario (email, papel, senha_hash) values ($1, $2, $3)
+        on conflict (email) do update
+        set papel = excluded.papel, senha_hash = excluded.senha_hash, atualizado_em = now()
+        returning xmax = 0
+        "#,
+    )
+    .bind(&email)
+    .bind(role)
+    .bind(&hash)
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query("delete from console_sessao where email = $1")
+        .bind(&email)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(new)
+}
+
+/// Every account, by e-mail.
+pub async fn list(pool: &PgPool) -> Result<Vec<Account>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select u.email, u.papel, u.criado_em, u.criado_por,
+               (select count(*) from console_sessao s where s.email = u.email) as sessions
+        from console_usuario u order by u.email
+        "#,
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Removes an account and its sessions; returns whether it existed.
+pub async fn remove(pool: &PgPool, email: &str) -> Result<bool, sqlx::Error> {
+    let email = email.trim().to_lowercase();
+    let removed = sqlx::query("delete from console_usuario where email = $1")
+        .bind(&email)
+        .execute(pool)
+        .await?;
+    Ok(removed.rows_affected() == 1)
+}
+
+/// The role and password hash of an account, for a login.
+pub(super) async fn credentials(
+    pool: &PgPool,
+    email: &str,
+) -> Result<Option<(Role, String)>, sqlx::Error> {
+    sqlx::query_as("select papel, senha_hash from console_usuario where email = $1")
+        .bind(email)
+        .fetch_optional(pool)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_verifies_against_its_own_argon2id_hash_only() {
+        let hash = hash_password("correct horse battery").unwrap();
+
+        assert!(hash.starts_with("$argon2id$"), "{hash}");
+        assert!(verify_password("correct horse battery", &hash));
+        assert!(!verify_password("correct horse batterx", &hash));
+        assert!(!verify_password("correct horse battery", "not a hash"));
+    }
+
+    #[test]
+    fn short_passwords_and_malformed_emails_are_refused() {
+        assert!(matches!(
+            hash_password("short"),
+            Err(AccountError::ShortPassword)
+        ));
+        assert_eq!(
+            normalize_email(" Ana@Example.COM ").unwrap(),
+            "ana@example.com"
+        );
+        for bad in ["ana", "@x", "a@b@c", "a b@c", "a\u{1b}@c", "x@"] {
+            assert!(normalize_email(bad).is_err(), "{bad:?}");
+        }
+    }
+}

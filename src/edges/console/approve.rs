@@ -1,0 +1,193 @@
+//! The approval of a simulation in the console: what the execution page says about it, and
+//! `POST /executions/{id}/approve` (form `csrf_token`, `note`). Both go through
+//! [`crate::engine::approval`] — the same checks and fingerprint as `replay-ledger approve`, against the
+//! job as configured in the jobs directory now — so what the page offers is what the CLI would
+//! record, and the real run's gate checks the same binding. When anything changed since the
+//! simulation ran, the page says what (field by field for the job's definition) instead of
+//! offering the button.
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Form;
+use chrono::Utc;
+use serde::Deserialize;
+
+use super::error::PageError;
+use super::session::Session;
+use super::views::{Gate, Standing};
+use super::Console;
+use crate::config::{self, JobKind};
+use crate::engine::approval::{self, Approval, ApprovalError, RunStart, Target};
+use crate::engine::effects::Effects;
+use crate::engine::plan::Plan;
+use crate::tables::execution::{self, Execution, Mode, State as Run};
+
+/// A gated job of the jobs directory, planned for one execution.
+struct Configured {
+    plan: Plan,
+    effects: Effects,
+}
+
+impl Configured {
+    fn target(&self) -> Target<'_> {
+        Target {
+            plan: &self.plan,
+            effects: &self.effects,
+        }
+    }
+}
+
+/// The job of a simulation, as configured now, if it requires an approved simulation.
+fn configured(console: &Console, simulation: &Execution) -> Result<Option<Configured>, String> {
+    let (catalog, job) = config::find_job(&console.config.jobs_dir, &simulation.job)
+        .map_err(|e| crate::shared::text::inert(&e.to_string()))?;
+    let JobKind::Replay(replay) = &job.kind else {
+        return Ok(None);
+    };
+    if !replay.require_approved_simulation {
+        return Ok(None);
+    }
+    let plan = Plan::of_execution(&job, simulation).ok_or_else(|| {
+        let id = execution::execution_id_of(&simulation.key);
+        format!("the job {} no longer resolves to {id}", job.name)
+    })?;
+    let effects = Effects::from_catalog(&catalog).map_err(|e| e.to_string())?;
+    Ok(Some(Configured { plan, effects }))
+}
+
+/// Where the simulation `e` stands.
+pub(super) async fn standing(console: &Console, e: &Execution) -> Result<Standing, PageError> {
+    if e.mode != Mode::Simulation {
+        return Ok(Standing::NotNeeded);
+    }
+    let c = match configured(console, e) {
+        Ok(Some(c)) => c,
+        Ok(None) => return Ok(Standing::NotNeeded),
+        Err(why) => return Ok(Standing::NoJob(why)),
+    };
+    if e.state != Run::Finished {
+        return Ok(Standing::Unfinished);
+    }
+    let pool = &console.pool;
+    if let Some(approval) = approval::latest(pool, c.plan.execution_id()).await? {
+        let same = approval.simulation_pass == e.pass
+            && Some(approval.simulation_finished_at) == e.finished_at;
+        if same {
+            let gate = gate(console, &c, &approval).await?;
+            return Ok(Standing::Approved {
+                approval: Box::new(approval),
+                gate,
+            });
+        }
+    }
+    match approval::candidate(pool, c.target()).await {
+        Ok(_) => Ok(Standing::Approvable),
+        Err(err) => refusal(err),
+    }
+}
+
+/// What the real run's gate says now, unless the real run already started since the approval.
+async fn gate(console: &Console, c: &Configured, approval: &Approval) -> Result<Gate, PageError> {
+    let real = c.plan.in_mode(Mode::Real);
+    let run = execution::load(&console.pool, &real.key).await?;
+    if let Some(run) = run.filter(|r| r.started_at > approval.at) {
+        return Ok(Gate::Ran(run.key));
+    }
+    let start = RunStart {
+        pool: &console.pool,
+        plan: &real,
+        definition: real.definition(&c.effects),
+    };
+    Ok(match approval::would_open(start).await {
+        Ok(_) => Gate::Open,
+        Err(approval::GateError::Database(e)) => return Err(e.into()),
+        Err(refused) => Gate::Closed(refused.to_string()),
+    })
+}
+
+/// An approval refused: what the page says instead of the button.
+fn refusal(err: ApprovalError) -> Result<Standing, PageError> {
+    match err {
+        ApprovalError::Redefined {
+            changes, fields, ..
+        } => Ok(Standing::Changed {
+            what: changes,
+            fields,
+        }),
+        ApprovalError::Changed { what, .. } => Ok(Standing::Changed {
+            what,
+            fields: Vec::new(),
+        }),
+        ApprovalError::Unfinished { .. } | ApprovalError::NoSimulation { .. } => {
+            Ok(Standing::Unfinished)
+        }
+        ApprovalError::Note(e) => Err(PageError::BadRequest(e.to_string())),
+        ApprovalError::Database(e) => Err(e.into()),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct ApproveForm {
+    csrf_token: Option<String>,
+    note: Option<String>,
+}
+
+/// `POST /executions/{id}/approve`: 401 without a session, 403 without the CSRF token or the
+/// finance role, 409 when the simulation cannot be approved now (and why); else the approval is
+/// recorded as the account and the browser goes back to the execution (303).
+pub(super) async fn approve(
+    State(console): State<Console>,
+    session: Session,
+    Path(id): Path<String>,
+    Form(form): Form<ApproveForm>,
+) -> Result<Response, PageError> {
+    super::csrf::check(&session, form.csrf_token.as_deref())?;
+    if !session.role.may_approve() {
+        return Err(PageError::Forbidden(
+            "só uma conta de finanças (finance) aprova simulações",
+        ));
+    }
+    let note = form.note.filter(|n| !n.trim().is_empty());
+    if let Some(Err(e)) = note.as_deref().map(crate::shared::identity::check_note) {
+        return Err(PageError::BadRequest(format!("Nota recusada: {e}")));
+    }
+    let key = execution::checkpoint_key(execution::execution_id_of(&id), Mode::Simulation);
+    let simulation = execution::load(&console.pool, &key).await?.ok_or_else(|| {
+        PageError::NotFound(format!(
+            "Nenhuma simulação {}.",
+            crate::shared::text::inert(&key)
+        ))
+    })?;
+    let c = match configured(&console, &simulation) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return Err(PageError::Conflict(
+                "O job desta simulação não exige aprovação (require_approved_simulation).".into(),
+            ))
+        }
+        Err(why) => return Err(PageError::Conflict(why)),
+    };
+    let recorded = approval::approve_in_console(
+        &console.pool,
+        session.for_database(console.config.idle_timeout),
+        c.target(),
+        note.as_deref(),
+        Utc::now(),
+    )
+    .await;
+    match recorded {
+        Ok(_) => Ok(
+            Redirect::to(&format!("/executions/{}", super::templates::segment(&key)))
+                .into_response(),
+        ),
+        Err(ApprovalError::Database(e)) if crate::tables::db::is_permission_denied(&e) => Err(
+            PageError::Forbidden("o banco recusou: a sessão expirou ou a conta não é de finanças"),
+        ),
+        Err(ApprovalError::Database(e)) => Err(e.into()),
+        Err(ApprovalError::Note(e)) => Err(PageError::BadRequest(format!("Nota recusada: {e}"))),
+        Err(refused) => Err(PageError::Conflict(crate::shared::text::inert(
+            &refused.to_string(),
+        ))),
+    }
+}

@@ -1,0 +1,84 @@
+//! What a request that cannot be served gets: the status code of the contract (303 to `/login`
+//! for a page without a session, 401 for any other request without one, 403 for a role without
+//! the right or a missing CSRF token; 503 while the database is away) and a short page that says
+//! why.
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::templates;
+
+/// Why a request was not served.
+#[derive(Debug)]
+pub(super) enum PageError {
+    /// A page without a session: 303 to `/login`.
+    Login,
+    /// Anything else without a session: 401.
+    Unauthorized,
+    /// The session's role may not, or the CSRF token is missing or wrong: 403.
+    Forbidden(&'static str),
+    NotFound(String),
+    /// The request is malformed (an unknown outcome, a note refused): 400.
+    BadRequest(String),
+    /// The state does not allow it now (an approval whose data changed): 409.
+    Conflict(String),
+    /// Too many failed logins: 429, with the login page.
+    Throttled,
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for PageError {
+    fn from(e: sqlx::Error) -> Self {
+        PageError::Database(e)
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let (status, message) = match self {
+            PageError::Login => return Redirect::to("/login").into_response(),
+            PageError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "Sessão ausente ou expirada: entre de novo.".to_string(),
+            ),
+            PageError::Forbidden(why) => (StatusCode::FORBIDDEN, why.to_string()),
+            PageError::NotFound(what) => (StatusCode::NOT_FOUND, what),
+            PageError::BadRequest(why) => (StatusCode::BAD_REQUEST, why),
+            PageError::Conflict(why) => (StatusCode::CONFLICT, why),
+            PageError::Throttled => {
+                return (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    templates::html(templates::login::page(Some(templates::login::THROTTLED))),
+                )
+                    .into_response()
+            }
+            PageError::Database(e) if crate::tables::db::is_transient(&e) => {
+                tracing::warn!(error = %e, "console: the database is away");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "O banco de dados está fora do alcance agora; tente de novo em instantes."
+                        .to_string(),
+                )
+            }
+            PageError::Database(e) => {
+                tracing::error!(error = %e, "console: database error");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "Erro ao consultar o banco de dados; tente de novo.".to_string(),
+                )
+            }
+        };
+        let page = templates::error_page(status, &message);
+        (
+            status,
+            [(header::CACHE_CONTROL, "no-store")],
+            templates::html(page),
+        )
+            .into_response()
+    }
+}
+
+/// A path no route serves.
+pub(super) async fn not_found() -> PageError {
+    PageError::NotFound("Página não encontrada.".into())
+}

@@ -1,0 +1,166 @@
+//! The web console (`replay-ledger console`, `serve --console-addr`): finance reads a
+//! simulation's diff and approves it, operators settle the review queue, everyone reads what
+//! executions did and who did what. Server-rendered HTML (maud, escaping by default), no
+//! JavaScript, one stylesheet of its own, served by [`crate::edges::http_server`] with the metrics
+//! server's limits.
+//!
+//! - [`accounts`]: console accounts and their roles (viewer, finance, operator), argon2id;
+//! - `session`, `csrf`, `auth`: sessions in PostgreSQL (so instances share them; only a digest of
+//!   the cookie's token is stored; idle expiry by the database's clock), the CSRF token bound to
+//!   each session, login with throttling per account and per address, logout;
+//! - `executions`, `approve`, `review`, `audit`: the pages. Every figure comes from the tallies
+//!   and the report model ([`crate::services::report`]), the approval is [`crate::engine::approval`]'s (the CLI's
+//!   checks and fingerprint), a decision is [`crate::tables::ledger`]'s;
+//! - `templates`, `views`, `headers`, `error`: markup, the models handlers fill and templates
+//!   render (so templates import no handler), security headers, error pages.
+//!
+//! Who did it is proven, not claimed: the console records an approval or a review decision only
+//! through `security definer` functions that take the session's token digest and check the
+//! account's role in the database (see `migrations/20261202010000_console.sql`).
+
+pub mod accounts;
+mod approve;
+mod audit;
+mod auth;
+mod csrf;
+mod error;
+mod executions;
+mod headers;
+mod review;
+mod session;
+mod templates;
+mod views;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use axum::Router;
+use chrono_tz::Tz;
+use sqlx::PgPool;
+
+use crate::edges::http_server::{serve_bounded_answering, HttpLimits};
+use crate::shared::shutdown::Shutdown;
+
+pub use accounts::{Account, AccountError, Role};
+
+/// How many failed logins are tolerated, and over how long. Defaults in brackets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttle {
+    /// Failed logins are counted over this [15 min].
+    pub window: Duration,
+    /// Failed logins of one account within the window before its logins are refused [5].
+    pub per_account: i64,
+    /// Failed logins from one address within the window before its logins are refused [20].
+    pub per_address: i64,
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Throttle {
+            window: Duration::from_secs(15 * 60),
+            per_account: 5,
+            per_address: 20,
+        }
+    }
+}
+
+/// How the console behaves. Defaults in brackets.
+#[derive(Debug, Clone)]
+pub struct ConsoleConfig {
+    /// Where it listens [`127.0.0.1:9188`]; port 0 picks a free one.
+    pub addr: SocketAddr,
+    /// The jobs directory: an approval binds the job's definition as configured there.
+    pub jobs_dir: PathBuf,
+    /// Session cookies carry `Secure` [true]; off only for plain-HTTP loopback use.
+    pub secure_cookies: bool,
+    /// A session unused for this long is over [30 min].
+    pub idle_timeout: Duration,
+    pub throttle: Throttle,
+    /// Requests from these addresses (the company's TLS proxy) name the client in
+    /// `X-Forwarded-For`; from any other, the peer is the client [none].
+    pub trusted_proxies: Vec<IpAddr>,
+    /// Times are shown in this timezone [UTC].
+    pub timezone: Tz,
+    /// Connections and timeouts, as the metrics server's [`HttpLimits::default`].
+    pub http_limits: HttpLimits,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        ConsoleConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 9188)),
+            jobs_dir: PathBuf::from("jobs"),
+            secure_cookies: true,
+            idle_timeout: Duration::from_secs(30 * 60),
+            throttle: Throttle::default(),
+            trusted_proxies: Vec::new(),
+            timezone: Tz::UTC,
+            http_limits: HttpLimits::default(),
+        }
+    }
+}
+
+impl ConsoleConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.idle_timeout.is_zero() || self.throttle.window.is_zero() {
+            return Err("the idle timeout and the throttle window must be positive".into());
+        }
+        if self.throttle.per_account < 1 || self.throttle.per_address < 1 {
+            return Err("the login throttle limits must be at least 1".into());
+        }
+        self.http_limits.validate()
+    }
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct Console {
+    pool: PgPool,
+    config: Arc<ConsoleConfig>,
+}
+
+impl Console {
+    pub fn new(pool: PgPool, config: ConsoleConfig) -> Result<Console, String> {
+        config.validate()?;
+        Ok(Console {
+            pool,
+            config: Arc::new(config),
+        })
+    }
+
+    /// Every route of the console, with the security headers on every response.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/login", get(auth::login_page).post(auth::login))
+            .route("/logout", post(auth::logout))
+            .route("/", get(executions::list))
+            .route("/executions/{id}", get(executions::detail))
+            .route("/executions/{id}/diff.csv", get(executions::diff_csv))
+            .route("/executions/{id}/approve", post(approve::approve))
+            .route("/review", get(review::list))
+            .route("/review/resolve", post(review::resolve))
+            .route("/audit", get(audit::list))
+            .route(headers::STYLESHEET_PATH, get(headers::stylesheet))
+            .fallback(error::not_found)
+            .layer(axum::middleware::map_response(headers::secure))
+            .with_state(self.clone())
+    }
+
+    /// Serves on `listener` until `shutdown`, within the configured limits; every answer,
+    /// the server's own 503 included, carries the security headers.
+    pub async fn serve(self, listener: tokio::net::TcpListener, shutdown: Shutdown) {
+        let limits = self.config.http_limits;
+        let router = self.router();
+        serve_bounded_answering(listener, router, limits, shutdown, headers::timed_out).await;
+    }
+}
+
+/// Binds `addr` (port 0 = any free port); returns the listener and the address it got.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}

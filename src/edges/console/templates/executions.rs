@@ -1,0 +1,358 @@
+//! The executions list and an execution's page.
+
+use chrono_tz::Tz;
+use maud::{html, Markup};
+
+use super::super::session::Session;
+use super::super::views::{Gate, Standing};
+use super::{facts, layout, query_value, segment, time, Attr, Inert, Part};
+use crate::services::report::render::{meaning, mode_label, state_label};
+use crate::services::report::{approved, ExecutionReport, LIST_LIMIT};
+use crate::shared::money::{brl, brl_signed, group_thousands};
+use crate::shared::summary::Totals;
+use crate::tables::commission::DiffRow;
+use crate::tables::execution::{Execution, Mode, State};
+
+/// Diff rows per page of an execution's page.
+pub(in crate::edges::console) const PAGE_SIZE: usize = 50;
+
+/// The list's filter: the jobs to choose from and what is chosen.
+pub(in crate::edges::console) struct Filter<'a> {
+    pub jobs: Vec<&'a str>,
+    pub job: Option<&'a str>,
+    pub state: Option<State>,
+}
+
+fn totals(e: &Execution) -> Totals {
+    Totals::of_summary(e.mode == Mode::Simulation, &e.summary)
+}
+
+fn progress(e: &Execution) -> String {
+    e.progress_percent()
+        .map_or("-".into(), |p| format!("{p:.0} %"))
+}
+
+fn mode(e: &Execution) -> &'static str {
+    match e.mode {
+        Mode::Live => "ao vivo",
+        other => mode_label(other),
+    }
+}
+
+/// `GET /`.
+pub(in crate::edges::console) fn list(
+    session: &Session,
+    tz: Tz,
+    executions: &[&Execution],
+    filter: &Filter<'_>,
+) -> Markup {
+    let body = html! {
+        form.filter method="get" action="/" {
+            label for="job" { "Job" }
+            select #job name="job" {
+                option value="" { "todos" }
+                @for job in &filter.jobs {
+                    option value=(Attr(job)) selected[filter.job == Some(*job)] { (Inert(job)) }
+                }
+            }
+            label for="state" { "Situação" }
+            select #state name="state" {
+                option value="" { "todas" }
+                @for s in State::ALL {
+                    option value=(s.as_db()) selected[filter.state == Some(*s)] { (state_label(*s)) }
+                }
+            }
+            button type="submit" { "Filtrar" }
+        }
+        @if executions.is_empty() {
+            p { "Nenhuma execução." }
+        } @else {
+            table.data #executions {
+                thead { tr {
+                    th { "Execução" } th { "Job" } th { "Modo" } th { "Situação" }
+                    th.num { "Progresso" } th.num { "Eventos" } th.num { "Pedidos alterados" }
+                    th.num { "Antes" } th.num { "Depois" } th.num { "Diferença" }
+                    th { "Iniciada por" } th { "Iniciada em" }
+                } }
+                tbody {
+                    @for e in executions {
+                        @let t = totals(e);
+                        tr {
+                            td { a href={ "/executions/" (segment(&e.key)) } { (Inert(&e.key)) } }
+                            td { (Inert(&e.job)) }
+                            td { (mode(e)) }
+                            td { (state_label(e.state)) }
+                            td.num { (progress(e)) }
+                            td.num { (group_thousands(e.summary.events_read)) }
+                            td.num { (group_thousands(t.changed)) }
+                            td.num { (brl(t.before_centavos)) }
+                            td.num { (brl(t.after_centavos)) }
+                            td.num { (brl_signed(t.difference())) }
+                            td { (Inert(&e.started_by)) }
+                            td { (time(e.started_at, tz)) }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    layout("Execuções", Part::Executions, session, body)
+}
+
+/// What an execution's page shows.
+pub(in crate::edges::console) struct Detail<'a> {
+    pub session: &'a Session,
+    pub tz: Tz,
+    pub execution: &'a Execution,
+    /// `None` for the live consumer (no diff).
+    pub report: Option<&'a ExecutionReport>,
+    pub standing: &'a Standing,
+    pub search: Option<&'a str>,
+    pub page: usize,
+}
+
+/// `GET /executions/{id}`.
+pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
+    let e = d.execution;
+    let body = html! {
+        (identity(e, d.tz))
+        (figures(e))
+        (approval(d.session, e, d.standing, d.tz))
+        @if let Some(report) = d.report {
+            @if let Some(check) = &report.approved { (applied(check, d.tz)) }
+            (effects(e))
+            (rows_section("largest", &format!("As {} maiores alterações", report.largest.len()), &report.largest, report.largest.len()))
+            (rows_section("new", &format!("Pedidos novos (sem comissão antes): {}", group_thousands(report.new_count as u64)), &report.new_orders, report.new_count))
+            (rows_section("decreased", &format!("Pedidos com comissão reduzida: {}", group_thousands(report.decreased_count as u64)), &report.decreased, report.decreased_count))
+            (rejected(report))
+            (diff(e, report, d.search, d.page))
+        } @else {
+            (effects(e))
+        }
+    };
+    layout(
+        &format!("Execução {}", crate::shared::text::inert(&e.key)),
+        Part::Executions,
+        d.session,
+        body,
+    )
+}
+
+fn identity(e: &Execution, tz: Tz) -> Markup {
+    let window = match (e.window_from, e.window_to) {
+        (Some(from), Some(to)) => format!("{} → {}", time(from, tz), time(to, tz)),
+        _ => "-".into(),
+    };
+    let mut rows = vec![
+        ("Execução", format!("{} (passagem {})", e.key, e.pass)),
+        ("Job", e.job.clone()),
+        ("Modo", mode(e).to_string()),
+        ("Situação", state_label(e.state).to_string()),
+        ("Progresso", progress(e)),
+        ("Janela", window),
+        (
+            "Iniciada",
+            format!("{} por {}", time(e.started_at, tz), e.started_by),
+        ),
+        (
+            "Concluída",
+            e.finished_at.map_or("-".into(), |t| time(t, tz)),
+        ),
+    ];
+    if let Some(error) = &e.error {
+        rows.push(("Erro", error.clone()));
+    }
+    html! { section #identity { h2 { "Execução" } (facts(&rows)) } }
+}
+
+/// The tallies, as `status --json` prints them.
+fn figures(e: &Execution) -> Markup {
+    let s = &e.summary;
+    let t = totals(e);
+    html! {
+        section #summary {
+            h2 { "Resumo" }
+            (facts(&[
+                ("Eventos lidos", group_thousands(s.events_read)),
+                ("Eventos ignorados (outros tipos)", group_thousands(s.events_skipped)),
+                ("Eventos rejeitados", group_thousands(s.events_rejected)),
+                ("Pedidos no diff", group_thousands(s.orders_in_diff)),
+                ("Pedidos alterados", group_thousands(s.orders_changed)),
+                ("Comissões antes", brl(t.before_centavos)),
+                ("Comissões depois", brl(t.after_centavos)),
+                ("Diferença", brl_signed(t.difference())),
+            ]))
+        }
+    }
+}
+
+fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Markup {
+    let action = format!("/executions/{}/approve", segment(&e.key));
+    let inner = match standing {
+        Standing::NotNeeded => return html! {},
+        Standing::NoJob(why) => html! {
+            p.warning { "O job desta simulação não pôde ser lido no diretório de jobs: " (Inert(why)) }
+        },
+        Standing::Unfinished => html! { p { "Simulação não concluída: nada a aprovar ainda." } },
+        Standing::Approvable if session.role.may_approve() => html! {
+            p { "Simulação concluída, nada mudou desde então: a aprovação liga esta prévia à execução real." }
+            form.approve method="post" action=(action) {
+                input type="hidden" name="csrf_token" value=(session.csrf);
+                label for="note" { "Nota (opcional)" }
+                input #note type="text" name="note" maxlength="500";
+                button type="submit" { "Aprovar simulação" }
+            }
+        },
+        Standing::Approvable => html! {
+            p { "Aguardando aprovação de uma conta de finanças." }
+        },
+        Standing::Changed { what, fields } => html! {
+            p.warning { "Não pode ser aprovada: algo mudou desde a simulação. Rode uma nova simulação (" code { "run JOB --simulate --restart" } ") e aprove-a." }
+            @if fields.is_empty() {
+                p { (Inert(what)) }
+            } @else {
+                table.data #changes {
+                    thead { tr { th { "Campo" } th { "Na simulação" } th { "Agora" } } }
+                    tbody { @for f in fields { tr {
+                        td { (Inert(&f.field)) }
+                        td { (Inert(f.then.as_deref().unwrap_or("(ausente)"))) }
+                        td { (Inert(f.now.as_deref().unwrap_or("(ausente)"))) }
+                    } } }
+                }
+            }
+        },
+        Standing::Approved { approval, gate } => html! {
+            p.ok #approved { "Aprovada por " (Inert(&approval.by)) " em " (time(approval.at, tz))
+                @if let Some(note) = &approval.note { " — “" (Inert(note)) "”" } "." }
+            @match gate {
+                Gate::Open => p { "A execução real pode começar." },
+                Gate::Ran(key) => p { "A execução real já rodou: " a href={ "/executions/" (segment(key)) } { (Inert(key)) } "." },
+                Gate::Closed(why) => p.warning { "A execução real seria recusada agora: " (Inert(why)) },
+            }
+        },
+    };
+    html! { section #approval { h2 { "Aprovação" } (inner) } }
+}
+
+/// A real run of an approved simulation: whether it applied exactly what was approved.
+fn applied(check: &approved::Check, tz: Tz) -> Markup {
+    let (a, b) = (&check.approved, &check.applied);
+    html! {
+        section #applied {
+            h2 { "Aprovado × aplicado" }
+            p.{ @if check.exact() { "ok" } @else { "warning" } } {
+                @if check.exact() { "Aplicou exatamente o que foi aprovado" } @else { "Não aplicou exatamente o que foi aprovado" }
+                " por " (Inert(&check.by)) " em " (time(check.at, tz)) ": aprovado "
+                (group_thousands(a.changed)) " pedidos, " (brl_signed(a.difference())) "; aplicado "
+                (group_thousands(b.changed)) " pedidos, " (brl_signed(b.difference())) "."
+            }
+        }
+    }
+}
+
+fn effects(e: &Execution) -> Markup {
+    html! {
+        section #effects {
+            h2 { "Efeitos" }
+            @if e.summary.effects.is_empty() { p { "Nenhum efeito." } }
+            @else {
+                table.data {
+                    thead { tr { th { "Resultado" } th.num { "Quantidade" } th { "Significado" } } }
+                    tbody { @for (outcome, n) in &e.summary.effects { tr {
+                        td { (outcome.to_string()) } td.num { (group_thousands(*n)) } td { (meaning(*outcome)) }
+                    } } }
+                }
+            }
+        }
+    }
+}
+
+fn diff_table(rows: &[DiffRow]) -> Markup {
+    html! {
+        table.data {
+            thead { tr { th { "Pedido" } th.num { "Antes" } th.num { "Depois" } th.num { "Diferença" } } }
+            tbody { @for r in rows { tr {
+                td { (Inert(&r.pedido_id)) }
+                td.num { (r.antes.map_or("-".into(), brl)) }
+                td.num { (brl(r.depois)) }
+                td.num { (brl_signed(r.diferenca())) }
+            } } }
+        }
+    }
+}
+
+fn rows_section(id: &str, heading: &str, rows: &[DiffRow], total: usize) -> Markup {
+    html! {
+        section id=(id) {
+            h2 { (heading) }
+            @if rows.is_empty() { p { "Nenhum." } }
+            @else {
+                @if total > rows.len() { p { "Os primeiros " (rows.len()) " de " (group_thousands(total as u64)) " (todos no CSV)." } }
+                (diff_table(rows))
+            }
+        }
+    }
+}
+
+fn rejected(report: &ExecutionReport) -> Markup {
+    html! {
+        section #rejected {
+            h2 { "Eventos rejeitados: " (group_thousands(report.rejected.len() as u64)) }
+            @if report.rejected.is_empty() { p { "Nenhum." } }
+            @else {
+                @if report.rejected.len() > LIST_LIMIT { p { "Os primeiros " (LIST_LIMIT) " (tabela evento_rejeitado)." } }
+                table.data {
+                    thead { tr { th { "Evento" } th.num { "Posição" } th { "Tipo" } th { "Erro" } } }
+                    tbody { @for r in report.rejected.iter().take(LIST_LIMIT) { tr {
+                        td { (Inert(&r.evento_id)) } td.num { (r.posicao) } td { (Inert(&r.tipo)) } td { (Inert(&r.erro)) }
+                    } } }
+                }
+            }
+        }
+    }
+}
+
+/// The whole diff, searched by `pedido_id` and paginated, with the CSV link.
+fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usize) -> Markup {
+    let base = format!("/executions/{}", segment(&e.key));
+    let found: Vec<&DiffRow> = report
+        .rows
+        .iter()
+        // The id as typed, or as the page shows it (a control character escaped).
+        .filter(|r| {
+            search.is_none_or(|q| {
+                r.pedido_id.contains(q) || crate::shared::text::inert(&r.pedido_id).contains(q)
+            })
+        })
+        .collect();
+    let pages = found.len().div_ceil(PAGE_SIZE).max(1);
+    let page = page.min(pages);
+    let shown: Vec<DiffRow> = found
+        .iter()
+        .skip((page - 1) * PAGE_SIZE)
+        .take(PAGE_SIZE)
+        .map(|r| (*r).clone())
+        .collect();
+    let link = |p: usize| {
+        let q = search.map_or(String::new(), |q| format!("q={}&", query_value(q)));
+        format!("{base}?{q}page={p}#diff")
+    };
+    html! {
+        section #diff {
+            h2 { "Diff completo" }
+            p { a #csv href={ (base) "/diff.csv" } download { "Baixar CSV (" (group_thousands(report.rows.len() as u64)) " pedidos)" } }
+            form.filter method="get" action=(base) {
+                label for="q" { "Pedido" }
+                input #q type="search" name="q" value=(Attr(search.unwrap_or("")));
+                button type="submit" { "Buscar" }
+            }
+            p #diff-count { (group_thousands(found.len() as u64)) " pedidos"
+                @if let Some(q) = search { " com “" (Inert(q)) "”" } "; página " (page) " de " (pages) "." }
+            @if !shown.is_empty() { (diff_table(&shown)) }
+            nav.pages {
+                @if page > 1 { a rel="prev" href=(link(page - 1)) { "← anterior" } }
+                @if page < pages { a rel="next" href=(link(page + 1)) { "próxima →" } }
+            }
+        }
+    }
+}

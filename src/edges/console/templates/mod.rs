@@ -1,0 +1,192 @@
+//! The console's markup (maud: every `(value)` is HTML-escaped). Text that comes from the
+//! archive, the ledger or a person (ids, errors, notes, e-mails) is also made inert
+//! ([`crate::shared::text::inert`]) through [`Inert`], so a control character shows as `\u{1b}`, never
+//! as itself. No inline script or style: one stylesheet, `/console.css`, so the policy
+//! `default-src 'self'` holds; every page works without JavaScript.
+
+pub(super) mod executions;
+pub(super) mod login;
+pub(super) mod review;
+
+use axum::http::StatusCode;
+use axum::response::Html;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use maud::{html, Markup, Render, DOCTYPE};
+
+use super::session::Session;
+
+/// A page as a response body.
+pub(in crate::edges::console) fn html(page: Markup) -> Html<String> {
+    Html(page.into_string())
+}
+
+/// Text from data, made inert, then escaped.
+pub(super) struct Inert<'a>(pub &'a str);
+
+impl Render for Inert<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        crate::shared::text::inert(self.0)
+            .as_str()
+            .render_to(buffer);
+    }
+}
+
+/// Text from data or a person in an attribute's value: escaped, and every hazard character
+/// ([`crate::shared::text::is_hazard`]) written as a numeric character reference (`&#x1b;`), so the page
+/// holds no raw control or bidi character and the browser still submits the exact text (a hidden
+/// `key` resolves that very key; a filter's echo searches again for what was typed).
+pub(super) struct Attr<'a>(pub &'a str);
+
+impl Render for Attr<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        use std::fmt::Write as _;
+        for c in self.0.chars() {
+            match c {
+                '&' => buffer.push_str("&amp;"),
+                '<' => buffer.push_str("&lt;"),
+                '>' => buffer.push_str("&gt;"),
+                '"' => buffer.push_str("&quot;"),
+                '\'' => buffer.push_str("&#39;"),
+                c if crate::shared::text::is_hazard(c) => {
+                    let _ = write!(buffer, "&#x{:x};", u32::from(c));
+                }
+                c => buffer.push(c),
+            }
+        }
+    }
+}
+
+/// Whether a form submits `text`, written by [`Attr`], exactly: HTML turns a reference to a C1
+/// control (`&#x85;`) into another character (windows-1252's), and a form turns line breaks into
+/// CRLF. Such text cannot travel in a form; the page says to use the CLI instead.
+pub(super) fn submits_exactly(text: &str) -> bool {
+    !text
+        .chars()
+        .any(|c| matches!(c, '\0' | '\r' | '\n' | '\u{80}'..='\u{9f}'))
+}
+
+/// A path segment for an id (see [`crate::shared::text::url_segment`]).
+pub(super) fn segment(id: &str) -> String {
+    crate::shared::text::url_segment(id)
+}
+
+/// A query string's value, form-encoded.
+pub(super) fn query_value(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+pub(super) fn time(t: DateTime<Utc>, tz: Tz) -> String {
+    t.with_timezone(&tz)
+        .format("%Y-%m-%d %H:%M:%S %:z")
+        .to_string()
+}
+
+/// Which part of the console a page belongs to, for the navigation bar.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Part {
+    Executions,
+    Review,
+    Audit,
+}
+
+/// A page of a logged-in account: the navigation, who is logged in, the logout form.
+pub(super) fn layout(title: &str, part: Part, session: &Session, body: Markup) -> Markup {
+    let link = |href: &str, label: &str, this: Part| {
+        html! {
+            @if part == this { a href=(href) aria-current="page" { (label) } }
+            @else { a href=(href) { (label) } }
+        }
+    };
+    html! {
+        (DOCTYPE)
+        html lang="pt-BR" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · replay-ledger" }
+                link rel="stylesheet" href="/console.css";
+            }
+            body {
+                header.top {
+                    span.brand { "replay-ledger" }
+                    nav {
+                        (link("/", "Execuções", Part::Executions))
+                        (link("/review", "Revisão", Part::Review))
+                        (link("/audit", "Auditoria", Part::Audit))
+                    }
+                    form.logout method="post" action="/logout" {
+                        span.who { (Inert(&session.email)) " (" (session.role.name()) ")" }
+                        input type="hidden" name="csrf_token" value=(session.csrf);
+                        button type="submit" { "Sair" }
+                    }
+                }
+                main { h1 { (title) } (body) }
+            }
+        }
+    }
+}
+
+/// A page without the navigation (login, errors).
+pub(super) fn bare(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="pt-BR" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · replay-ledger" }
+                link rel="stylesheet" href="/console.css";
+            }
+            body { main.narrow { h1 { (title) } (body) } }
+        }
+    }
+}
+
+/// The page of an error status.
+pub(super) fn error_page(status: StatusCode, message: &str) -> Markup {
+    bare(
+        &format!(
+            "{} {}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        ),
+        html! {
+            p.error { (message) }
+            p { a href="/" { "Voltar às execuções" } }
+        },
+    )
+}
+
+/// A label/value table.
+pub(super) fn facts(rows: &[(&str, String)]) -> Markup {
+    html! {
+        table.facts {
+            @for (label, value) in rows {
+                tr { th scope="row" { (label) } td { (Inert(value)) } }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attribute_holds_no_raw_control_or_bidi_character_and_no_markup() {
+        let written =
+            html! { input value=(Attr("a\u{7}\u{1b}[31m\u{202e}\"<b>'&é")); }.into_string();
+        assert_eq!(
+            written,
+            "<input value=\"a&#x7;&#x1b;[31m&#x202e;&quot;&lt;b&gt;&#39;&amp;é\">"
+        );
+    }
+
+    #[test]
+    fn text_with_a_line_break_or_a_c1_control_cannot_travel_in_a_form() {
+        assert!(submits_exactly("evt-<b>\u{7}\u{202e}:notificar-vendedor"));
+        assert!(!submits_exactly("evt-1\n:notificar-vendedor"));
+        assert!(!submits_exactly("evt-1\u{85}:notificar-vendedor"));
+    }
+}

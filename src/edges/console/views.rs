@@ -1,0 +1,79 @@
+//! What the pages show, as the handlers find it and the templates render it: the models both
+//! import, so a template imports no handler (handlers import templates, never the reverse).
+//!
+//! - [`Standing`] and [`Gate`]: where a simulation stands with respect to approval (found by
+//!   `approve`, shown on an execution's page);
+//! - [`AuditRow`] and [`Action`]: a row of `console_auditoria` (read by `audit`, listed on the
+//!   audit page).
+
+use chrono::{DateTime, Utc};
+
+use crate::engine::approval::Approval;
+use crate::engine::definition::FieldChange;
+use crate::shared::words::db_words;
+
+/// Where a simulation stands with respect to approval, as the page shows it.
+#[derive(Debug)]
+pub(super) enum Standing {
+    /// Not a simulation (a real run shows what it applied instead), or not a gated job's.
+    NotNeeded,
+    /// The job could not be found or read in the jobs directory.
+    NoJob(String),
+    /// Not finished: nothing to approve yet.
+    Unfinished,
+    /// May be approved now: the button (for finance).
+    Approvable,
+    /// Changed since the simulation ran: what, and no button.
+    Changed {
+        what: String,
+        fields: Vec<FieldChange>,
+    },
+    /// This pass is approved; `gate` says whether the real run may start now (or that it ran).
+    Approved { approval: Box<Approval>, gate: Gate },
+}
+
+/// What the gate of the real run says about an approved simulation.
+#[derive(Debug)]
+pub(super) enum Gate {
+    Open,
+    /// The real run started after the approval: its page says what it applied.
+    Ran(String),
+    Closed(String),
+}
+
+db_words! {
+    /// What an audit row records (`console_auditoria.acao`, written by the database's functions
+    /// and triggers).
+    pub enum Action("console audit action") {
+        Login = "login",
+        LoginRefused = "login-recusado",
+        Logout = "logout",
+        Approval = "aprovacao",
+        Resolution = "resolucao",
+        UserCreated = "usuario-criado",
+        UserChanged = "usuario-alterado",
+        UserRemoved = "usuario-removido",
+    }
+}
+
+/// One row of the audit trail.
+#[derive(Debug, Clone)]
+pub(super) struct AuditRow {
+    pub id: i64,
+    pub em: DateTime<Utc>,
+    pub quem: String,
+    pub acao: Action,
+    pub alvo: Option<String>,
+    pub detalhe: Option<String>,
+    pub endereco: Option<String>,
+}
+
+crate::tables::db::from_row!(AuditRow {
+    id,
+    em,
+    quem,
+    acao,
+    alvo,
+    detalhe,
+    endereco
+});

@@ -1,0 +1,73 @@
+//! The counters of this process ([`crate::services::counters`]) as Prometheus families: events, effect
+//! outcomes, scheduled runs, last success, sweeper rows and the scheduler's heartbeat.
+
+use super::Exposition;
+use crate::services::counters::Metrics;
+
+impl Metrics {
+    pub(super) fn render_counters(&self, out: &mut Exposition) {
+        let c = self.counts();
+        out.family(
+            "replay_ledger_events_total",
+            "counter",
+            "Archived events read by runs of this process (replay jobs, the live consumer), per job.",
+        );
+        for (job, n) in &c.events {
+            out.sample("replay_ledger_events_total", &[("job", job)], n);
+        }
+        out.family(
+            "replay_ledger_effects_total",
+            "counter",
+            "Effect outcomes of runs of this process (replay jobs, the live consumer: aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",
+        );
+        for ((job, outcome), n) in &c.effects {
+            out.sample(
+                "replay_ledger_effects_total",
+                &[("job", job), ("outcome", outcome.as_db())],
+                n,
+            );
+        }
+        out.family(
+            "replay_ledger_runs_total",
+            "counter",
+            "Scheduled runs of this process by how they ended (finished, already_finished, interrupted, failed, locked_elsewhere), per job.",
+        );
+        for ((job, outcome), n) in &c.runs {
+            out.sample(
+                "replay_ledger_runs_total",
+                &[("job", job), ("outcome", outcome)],
+                n,
+            );
+        }
+        out.family(
+            "replay_ledger_last_success_timestamp_seconds",
+            "gauge",
+            "Unix time at which a run of the job last finished (a window completed, a sweep pass ended) in this process.",
+        );
+        for (job, at) in &c.last_success {
+            out.sample(
+                "replay_ledger_last_success_timestamp_seconds",
+                &[("job", job)],
+                at.timestamp(),
+            );
+        }
+        out.family(
+            "replay_ledger_sweeper_rows_total",
+            "counter",
+            "Ledger rows handled by sweeper passes of this process: retaken, completed, released (retake failed, retried at a later pass), uncertain (moved to incerto).",
+        );
+        for (action, n) in &c.sweeper {
+            out.sample("replay_ledger_sweeper_rows_total", &[("action", action)], n);
+        }
+        out.family(
+            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
+            "gauge",
+            "Unix time of the last heartbeat of this process (serve's scheduler, or consume), every 5 s.",
+        );
+        out.sample(
+            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
+            &[],
+            self.heartbeat_unix(),
+        );
+    }
+}

@@ -1,0 +1,276 @@
+//! One effect call as a task of its own: an idempotent key already reserved is called (and
+//! retried under `release`, as its type's `retry` says); a non-idempotent key is reserved, called
+//! once — never retried, whatever the failure — and settled while its concurrency slot is held.
+//! Completions of idempotent keys are group-committed as they arrive.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use sqlx::PgPool;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+
+use crate::config::{EffectPolicy, OnFailure};
+use crate::engine::effects::{Effect, EffectError};
+use crate::shared::shutdown::Shutdown;
+use crate::tables::db::{self, Backoff};
+use crate::tables::ledger::{self, Attempt, Claim, Reservation, Why};
+
+/// One effect to perform.
+#[derive(Clone)]
+pub(super) struct Task {
+    pub(super) posicao: i64,
+    pub(super) evento_id: String,
+    pub(super) key: String,
+    pub(super) body: Value,
+    pub(super) policy: EffectPolicy,
+    pub(super) effect: Arc<Effect>,
+}
+
+/// How one task ended.
+pub(super) enum Ended {
+    /// Done; `retried`: the calls it took beyond the first.
+    Completed {
+        retried: u64,
+    },
+    /// The key was already in the ledger (non-idempotent reservation refused).
+    AlreadyRegistered,
+    Failed(EffectError, Vec<Attempt>),
+    /// The call failed with an unknown outcome and the key is already `incerto`.
+    Uncertain,
+    /// Shutdown came during a retry's pause: the key is released with the tries made.
+    Stopped(Vec<Attempt>),
+    /// Shutdown came before the call started; for an idempotent type the key is still reserved.
+    NotStarted {
+        reserved: bool,
+    },
+    /// The database failed under the task (reserving, or settling after the call): the error
+    /// itself, so the run can tell an outage (recover) from anything else.
+    Database(sqlx::Error),
+}
+
+/// A completion on its way to the group commit.
+pub(super) type Done = (String, Option<Value>, Vec<Attempt>);
+
+/// How an idempotent call is retried: the type's `retry` (or `policy`, which overrides every
+/// type's), and the pool to look up the provider's `dedup_window` before a retry.
+pub(super) struct Retrying {
+    pub(super) pool: PgPool,
+    pub(super) policy: Option<Backoff>,
+}
+
+/// An idempotent key already reserved: call it, retrying under `release` (the provider
+/// deduplicates, so a retry cannot duplicate the effect). A retry waits the type's backoff, or
+/// longer when the provider asked (`Retry-After`); it is not made when the provider asked for
+/// longer than `max_backoff`, when the key's first attempt is past the provider's
+/// `dedup_window`, or once shutdown is asked for — which also ends a pause in progress.
+pub(super) async fn call_reserved(
+    task: Task,
+    _slot: OwnedSemaphorePermit,
+    shutdown: Shutdown,
+    done: mpsc::UnboundedSender<Done>,
+    retrying: Retrying,
+) -> (Task, Ended) {
+    if shutdown.is_triggered() {
+        return (task, Ended::NotStarted { reserved: true });
+    }
+    let policy = retrying.policy.unwrap_or(task.effect.config.retry);
+    let attempts = match task.policy.on_failure {
+        OnFailure::Release => policy.attempts.max(1),
+        OnFailure::Keep => 1,
+    };
+    let mut tries = Vec::new();
+    loop {
+        let started = std::time::Instant::now();
+        let err = match task.effect.call(&task.key, &task.body).await {
+            Ok(result) => {
+                tries.push(Attempt::new(&task.key, started, None));
+                let retried = tries.len() as u64 - 1;
+                let _ = done.send((task.key.clone(), result, tries));
+                return (task, Ended::Completed { retried });
+            }
+            Err(err) => err,
+        };
+        let class = Some(err.class().to_string());
+        tries.push(Attempt::new(&task.key, started, class));
+        let Some(pause) = next_pause(&task, &err, tries.len(), attempts, &policy) else {
+            return (task, Ended::Failed(err, tries));
+        };
+        if !pause_unless_shutdown(pause, &shutdown).await {
+            return (task, Ended::Stopped(tries));
+        }
+        if !provider_still_deduplicates(&retrying.pool, &task).await {
+            return (task, Ended::Failed(err, tries));
+        }
+        tracing::debug!(key = %task.key, class = err.class(), attempt = tries.len() + 1, "effect call failed; retrying");
+    }
+}
+
+/// The pause before the next try, or `None` when there is none: the failure is fatal, the tries
+/// are used up, or the provider asked (`Retry-After`) for a longer pause than `max_backoff`: it
+/// is not called sooner than it asked, and no slot is held longer than the type allows.
+fn next_pause(
+    task: &Task,
+    err: &crate::engine::effects::EffectError,
+    tried: usize,
+    attempts: u32,
+    policy: &Backoff,
+) -> Option<std::time::Duration> {
+    if !err.is_retryable() || tried >= attempts as usize {
+        return None;
+    }
+    let backoff = policy.delay(u32::try_from(tried).unwrap_or(u32::MAX).saturating_add(1));
+    match err.retry_after() {
+        Some(asked) if asked > policy.max => {
+            tracing::warn!(
+                key = %task.key,
+                class = err.class(),
+                retry_after_s = asked.as_secs(),
+                max_backoff_s = policy.max.as_secs(),
+                "the provider asked to wait longer than max_backoff: not retried now"
+            );
+            None
+        }
+        Some(asked) => Some(asked.max(backoff)),
+        None => Some(backoff),
+    }
+}
+
+/// Sleeps `pause`; false when shutdown came first (or had come).
+async fn pause_unless_shutdown(pause: std::time::Duration, shutdown: &Shutdown) -> bool {
+    let mut shutdown = shutdown.clone();
+    if shutdown.is_triggered() {
+        return false;
+    }
+    tokio::select! {
+        _ = shutdown.triggered() => false,
+        _ = tokio::time::sleep(pause) => true,
+    }
+}
+
+/// Whether a retry is still inside the provider's `dedup_window` (always, without one): the
+/// key's row and its recorded attempts are all younger than it. The row exists before the first
+/// try of this loop, so its age bounds this loop's tries too. Unknown (the database failed) is
+/// "no": the key is released, and the next run checks again.
+async fn provider_still_deduplicates(pool: &PgPool, task: &Task) -> bool {
+    let within = ledger::within_dedup_window(pool, vec![task], |t| {
+        (t.key.as_str(), t.effect.config.dedup_window)
+    });
+    match within.await {
+        Ok((within, _)) if !within.is_empty() => true,
+        Ok(_) => {
+            tracing::warn!(key = %task.key, "first attempt older than the provider's dedup_window: not retried");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(key = %task.key, error = %e, "could not check the dedup_window: not retried");
+            false
+        }
+    }
+}
+
+/// A non-idempotent key: take a slot, reserve, call once, hand the result on. The slot is held
+/// from the reservation to the call's answer.
+pub(super) async fn reserve_then_call(
+    task: Task,
+    _slot: OwnedSemaphorePermit,
+    pool: PgPool,
+    claim: Claim,
+    db_backoff: Backoff,
+    shutdown: Shutdown,
+) -> (Task, Ended) {
+    if shutdown.is_triggered() {
+        return (task, Ended::NotStarted { reserved: false });
+    }
+    let item = [Reservation {
+        key: &task.key,
+        evento_id: &task.evento_id,
+        tipo_efeito: &task.effect.config.name,
+    }];
+    let held = db::retry("reserve", db_backoff, || {
+        ledger::reserve(&pool, &claim, &item, None)
+    })
+    .await;
+    match held {
+        Ok(held) if held.is_empty() => (task, Ended::AlreadyRegistered),
+        Ok(_) => {
+            // Settled while the slot is still held: at no moment are more than `concurrency`
+            // keys of this type `reservado`, so a crash leaves at most that many `incerto`.
+            let started = std::time::Instant::now();
+            let answer = task.effect.call(&task.key, &task.body).await;
+            let keys = std::slice::from_ref(&task.key);
+            let settled = match &answer {
+                Ok(result) => {
+                    let tries = [Attempt::new(&task.key, started, None)];
+                    let results = std::slice::from_ref(result);
+                    db::retry("complete", PERSISTENT, || {
+                        ledger::complete(&pool, &claim, keys, results, &tries)
+                    })
+                    .await
+                }
+                Err(err) => {
+                    let tries = [Attempt::new(
+                        &task.key,
+                        started,
+                        Some(err.class().to_string()),
+                    )];
+                    tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
+                    let why = [Why::of_failure(err.class())];
+                    db::retry("mark uncertain", PERSISTENT, || {
+                        ledger::mark_uncertain(&pool, &claim, keys, &why, &tries)
+                    })
+                    .await
+                }
+            };
+            match (settled, answer) {
+                (Ok(_), Ok(_)) => (task, Ended::Completed { retried: 0 }),
+                (Ok(_), Err(_)) => (task, Ended::Uncertain),
+                (Err(err), _) => (task, Ended::Database(err)),
+            }
+        }
+        Err(err) => {
+            tracing::warn!(key = %task.key, error = %err, "could not reserve effect");
+            (task, Ended::Database(err))
+        }
+    }
+}
+
+/// Completions are retried until written (for minutes, not seconds): the provider has
+/// acknowledged the effect, and losing that would turn a done effect into an `incerto` one.
+pub(super) const PERSISTENT: Backoff = Backoff {
+    attempts: 30,
+    base: std::time::Duration::from_millis(200),
+    max: std::time::Duration::from_secs(10),
+};
+
+/// Group commit of completions: whatever has arrived is written in one statement, then the next
+/// group. A completion is retried until written (for minutes, not seconds): the provider has
+/// acknowledged it, and losing it would turn a done effect into an `incerto` one.
+pub(super) async fn complete_as_they_arrive(
+    pool: PgPool,
+    claim: Claim,
+    mut done: mpsc::UnboundedReceiver<Done>,
+) -> Result<u64, sqlx::Error> {
+    const GROUP: usize = 1000;
+    let mut lost = 0u64;
+    while let Some(first) = done.recv().await {
+        let mut keys = vec![first.0];
+        let mut results = vec![first.1];
+        let mut tries = first.2;
+        while keys.len() < GROUP {
+            match done.try_recv() {
+                Ok((key, result, more)) => {
+                    keys.push(key);
+                    results.push(result);
+                    tries.extend(more);
+                }
+                Err(_) => break,
+            }
+        }
+        let changed = db::retry("complete", PERSISTENT, || {
+            ledger::complete(&pool, &claim, &keys, &results, &tries)
+        })
+        .await?;
+        lost += (keys.len() - changed.len()) as u64;
+    }
+    Ok(lost)
+}

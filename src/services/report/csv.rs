@@ -1,0 +1,97 @@
+//! The CSV attachment: the full diff, one row per order, that opens correctly in a spreadsheet.
+//!
+//! - UTF-8 with a byte-order mark (without it Excel reads UTF-8 as Latin-1), RFC 4180 quoting,
+//!   CRLF line ends, a header row `pedido_id,antes,depois,diferenca`;
+//! - amounts in integer cents (exact, and immune to the decimal-comma/decimal-point confusion
+//!   between locales); an empty `antes` means the order had no commission row;
+//! - formula injection: a `pedido_id` that a spreadsheet would take for a formula (starting with
+//!   `=`, `+`, `-`, `@`, a tab or a carriage return) is prefixed with `'`, as OWASP recommends, so
+//!   the cell is text. A reader recovers the id by dropping that one leading `'`.
+
+use crate::tables::commission::DiffRow;
+
+pub const HEADER: &str = "pedido_id,antes,depois,diferenca";
+
+/// The attachment's bytes.
+pub fn render(rows: &[DiffRow]) -> Vec<u8> {
+    let mut out = String::with_capacity(32 * (rows.len() + 1));
+    out.push('\u{feff}');
+    out.push_str(HEADER);
+    out.push_str("\r\n");
+    for row in rows {
+        out.push_str(&field(&guard(&row.pedido_id)));
+        out.push(',');
+        if let Some(antes) = row.antes {
+            out.push_str(&antes.to_string());
+        }
+        out.push(',');
+        out.push_str(&row.depois.to_string());
+        out.push(',');
+        out.push_str(&row.diferenca().to_string());
+        out.push_str("\r\n");
+    }
+    out.into_bytes()
+}
+
+/// Makes a text cell that a spreadsheet would evaluate as a formula inert.
+pub fn guard(text: &str) -> String {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{text}")
+    } else {
+        text.to_string()
+    }
+}
+
+/// RFC 4180: quoted when it holds a comma, a quote or a line break; quotes doubled.
+fn field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, antes: Option<i64>, depois: i64) -> DiffRow {
+        DiffRow {
+            pedido_id: id.into(),
+            antes,
+            depois,
+        }
+    }
+
+    #[test]
+    fn the_csv_has_a_bom_a_header_and_one_crlf_row_per_order_in_cents() {
+        let csv = String::from_utf8(render(&[
+            row("ped-1", Some(50), 500),
+            row("ped-2", None, 7),
+        ]))
+        .unwrap();
+        assert_eq!(
+            csv,
+            "\u{feff}pedido_id,antes,depois,diferenca\r\nped-1,50,500,450\r\nped-2,,7,7\r\n"
+        );
+    }
+
+    #[test]
+    fn ids_a_spreadsheet_would_evaluate_are_prefixed_and_quoted_when_needed() {
+        let csv = String::from_utf8(render(&[
+            row("=HYPERLINK(\"http://x\",\"y\")", Some(1), 1),
+            row("-2+3", Some(1), 0),
+            row("@SUM(A1)", None, 1),
+            row("a,b", None, 1),
+        ]))
+        .unwrap();
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(
+            lines[1],
+            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",1,1,0"
+        );
+        assert_eq!(lines[2], "'-2+3,1,0,-1");
+        assert_eq!(lines[3], "'@SUM(A1),,1,1");
+        assert_eq!(lines[4], "\"a,b\",,1,1");
+    }
+}

@@ -1,0 +1,308 @@
+//! Every statement on `comissao` (the derived state), `reprocessamento_diff` (a simulation's
+//! before/after, in [`diff`]) and `reprocessamento_correcao` (what a real run changed). Batches
+//! are set-based: one statement per step over arrays.
+
+mod diff;
+
+pub use diff::{
+    approved_vs_applied, clear_diff, correction_rows, diff_drift, diff_fingerprint, diff_rows,
+    upsert_diff, DiffRow, Divergence,
+};
+
+use std::collections::HashMap;
+
+use sqlx::PgConnection;
+
+use crate::domain::CommissionRow;
+use crate::shared::summary::Summary;
+
+/// A row of `comissao` as it stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Current {
+    pub valor_centavos: i64,
+    pub versao_evento: i64,
+}
+
+/// A change of one order's commission, written or (in a simulation) that would be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub pedido_id: String,
+    pub antes: Option<i64>,
+    pub depois: i64,
+    pub versao: i64,
+}
+
+/// Reduces a batch, in `posicao` order, to one row per order: the newest version, and among equal
+/// versions the last one, which is what applying the events one by one with the version guard
+/// leaves behind. Sorted by `pedido_id` so concurrent writers lock rows in the same order.
+pub fn newest_per_order<'a>(
+    rows: impl IntoIterator<Item = &'a CommissionRow>,
+) -> Vec<CommissionRow> {
+    let mut newest: HashMap<&str, &CommissionRow> = HashMap::new();
+    for row in rows {
+        match newest.get(row.pedido_id.as_str()) {
+            Some(kept) if kept.versao > row.versao => {}
+            _ => {
+                newest.insert(&row.pedido_id, row);
+            }
+        }
+    }
+    let mut rows: Vec<CommissionRow> = newest.into_values().cloned().collect();
+    rows.sort_by(|a, b| a.pedido_id.cmp(&b.pedido_id));
+    rows
+}
+
+/// The current rows of these orders, as the statement's snapshot sees them.
+pub async fn current(
+    conn: &mut PgConnection,
+    pedido_ids: &[String],
+) -> Result<HashMap<String, Current>, sqlx::Error> {
+    if pedido_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        "select pedido_id, valor_centavos, versao_evento from comissao where pedido_id = any($1)",
+    )
+    .bind(pedido_ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, valor_centavos, versao_evento)| {
+            (
+                id,
+                Current {
+                    valor_centavos,
+                    versao_evento,
+                },
+            )
+        })
+        .collect())
+}
+
+/// Where a real run records the corrections its upsert makes: the execution and its pass.
+#[derive(Debug, Clone, Copy)]
+pub struct Recording<'a> {
+    pub execucao_id: &'a str,
+    pub pass: i32,
+}
+
+/// What the upsert of a batch did.
+#[derive(Debug, Default)]
+pub struct Upserted {
+    /// The orders written, each with the row it replaced (`None`: the order had none).
+    pub written: Vec<(String, Option<Current>)>,
+    /// What the corrections recorded added to the pass's figures (orders changed, totals before
+    /// and after); zero when none are recorded.
+    pub figures: Summary,
+}
+
+/// The version-guarded upsert of the seed, for a whole batch: a row is overwritten only by an
+/// event of the same or a newer version (invariant 4). A row that already holds exactly this
+/// value and version is left untouched (a replay of a correct day changes nothing, not even
+/// `atualizado_em`).
+///
+/// Returns the orders written, each with the row it replaced: the version the upsert itself
+/// locked and overwrote, so the before-values stay true whatever another writer committed
+/// meanwhile, with no read of the rows first. With `recording`, the same statement records the
+/// corrections (every order written whose value changed), per order, in the pass that changed
+/// it: the value before the pass's first change (kept when a later batch of the same pass
+/// changes the order again), the value after, the version. Only rows the upsert changed are
+/// recorded, so a batch read again adds nothing to the figures.
+pub async fn upsert_guarded(
+    conn: &mut PgConnection,
+    rows: &[CommissionRow],
+    recording: Option<Recording<'_>>,
+) -> Result<Upserted, sqlx::Error> {
+    type Row = (
+        String,
+        Option<i64>,
+        Option<i64>,
+        bool,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+    );
+    let (ids, valores, versoes) = columns(rows);
+    let returned: Vec<Row> = sqlx::query_as(
+        r#"
+        with gravadas as (
+            insert into comissao (pedido_id, valor_centavos, versao_evento)
+            select * from unnest($1::text[], $2::bigint[], $3::bigint[])
+            on conflict (pedido_id) do update
+            set valor_centavos = excluded.valor_centavos,
+                versao_evento = excluded.versao_evento,
+                atualizado_em = now(),
+                valor_anterior = comissao.valor_centavos,
+                versao_anterior = comissao.versao_evento
+            where comissao.versao_evento <= excluded.versao_evento
+              and (comissao.valor_centavos, comissao.versao_evento)
+                  is distinct from (excluded.valor_centavos, excluded.versao_evento)
+            returning pedido_id, valor_centavos, versao_evento, valor_anterior, versao_anterior
+        ),
+        corrigidas as (
+            insert into reprocessamento_correcao
+              (execucao_id, pedido_id, antes, depois, versao_evento, passagem)
+            select $4, pedido_id, valor_anterior, valor_centavos, versao_evento, $5
+            from gravadas
+            where $4::text is not null and valor_anterior is distinct from valor_centavos
+            order by pedido_id
+            on conflict (execucao_id, pedido_id) do update
+            set antes = case when reprocessamento_correcao.passagem = excluded.passagem
+                             then reprocessamento_correcao.antes else excluded.antes end,
+                depois_anterior = case when reprocessamento_correcao.passagem = excluded.passagem
+                                       then reprocessamento_correcao.depois end,
+                depois = excluded.depois, versao_evento = excluded.versao_evento,
+                passagem = excluded.passagem, atualizado_em = now()
+            returning pedido_id, antes, depois, depois_anterior
+        )
+        -- An inserted `comissao` row leaves both `_anterior` columns null; an overwritten one
+        -- sets both (from not-null columns). A correction's `depois_anterior` is null for an
+        -- order new to the pass (inserted, or taken over from an earlier pass), else the value
+        -- this pass had written before.
+        select g.pedido_id, g.valor_anterior, g.versao_anterior, c.pedido_id is not null,
+               c.antes, c.depois, c.depois_anterior
+        from gravadas g left join corrigidas c on c.pedido_id = g.pedido_id
+        "#,
+    )
+    .bind(ids)
+    .bind(valores)
+    .bind(versoes)
+    .bind(recording.map(|r| r.execucao_id))
+    .bind(recording.map(|r| r.pass))
+    .fetch_all(conn)
+    .await?;
+    let mut upserted = Upserted::default();
+    let mut figures = PassFigures::default();
+    for (id, valor, versao, corrected, antes, depois, depois_anterior) in returned {
+        if corrected {
+            figures.add(antes, depois.unwrap_or(0), depois_anterior);
+        }
+        let before = valor
+            .zip(versao)
+            .map(|(valor_centavos, versao_evento)| Current {
+                valor_centavos,
+                versao_evento,
+            });
+        upserted.written.push((id, before));
+    }
+    upserted.figures = figures.summary();
+    Ok(upserted)
+}
+
+/// A pass's figures summed over the correction rows a write returned, wide enough for any sum
+/// of `bigint`s, saturated into `i64` at the end.
+#[derive(Default)]
+struct PassFigures {
+    added: u64,
+    before: i128,
+    after: i128,
+}
+
+impl PassFigures {
+    /// One correction row as the write left it: an order new to the pass (`depois_anterior`
+    /// null) adds itself and its value before; every row moves the total after by what it
+    /// replaced.
+    fn add(&mut self, antes: Option<i64>, depois: i64, depois_anterior: Option<i64>) {
+        if depois_anterior.is_none() {
+            self.added += 1;
+            self.before += i128::from(antes.unwrap_or(0));
+        }
+        self.after += i128::from(depois) - i128::from(depois_anterior.unwrap_or(0));
+    }
+
+    fn summary(&self) -> Summary {
+        let saturated =
+            |n: i128| i64::try_from(n).unwrap_or(if n < 0 { i64::MIN } else { i64::MAX });
+        Summary {
+            orders_changed: self.added,
+            total_before_centavos: saturated(self.before),
+            total_after_centavos: saturated(self.after),
+            ..Summary::default()
+        }
+    }
+}
+
+/// The corrections a real run's batch wrote: every order the guarded upsert wrote whose value
+/// changed, with the value it replaced (`current`: for the orders written, what the upsert
+/// replaced).
+pub fn corrections(
+    rows: &[CommissionRow],
+    current: &HashMap<String, Current>,
+    written: &[String],
+) -> Vec<Change> {
+    let written: std::collections::HashSet<&str> = written.iter().map(String::as_str).collect();
+    rows.iter()
+        .filter(|r| written.contains(r.pedido_id.as_str()))
+        .map(|r| Change {
+            pedido_id: r.pedido_id.clone(),
+            antes: current.get(&r.pedido_id).map(|c| c.valor_centavos),
+            depois: r.valor_centavos,
+            versao: r.versao,
+        })
+        .filter(|c| c.antes != Some(c.depois))
+        .collect()
+}
+
+/// The orders of `pedido_ids` this pass has already corrected, with the value and version it
+/// wrote: after an interruption, what an earlier attempt of the same pass did.
+pub async fn corrected_in_pass(
+    conn: &mut PgConnection,
+    execucao_id: &str,
+    pass: i32,
+    pedido_ids: &[String],
+) -> Result<HashMap<String, Current>, sqlx::Error> {
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        r#"
+        select pedido_id, depois, versao_evento from reprocessamento_correcao
+        where execucao_id = $1 and passagem = $2 and pedido_id = any($3)
+        "#,
+    )
+    .bind(execucao_id)
+    .bind(pass)
+    .bind(pedido_ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, valor_centavos, versao_evento)| {
+            let current = Current {
+                valor_centavos,
+                versao_evento,
+            };
+            (id, current)
+        })
+        .collect())
+}
+
+fn columns(rows: &[CommissionRow]) -> (Vec<&str>, Vec<i64>, Vec<i64>) {
+    (
+        rows.iter().map(|r| r.pedido_id.as_str()).collect(),
+        rows.iter().map(|r| r.valor_centavos).collect(),
+        rows.iter().map(|r| r.versao).collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, valor: i64, versao: i64) -> CommissionRow {
+        CommissionRow {
+            pedido_id: id.into(),
+            valor_centavos: valor,
+            versao,
+        }
+    }
+
+    #[test]
+    fn a_batch_keeps_the_newest_version_and_the_last_of_equal_versions() {
+        let rows = newest_per_order(&[
+            row("b", 1, 2),
+            row("a", 5, 1),
+            row("b", 9, 1),
+            row("a", 7, 1),
+        ]);
+        assert_eq!(rows, vec![row("a", 7, 1), row("b", 1, 2)]);
+    }
+}

@@ -1,0 +1,116 @@
+//! The migrations of `migrations/`, embedded in the binary with `include_str!` and handed to
+//! sqlx's migrator as they are: the same versions, descriptions and checksums as
+//! `sqlx::migrate!` would embed (so databases migrated by earlier builds agree), without sqlx's
+//! macros, whose build compiles a second sqlx, TLS stack and all, for the compiler's host.
+
+use std::borrow::Cow;
+
+use futures::future::BoxFuture;
+use sqlx::error::BoxDynError;
+use sqlx::migrate::{MigrateError, Migration, MigrationSource, MigrationType, Migrator};
+
+macro_rules! embedded {
+    ($($file:literal),* $(,)?) => {
+        &[$(($file, include_str!(concat!("../../../migrations/", $file)))),*]
+    };
+}
+
+/// Every file of `migrations/`, in version order; a new migration is added here too (a test
+/// checks that the directory holds exactly these).
+const FILES: &[(&str, &str)] = embedded![
+    "20261014000001_seed_schema.sql",
+    "20261014000002_engine_additions.sql",
+    "20261014000003_attempts_and_review.sql",
+    "20261014000004_reports_and_approval.sql",
+    "20261014000005_live_consumer.sql",
+    "20261201000001_partition_function.sql",
+    "20261201000002_tallies_and_definitions.sql",
+    "20261201000003_roles_and_review.sql",
+    "20261201000004_job_runs.sql",
+    "20261202010000_console.sql",
+    "20261202020000_live_consumer_snapshot.sql",
+    "20261202040000_previous_values.sql",
+    "20261202050000_comissao_previous_values.sql",
+    "20261203010000_ownership_epoch.sql",
+];
+
+/// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the
+/// description with `_` as spaces, no transaction when the file starts `-- no-transaction`.
+pub fn migrations() -> Vec<Migration> {
+    FILES
+        .iter()
+        .map(|(name, sql)| migration(name, sql))
+        .collect()
+}
+
+fn migration(name: &str, sql: &'static str) -> Migration {
+    let (version, rest) = name
+        .split_once('_')
+        .expect("a migration is named <version>_<description>.sql");
+    let version = version
+        .parse()
+        .expect("a migration's version is an integer");
+    let description = rest.trim_end_matches(".sql").replace('_', " ");
+    let no_tx = sql.starts_with("-- no-transaction");
+    Migration::new(
+        version,
+        Cow::Owned(description),
+        MigrationType::Simple,
+        Cow::Borrowed(sql),
+        no_tx,
+    )
+}
+
+#[derive(Debug)]
+struct Embedded;
+
+impl<'s> MigrationSource<'s> for Embedded {
+    fn resolve(self) -> BoxFuture<'s, Result<Vec<Migration>, BoxDynError>> {
+        Box::pin(async { Ok(migrations()) })
+    }
+}
+
+/// sqlx's migrator over the embedded migrations.
+pub async fn migrator() -> Result<Migrator, MigrateError> {
+    Migrator::new(Embedded).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_of_the_migrations_directory_is_embedded_in_order() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .expect("migrations/")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<&str> = FILES.iter().map(|(n, _)| *n).collect();
+        assert_eq!(embedded, on_disk);
+        let versions: Vec<i64> = migrations().iter().map(|m| m.version).collect();
+        assert!(versions.windows(2).all(|w| w[0] < w[1]), "{versions:?}");
+    }
+
+    #[test]
+    fn descriptions_and_checksums_are_what_sqlx_reads_from_the_directory() {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
+        let mut from_dir: Vec<Migration> = sqlx::migrate::resolve_blocking(dir)
+            .expect("resolve")
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect();
+        from_dir.sort_by_key(|m| m.version);
+        let ours = migrations();
+        assert_eq!(ours.len(), from_dir.len());
+        for (a, b) in ours.iter().zip(&from_dir) {
+            assert_eq!(
+                (a.version, &a.description, &a.checksum),
+                (b.version, &b.description, &b.checksum)
+            );
+            assert_eq!(a.no_tx, b.no_tx);
+        }
+    }
+}

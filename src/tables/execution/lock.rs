@@ -1,0 +1,170 @@
+//! The advisory lock that lets one process at a time run an execution (invariant 6), and says who
+//! holds it when it is taken. Taking the lock takes the execution's next ownership epoch too
+//! ([`Owner`]): the lock keeps a second process out, the epoch fences the writes of a process
+//! that lost its lock without knowing it yet (invariant 17).
+
+use chrono::{DateTime, Utc};
+use sqlx::{Connection, PgConnection};
+
+use super::owner::Owner;
+
+/// The two keys of an execution's advisory lock: a constant for this program ('RPLD') and a hash
+/// of the execution's key. The database's `confirmar_dono` checks the same lock (migration
+/// `20261203010000_ownership_epoch.sql`): change both or neither.
+const LOCK_CLASS: i32 = 0x5250_4c44;
+
+/// Why the lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("execution {key} is already being run by {holder}")]
+    Held { key: String, holder: String },
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// How long taking an execution waits for the writes its previous owner had confirmed: they
+/// are single batches' statements, so anything longer is a previous owner still at work.
+const TAKE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The lock on an execution, held on a connection of its own for as long as the process runs it.
+/// Dropping it (or the process dying) releases it.
+pub struct ExecutionLock {
+    /// Behind a mutex so that holders can ask [`ExecutionLock::still_held`] through a shared
+    /// reference while batches borrow the rest of their state.
+    conn: tokio::sync::Mutex<PgConnection>,
+    owner: Owner,
+}
+
+impl ExecutionLock {
+    /// Takes the lock or says who holds it.
+    pub async fn acquire(url: &str, key: &str, role: &str) -> Result<Self, LockError> {
+        let mut conn = PgConnection::connect_with(&crate::tables::db::options(url, role)?).await?;
+        let taken: bool = sqlx::query_scalar("select pg_try_advisory_lock($1, hashtext($2))")
+            .bind(LOCK_CLASS)
+            .bind(key)
+            .fetch_one(&mut conn)
+            .await?;
+        if taken {
+            let owner = match Owner::take(&mut conn, key, TAKE_PATIENCE).await {
+                Ok(owner) => owner,
+                // 55P03: the previous owner still holds a confirmed write open.
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {
+                    return Err(LockError::Held {
+                        key: key.to_string(),
+                        holder: "a process still writing under an earlier ownership epoch".into(),
+                    })
+                }
+                Err(e) => return Err(e.into()),
+            };
+            return Ok(ExecutionLock {
+                conn: tokio::sync::Mutex::new(conn),
+                owner,
+            });
+        }
+        let holder: Option<(i32, String, Option<String>, DateTime<Utc>)> = sqlx::query_as(
+            r#"
+            select a.pid, a.application_name, a.client_addr::text, a.backend_start
+            from pg_locks l join pg_stat_activity a on a.pid = l.pid
+            where l.locktype = 'advisory' and l.granted
+              and l.classid = $1::oid and l.objid = hashtext($2)::oid and l.objsubid = 2
+            limit 1
+            "#,
+        )
+        .bind(LOCK_CLASS)
+        .bind(key)
+        .fetch_optional(&mut conn)
+        .await?;
+        let holder = match holder {
+            Some((pid, app, addr, since)) => format!(
+                "'{app}' (database session pid {pid}{}, connected since {})",
+                addr.map(|a| format!(" from {a}")).unwrap_or_default(),
+                since.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+            None => "another process (it may just have finished)".to_string(),
+        };
+        Err(LockError::Held {
+            key: key.to_string(),
+            holder,
+        })
+    }
+
+    /// Takes the lock, waiting up to `patience` for a holder to let go (a brief critical section of
+    /// another process, such as setting up a partitioned execution).
+    pub async fn acquire_waiting(
+        url: &str,
+        key: &str,
+        role: &str,
+        patience: std::time::Duration,
+    ) -> Result<Self, LockError> {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            match Self::acquire(url, key, role).await {
+                Err(LockError::Held { .. }) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Takes the lock again after its connection was lost (a database restart), waiting up to
+    /// `patience` while the server is unreachable, and, with `wait_for_holder`, while another
+    /// process holds it (without, a holder's lock is returned at once as [`LockError::Held`]).
+    pub async fn reacquire(
+        url: &str,
+        key: &str,
+        role: &str,
+        patience: std::time::Duration,
+        wait_for_holder: bool,
+    ) -> Result<Self, LockError> {
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut pause = std::time::Duration::from_millis(200);
+        loop {
+            match Self::acquire(url, key, role).await {
+                Ok(lock) => return Ok(lock),
+                Err(LockError::Database(e)) if !crate::tables::db::is_transient(&e) => {
+                    return Err(LockError::Database(e))
+                }
+                Err(held @ LockError::Held { .. }) if !wait_for_holder => return Err(held),
+                Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
+                Err(_) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    /// Whether the lock is still held: its connection is alive. A lost connection means the lock
+    /// is gone and another process may take the execution, so the holder must stop.
+    pub async fn still_held(&self) -> bool {
+        self.check().await.is_ok()
+    }
+
+    /// [`ExecutionLock::still_held`], with why its connection failed when it did.
+    pub async fn check(&self) -> Result<(), sqlx::Error> {
+        let mut conn = self.conn.lock().await;
+        sqlx::query("select 1").execute(&mut *conn).await?;
+        Ok(())
+    }
+
+    pub fn key(&self) -> &str {
+        &self.owner.key
+    }
+
+    /// The ownership epoch taken with the lock: what every write of the holder is fenced by.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+
+    /// Releases the lock now.
+    pub async fn release(self) {
+        let mut conn = self.conn.into_inner();
+        let _ = sqlx::query("select pg_advisory_unlock($1, hashtext($2))")
+            .bind(LOCK_CLASS)
+            .bind(&self.owner.key)
+            .execute(&mut conn)
+            .await;
+        let _ = conn.close().await;
+    }
+}

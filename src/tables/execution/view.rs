@@ -1,0 +1,88 @@
+//! An execution as the machine-readable surfaces show it (`run --json`, `status --json`, the
+//! console): the figures at the top level, with the seed's words for mode, state and outcomes.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{Execution, Mode, State};
+use crate::shared::summary::{EffectOutcome, StateOutcome};
+
+/// One execution in JSON: `execution`, `mode`, `state`, `events_read`, `events_skipped`,
+/// `events_rejected`, `orders_changed`, `total_before_cents`, `total_after_cents`, `effects`
+/// (outcome word → count), `calls_retried`, then the rest of the row.
+#[derive(Debug, Serialize)]
+pub struct ExecutionView<'a> {
+    /// The execution as `status` lists it (its checkpoint key).
+    pub execution: &'a str,
+    pub events_read: u64,
+    pub events_skipped: u64,
+    pub events_rejected: u64,
+    /// A simulation: orders in its diff.
+    pub orders_in_diff: u64,
+    pub orders_changed: u64,
+    pub total_before_cents: i64,
+    pub total_after_cents: i64,
+    pub effects: &'a BTreeMap<EffectOutcome, u64>,
+    /// Provider calls that were retries (a second or later try of a key).
+    pub calls_retried: u64,
+    pub state_outcomes: &'a BTreeMap<StateOutcome, u64>,
+    /// How far the checkpoint is through the window's positions, 0–100; `None` for an empty
+    /// window or the live consumer.
+    pub progress_percent: Option<f64>,
+    #[serde(flatten)]
+    pub row: &'a Execution,
+}
+
+impl<'a> From<&'a Execution> for ExecutionView<'a> {
+    fn from(e: &'a Execution) -> Self {
+        let s = &e.summary;
+        ExecutionView {
+            execution: &e.key,
+            events_read: s.events_read,
+            events_skipped: s.events_skipped,
+            events_rejected: s.events_rejected,
+            orders_in_diff: s.orders_in_diff,
+            orders_changed: s.orders_changed,
+            total_before_cents: s.total_before_centavos,
+            total_after_cents: s.total_after_centavos,
+            effects: &s.effects,
+            calls_retried: s.calls_retried,
+            state_outcomes: &s.state,
+            progress_percent: e.progress_percent(),
+            row: e,
+        }
+    }
+}
+
+impl Execution {
+    /// How far the checkpoint is through the window's positions, 0–100 (a finished execution is
+    /// 100); `None` for an empty window or the live consumer.
+    pub fn progress_percent(&self) -> Option<f64> {
+        let (first, last) = (self.first?, self.last?);
+        if last < first {
+            return None;
+        }
+        if self.state == super::State::Finished {
+            return Some(100.0);
+        }
+        // In i128: a window may span all of i64.
+        let done = self
+            .checkpoint
+            .map_or(0, |cp| i128::from(cp) - i128::from(first) + 1);
+        let total = i128::from(last) - i128::from(first) + 1;
+        Some((done.max(0) as f64 / total as f64 * 100.0).clamp(0.0, 100.0))
+    }
+}
+
+impl State {
+    /// How `status` names the state of an execution in `mode`: the seed's word, except that a
+    /// live consumer stopped on request is `stopped` — it has no window to be interrupted in,
+    /// and its next start simply carries on.
+    pub fn label_in(self, mode: Mode) -> &'static str {
+        match (mode, self) {
+            (Mode::Live, State::Interrupted) => "stopped",
+            _ => self.as_db(),
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! Every statement on `efeito_aplicado`, the effects ledger: one row per (event, effect type),
+//! keyed `'<evento_id>:<tipo_efeito>'`, shared by the live consumer and every replay.
+//!
+//! A row moves `reservado` → `concluido` | `incerto`, or is deleted (released) so a later attempt
+//! performs the effect. A move to `incerto` records why ([`Why`]) and since when; only a review
+//! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`. Every change after
+//! the reservation names the claim it expects (the row still `reservado`, `reserva_id = $token`)
+//! and reports which rows it changed, so a slow, stale worker cannot settle a reservation that
+//! someone else has since retaken (invariant 8).
+//!
+//! The changes that name their keys (here, and the sweeper's in `sweep`) find their rows by one
+//! probe of the primary key per key. They say
+//! `estado is not distinct from 'reservado'` (the same test: `estado` is never null) where `=`
+//! would let the planner serve them from the partial indexes on `estado = 'reservado'`. Its
+//! statistics rarely see a reservation (they live for the length of a call), so it takes those
+//! indexes for empty and reads every reservation in flight to settle a few: a hash of ten thousand
+//! reservations for each group of two hundred completions, or a nested loop of the keys over them.
+//! The retake inside [`reserve`] is the exception: it looks among the reservations in flight, so a
+//! batch whose keys were all settled long ago reads no row of the ledger (see its comment).
+
+mod attempts;
+mod lookup;
+mod review;
+mod sweep;
+mod why;
+
+pub use attempts::{
+    history as attempt_history, past_dedup_window, record as record_attempts, within_dedup_window,
+    Attempt,
+};
+pub use lookup::{entry, Entry};
+pub use review::{
+    resolve, resolve_in_console, review_list, review_list_filtered, Resolution, ReviewError,
+    ReviewFilter, ReviewItem,
+};
+pub use sweep::{claim_stale, stale_page, uncertain_if_stale, StaleRow};
+pub use why::{Reason, Why};
+
+use std::collections::HashSet;
+
+use crate::tables::archive::Partition;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::shared::words::db_words;
+use crate::tables::execution::Owner;
+
+db_words! {
+    /// The state of a ledger row (`efeito_aplicado.estado`, the seed's words).
+    pub enum State("ledger state") {
+        /// Held by a claim; the call may be under way.
+        Reserved = "reservado",
+        /// The provider acknowledged it (or a human confirmed it went out).
+        Done = "concluido",
+        /// Nobody knows whether it went out; waits for a human, never resent automatically.
+        Uncertain = "incerto",
+    }
+}
+
+/// The claim a writer holds: its execution, a token unique to this process run and, for the owner
+/// of an execution, the ownership epoch it took (invariant 17).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub execution_id: String,
+    pub token: Uuid,
+    /// `Some` for the owner of an execution (a run, a partition, the live consumer): it reserves
+    /// only while that epoch owns the execution, so after a new owner settled the execution's
+    /// reservations no reservation of the old one can appear. `None` for the sweeper, which owns
+    /// no execution and fences its retakes by staleness.
+    pub owner: Option<Owner>,
+}
+
+impl Claim {
+    /// A claim that owns no execution (the sweeper's).
+    pub fn new(execution_id: impl Into<String>) -> Self {
+        Claim {
+            execution_id: execution_id.into(),
+            token: Uuid::new_v4(),
+            owner: None,
+        }
+    }
+
+    /// The claim of the owner of an execution whose ledger rows are filed as `execution_id`.
+    pub fn owned(execution_id: impl Into<String>, owner: Owner) -> Self {
+        Claim {
+            owner: Some(owner),
+            ..Claim::new(execution_id)
+        }
+    }
+
+    /// A new token for the same execution and owner (after the owner settled its reservations).
+    pub fn renewed(&self) -> Self {
+        Claim {
+            token: Uuid::new_v4(),
+            ..self.clone()
+        }
+    }
+}
+
+/// An effect to reserve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation<'a> {
+    pub key: &'a str,
+    pub evento_id: &'a str,
+    pub tipo_efeito: &'a str,
+}
+
+/// Reserves keys for `claim`; returns the keys it now holds (invariant 1: one row per key, ever;
+/// the provider is called only for keys returned here).
+///
+/// A key already present is left alone, except a reservation that is stale (older than
+/// `retake_stale_after`, `Some` only for a type whose provider deduplicates by key: the seed's
+/// `RESERVAR`) and a reservation this very claim already holds (a retried statement whose first
+/// try committed before the connection dropped).
+pub async fn reserve(
+    pool: &PgPool,
+    claim: &Claim,
+    items: &[Reservation<'_>],
+    retake_stale_after: Option<Duration>,
+) -> Result<Vec<String>, sqlx::Error> {
+    let keys: Vec<&str> = items.iter().map(|r| r.key).collect();
+    let eventos: Vec<&str> = items.iter().map(|r| r.evento_id).collect();
+    let tipos: Vec<&str> = items.iter().map(|r| r.tipo_efeito).collect();
+    // One statement, on its snapshot. A key missing from the ledger is found by one probe of
+    // the primary key that needs no row (an index-only anti-join: a window whose effects are all
+    // done reads no row of the ledger) and inserted (`do nothing` on a conflict with a concurrent
+    // insert). Only a key still `reservado` may be retaken: the update finds those among the
+    // reserved rows, which the partial indexes on `estado = 'reservado'` keep few, and checks
+    // its conditions again on the row it locks. The update cannot see the rows the insert adds,
+    // so no key is touched twice. An owner's claim reserves only while its epoch owns the
+    // execution (`confirmar_dono`, evaluated once; it fails the statement otherwise).
+    sqlx::query_scalar(
+        r#"
+        with dono as materialized (
+            select $8::text is null or confirmar_dono($8, $9) as ok
+        ),
+        novas as (
+            insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id)
+            select k, e, t, 'reservado', $4, $5
+            from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
+            where (select ok from dono)
+              and not exists (select 1 from efeito_aplicado a where a.chave = u.k)
+            order by k
+            on conflict (chave) do nothing
+            returning chave
+        ),
+        retomadas as (
+            update efeito_aplicado
+            set execucao_id = $4, reserva_id = $5, atualizado_em = now()
+            where (select ok from dono)
+              and chave = any($1::text[])
+              and estado = 'reservado'
+              and (reserva_id = $5
+                   or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))
+            returning chave
+        )
+        select chave from novas union all select chave from retomadas
+        "#,
+    )
+    .bind(keys)
+    .bind(eventos)
+    .bind(tipos)
+    .bind(&claim.execution_id)
+    .bind(claim.token)
+    .bind(retake_stale_after.is_some())
+    .bind(retake_stale_after.map_or(0.0, |d| d.as_secs_f64()))
+    .bind(claim.owner.as_ref().map(|o| &o.key))
+    .bind(claim.owner.as_ref().map(|o| o.epoch))
+    .fetch_all(pool)
+    .await
+}
+
+/// Marks reservations of `claim` done, with the provider's answer, and appends the attempts, in
+/// one transaction; returns the keys changed.
+pub async fn complete(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    results: &[Option<Value>],
+    tries: &[Attempt],
+) -> Result<Vec<String>, sqlx::Error> {
+    let results: Vec<Value> = results
+        .iter()
+        .map(|r| r.clone().unwrap_or(Value::Null))
+        .collect();
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar(
+        r#"
+        update efeito_aplicado e
+        set estado = 'concluido', resultado = nullif(u.r, 'null'::jsonb), atualizado_em = now()
+        from unnest($1::text[], $2::jsonb[]) as u(k, r)
+        where e.chave = u.k and e.estado is not distinct from 'reservado' and e.reserva_id = $3
+        returning e.chave
+        "#,
+    )
+    .bind(keys)
+    .bind(results)
+    .bind(claim.token)
+    .fetch_all(&mut *tx)
+    .await?;
+    attempts::record(&mut tx, claim, tries).await?;
+    tx.commit().await?;
+    Ok(changed)
+}
+
+/// Deletes reservations of `claim` after a failed call of an idempotent type (`release`), so a
+/// later attempt performs the effect; the attempts stay on record. Returns the keys released.
+pub async fn release(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    tries: &[Attempt],
+) -> Result<Vec<String>, sqlx::Error> {
+    settle_held(
+        pool,
+        claim,
+        keys,
+        tries,
+        r#"
+        delete from efeito_aplicado
+        where chave = any($1) and estado is not distinct from 'reservado' and reserva_id = $2
+        returning chave
+        "#,
+    )
+    .await
+}
+
+/// Moves reservations of `claim` whose outcome is unknown to `incerto` (`keep`), each with why
+/// (`why[i]` for `keys[i]`): out of the automatic flow, into the review queue, never resent
+/// automatically (invariant 2). Appends the attempts that explain them, in the same transaction.
+pub async fn mark_uncertain(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    why: &[Why],
+    tries: &[Attempt],
+) -> Result<Vec<String>, sqlx::Error> {
+    debug_assert_eq!(keys.len(), why.len(), "one reason per key");
+    let (reasons, statuses) = why::columns(why);
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar(
+        r#"
+        update efeito_aplicado e
+        set estado = 'incerto', atualizado_em = now(), incerto_desde = now(),
+            motivo_incerto = u.m, status_http_incerto = u.s
+        from unnest($1::text[], $3::text[], $4::int4[]) as u(k, m, s)
+        where e.chave = u.k and e.estado is not distinct from 'reservado' and e.reserva_id = $2
+        returning e.chave
+        "#,
+    )
+    .bind(keys)
+    .bind(claim.token)
+    .bind(reasons)
+    .bind(statuses)
+    .fetch_all(&mut *tx)
+    .await?;
+    attempts::record(&mut tx, claim, tries).await?;
+    tx.commit().await?;
+    Ok(changed)
+}
+
+/// Runs one settlement statement (keys `$1`, the claim's token `$2`, returning the keys changed)
+/// and appends the attempts that explain it, in one transaction.
+async fn settle_held(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    tries: &[Attempt],
+    statement: &'static str,
+) -> Result<Vec<String>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let changed = sqlx::query_scalar(statement)
+        .bind(keys)
+        .bind(claim.token)
+        .fetch_all(&mut *tx)
+        .await?;
+    attempts::record(&mut tx, claim, tries).await?;
+    tx.commit().await?;
+    Ok(changed)
+}
+
+/// Which of these keys the ledger already holds, in any state (a simulation's `ja-registrado`).
+pub async fn registered(pool: &PgPool, keys: &[String]) -> Result<HashSet<String>, sqlx::Error> {
+    let rows: Vec<String> =
+        sqlx::query_scalar("select chave from efeito_aplicado where chave = any($1)")
+            .bind(keys)
+            .fetch_all(pool)
+            .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// Of these keys, those `execucao_id` registered since `since` (an earlier attempt of its pass),
+/// with their state.
+pub async fn registered_by(
+    pool: &PgPool,
+    keys: &[String],
+    execucao_id: &str,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<std::collections::HashMap<String, State>, sqlx::Error> {
+    let rows: Vec<(String, State)> = sqlx::query_as(
+        r#"
+        select chave, estado from efeito_aplicado
+        where chave = any($1) and execucao_id = $2 and criado_em >= $3
+        "#,
+    )
+    .bind(keys)
+    .bind(execucao_id)
+    .bind(since)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// What [`settle_abandoned`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Reservations of idempotent types, released so this run performs them again.
+    pub released: Vec<String>,
+    /// Reservations of other types (non-idempotent or not declared), moved to `incerto`.
+    pub uncertain: Vec<String>,
+}
+
+/// Settles the reservations an execution left `reservado` in an earlier process, or under an
+/// earlier ownership epoch of a process that lost its lock. Called only by the owner, in a
+/// transaction that confirms its epoch first (invariants 6 and 17): every earlier owner is then
+/// fenced, so none of its calls in flight can complete, release or add a reservation after this
+/// settlement. An idempotent type's reservation is released (the run will send it again and the
+/// provider deduplicates); any other becomes `incerto` ([`Reason::CrashInFlight`]), because the
+/// call may have gone out.
+pub async fn settle_abandoned(
+    pool: &PgPool,
+    owner: &Owner,
+    execucao_id: &str,
+    idempotent_types: &[String],
+    partition: Option<Partition>,
+) -> Result<Settled, sqlx::Error> {
+    // With partitions, only the keys of this partition's events: other partitions of the same
+    // execution may be running right now in other processes.
+    let (index, count) = partition.map_or((None, 1), |p| (Some(p.index as i32), p.count as i32));
+    let mut tx = pool.begin().await?;
+    owner.confirm(&mut tx).await?;
+    let released: Vec<String> = sqlx::query_scalar(
+        r#"
+        delete from efeito_aplicado e
+        where e.execucao_id = $1 and e.estado = 'reservado' and e.tipo_efeito = any($2)
+          and ($3::int4 is null or exists (
+                select 1 from evento_arquivado a
+                where a.id = e.evento_id and particao_do_pedido(a.pedido_id, $4::int4) = $3))
+        returning e.chave
+        "#,
+    )
+    .bind(execucao_id)
+    .bind(idempotent_types)
+    .bind(index)
+    .bind(count)
+    .fetch_all(&mut *tx)
+    .await?;
+    let uncertain: Vec<String> = sqlx::query_scalar(
+        r#"
+        update efeito_aplicado e
+        set estado = 'incerto', atualizado_em = now(), incerto_desde = now(),
+            motivo_incerto = $4, status_http_incerto = null
+        where e.execucao_id = $1 and e.estado = 'reservado'
+          and ($2::int4 is null or exists (
+                select 1 from evento_arquivado a
+                where a.id = e.evento_id and particao_do_pedido(a.pedido_id, $3::int4) = $2))
+        returning e.chave
+        "#,
+    )
+    .bind(execucao_id)
+    .bind(index)
+    .bind(count)
+    .bind(Reason::CrashInFlight)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Settled {
+        released,
+        uncertain,
+    })
+}
+
+/// How many effects wait for a human (`incerto`).
+pub async fn review_queue_size(pool: &PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("select count(*) from efeito_aplicado where estado = 'incerto'")
+        .fetch_one(pool)
+        .await
+}

@@ -1,0 +1,98 @@
+//! The sweeper's statements: find reservations older than `stale_after`, move them to `incerto`,
+//! or claim them for a retake. Each change re-checks staleness in its `where`, so of two sweepers
+//! racing on a row exactly one acts on it.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use super::{Claim, Why};
+
+/// A stale reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleRow {
+    pub chave: String,
+    pub evento_id: String,
+    pub tipo_efeito: String,
+}
+
+crate::tables::db::from_row!(StaleRow {
+    chave,
+    evento_id,
+    tipo_efeito
+});
+
+/// The oldest stale reservations, at most `limit` (served by the partial index on
+/// `atualizado_em where estado = 'reservado'`).
+pub async fn stale_page(
+    pool: &PgPool,
+    stale_after: Duration,
+    limit: i64,
+) -> Result<Vec<StaleRow>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select chave, evento_id, tipo_efeito from efeito_aplicado
+        where estado = 'reservado' and atualizado_em < now() - make_interval(secs => $1)
+        order by atualizado_em, chave
+        limit $2
+        "#,
+    )
+    .bind(stale_after.as_secs_f64())
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// Moves still-stale reservations to `incerto`, each with why (`why[i]` for `keys[i]`: a type
+/// whose provider cannot deduplicate, whose call may have gone out, or one not declared): only a
+/// human may decide.
+pub async fn uncertain_if_stale(
+    pool: &PgPool,
+    keys: &[String],
+    why: &[Why],
+    stale_after: Duration,
+) -> Result<Vec<String>, sqlx::Error> {
+    debug_assert_eq!(keys.len(), why.len(), "one reason per key");
+    let (reasons, statuses) = super::why::columns(why);
+    sqlx::query_scalar(
+        r#"
+        update efeito_aplicado e
+        set estado = 'incerto', atualizado_em = now(), incerto_desde = now(),
+            motivo_incerto = u.m, status_http_incerto = u.s
+        from unnest($1::text[], $3::text[], $4::int4[]) as u(k, m, s)
+        where e.chave = u.k and e.estado is not distinct from 'reservado'
+          and e.atualizado_em < now() - make_interval(secs => $2)
+        returning e.chave
+        "#,
+    )
+    .bind(keys)
+    .bind(stale_after.as_secs_f64())
+    .bind(reasons)
+    .bind(statuses)
+    .fetch_all(pool)
+    .await
+}
+
+/// Claims still-stale reservations for `claim` (a new token), fencing out their old holder.
+pub async fn claim_stale(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    stale_after: Duration,
+) -> Result<Vec<StaleRow>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        update efeito_aplicado
+        set execucao_id = $2, reserva_id = $3, atualizado_em = now()
+        where chave = any($1) and estado is not distinct from 'reservado'
+          and atualizado_em < now() - make_interval(secs => $4)
+        returning chave, evento_id, tipo_efeito
+        "#,
+    )
+    .bind(keys)
+    .bind(&claim.execution_id)
+    .bind(claim.token)
+    .bind(stale_after.as_secs_f64())
+    .fetch_all(pool)
+    .await
+}
