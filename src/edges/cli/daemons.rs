@@ -92,6 +92,13 @@ pub(super) struct MetricsHow {
 }
 
 impl MetricsHow {
+    pub(super) fn new(addr: std::net::SocketAddr, max_connections: usize) -> Self {
+        MetricsHow {
+            addr,
+            max_connections,
+        }
+    }
+
     /// The endpoint asked for, or why it can never work.
     fn endpoint(&self, horizon_warning: Option<std::time::Duration>) -> Result<Endpoint, Failure> {
         let endpoint = Endpoint {

@@ -167,16 +167,13 @@ async fn dispatch(cli: Cli) -> Outcome {
             metrics_addr,
             metrics_max_connections,
         } => {
-            let http = daemons::MetricsHow {
-                addr: *metrics_addr,
-                max_connections: *metrics_max_connections,
-            };
+            let http = daemons::MetricsHow::new(*metrics_addr, *metrics_max_connections);
             consume(&cli, job.as_deref(), *from_start, http).await
         }
-        Command::Demo { events } => match demo::run(cli.database_url.as_deref(), *events).await? {
-            true => Ok(()),
-            false => Err(Failure::said(Class::Failed)),
-        },
+        Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events)
+            .await?
+            .then_some(())
+            .ok_or(Failure::said(Class::Failed)),
         Command::Serve {
             metrics_addr,
             metrics_max_connections,
@@ -189,10 +186,7 @@ async fn dispatch(cli: Cli) -> Outcome {
                 database_url: console_database_url.clone(),
                 args: web.clone(),
             });
-            let http = daemons::MetricsHow {
-                addr: *metrics_addr,
-                max_connections: *metrics_max_connections,
-            };
+            let http = daemons::MetricsHow::new(*metrics_addr, *metrics_max_connections);
             serve(&cli, http, console).await
         }
         Command::Console { addr, web } => console::console(&cli, *addr, web).await,
