@@ -30,6 +30,8 @@ pub async fn serve_sink() -> anyhow::Result<()> {
 /// The sink process; it ends when this is dropped.
 pub struct SinkProcess {
     pub url: String,
+    /// The sink's process, when the harness started it (its CPU is counted with the work's).
+    pub pid: Option<u32>,
     _child: Option<tokio::process::Child>,
 }
 
@@ -37,6 +39,7 @@ pub async fn start_sink(given: Option<&str>) -> anyhow::Result<SinkProcess> {
     if let Some(url) = given {
         return Ok(SinkProcess {
             url: url.to_string(),
+            pid: None,
             _child: None,
         });
     }
@@ -51,6 +54,7 @@ pub async fn start_sink(given: Option<&str>) -> anyhow::Result<SinkProcess> {
     tokio::io::AsyncBufReadExt::read_line(&mut tokio::io::BufReader::new(stdout), &mut url).await?;
     Ok(SinkProcess {
         url: url.trim().to_string(),
+        pid: child.id(),
         _child: Some(child),
     })
 }

@@ -24,6 +24,7 @@
 //! machine spent per event (every process: the harness, PostgreSQL and the webhook, so the cost
 //! of an effect can be set beside the cost of a bare call) and PostgreSQL's settings.
 
+mod cost;
 mod data;
 mod http;
 mod plans;
@@ -132,6 +133,8 @@ pub struct Measured {
     cpu_secs: f64,
     /// CPU seconds the whole machine spent: this process, PostgreSQL, the webhook, anything else.
     machine_cpu_secs: f64,
+    /// CPU seconds of the processes that did the work ([`cost`]): steady on a shared machine.
+    procs_cpu_secs: f64,
 }
 
 impl Measured {
@@ -143,11 +146,17 @@ impl Measured {
             rss_mb: 0,
             cpu_secs: 0.0,
             machine_cpu_secs: 0.0,
+            procs_cpu_secs: 0.0,
         }
     }
 
     fn rate(&self) -> f64 {
         self.events as f64 / self.secs.max(1e-9)
+    }
+
+    /// CPU µs the processes that did the work spent per event.
+    fn procs_us(&self) -> f64 {
+        self.procs_cpu_secs * 1e6 / self.events.max(1) as f64
     }
 }
 
@@ -157,11 +166,12 @@ where
     F: std::future::Future<Output = anyhow::Result<Measured>>,
 {
     reset_peak_rss();
-    let (cpu, machine) = (cpu_secs(), machine_cpu_secs());
+    let (cpu, machine, procs) = (cpu_secs(), machine_cpu_secs(), cost::read().await);
     let mut measured = step.await?;
     measured.rss_mb = peak_rss_mb();
     measured.cpu_secs = cpu_secs() - cpu;
     measured.machine_cpu_secs = machine_cpu_secs() - machine;
+    measured.procs_cpu_secs = cost::read().await.since(&procs);
     Ok(measured)
 }
 
@@ -186,6 +196,7 @@ async fn bench(
     println!("peak RSS after generation: {} MB", peak_rss_mb());
 
     let sink = http::start_sink(args.sink_url.as_deref()).await?;
+    cost::install(pool.clone(), sink.pid);
     let jobs = tempfile::tempdir()?;
     std::fs::write(
         jobs.path().join("effects.yaml"),
@@ -288,25 +299,37 @@ async fn bench(
         reference::one_statement(&pool).await?;
         data::register_none(&pool).await?;
         let label = "(g) engine, real run, effects alone, comissao right";
+        let before = cost::Writes::read(&pool).await?;
         results.push(measure(run_engine("bench-g", false, label)).await?);
+        cost::Writes::read(&pool)
+            .await?
+            .print_since(&before, effects_run);
         all_effects_done(&pool, effects_run).await?;
     }
 
     println!();
     println!(
-        "{:<56} {:>10} {:>8} {:>11} {:>8} {:>8} {:>12}",
-        "measurement", "events", "seconds", "events/s", "CPU s", "RSS MB", "machine µs/ev"
+        "{:<56} {:>10} {:>8} {:>11} {:>8} {:>8} {:>12} {:>10}",
+        "measurement",
+        "events",
+        "seconds",
+        "events/s",
+        "CPU s",
+        "RSS MB",
+        "machine µs/ev",
+        "procs µs/ev"
     );
     for r in &results {
         println!(
-            "{:<56} {:>10} {:>8.2} {:>11.0} {:>8.2} {:>8} {:>12.1}",
+            "{:<56} {:>10} {:>8.2} {:>11.0} {:>8.2} {:>8} {:>12.1} {:>10.1}",
             r.label,
             r.events,
             r.secs,
             r.rate(),
             r.cpu_secs,
             r.rss_mb,
-            r.machine_cpu_secs * 1e6 / r.events.max(1) as f64
+            r.machine_cpu_secs * 1e6 / r.events.max(1) as f64,
+            r.procs_us()
         );
     }
     let get = |p: &str| {
@@ -333,6 +356,18 @@ async fn bench(
         get("(g)") / get("(h)"),
         ceiling / get("(h)"),
         get("(c)") / ceiling,
+    );
+    let procs_us = |p: &str| {
+        results
+            .iter()
+            .find(|r| r.label.starts_with(p))
+            .map_or(f64::NAN, Measured::procs_us)
+    };
+    println!(
+        "CPU per effect (g) / per bare call (h), processes that did the work: {:.1} µs / {:.1} µs = {:.2} x",
+        procs_us("(g)"),
+        procs_us("(h)"),
+        procs_us("(g)") / procs_us("(h)"),
     );
     let base = scaling.first().map_or(f64::NAN, |s| s.1);
     for (workers, rate) in &scaling {

@@ -28,6 +28,8 @@ const TABLES: &[&str] = &[
     "comissao",
     "efeito_aplicado",
     "efeito_tentativa",
+    // The attempt history with the first-try successes the ledger rows imply (a view).
+    "efeito_tentativa_historico",
     "efeito_revisao",
     "reprocessamento_checkpoint",
     "reprocessamento_diff",
@@ -73,7 +75,14 @@ const CONSOLE_FUNCTIONS: &[&str] = &[
 
 /// The worker's privileges, table by table (see the README's Least privileges for why each).
 const WORKER: &[(&str, &[&str])] = &[
-    ("select", &["evento_arquivado", "reprocessamento_aprovacao"]),
+    (
+        "select",
+        &[
+            "evento_arquivado",
+            "reprocessamento_aprovacao",
+            "efeito_tentativa_historico",
+        ],
+    ),
     (
         "select, insert, update",
         &[

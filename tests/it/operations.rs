@@ -300,11 +300,12 @@ async fn the_attempt_history_records_every_try_with_its_outcome() {
         .await
         .unwrap();
 
-    let rows: Vec<(String, String)> =
-        sqlx::query_as("select chave, resultado from efeito_tentativa order by id")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "select chave, resultado from efeito_tentativa_historico order by iniciada_em, id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert_eq!(rows.iter().filter(|(_, r)| r == "falha").count(), 1);
     let keys: HashSet<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();

@@ -128,11 +128,12 @@ async fn two_processes_running_one_partitioned_job_apply_every_event_once() {
     let deliveries = provider.deliveries();
     assert_eq!(deliveries.len(), 600);
     assert!(deliveries.values().all(|n| *n == 1), "a key was sent twice");
-    let applied: i64 =
-        sqlx::query_scalar("select count(*) from efeito_tentativa where resultado = 'sucesso'")
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
+    let applied: i64 = sqlx::query_scalar(
+        "select count(*) from efeito_tentativa_historico where resultado = 'sucesso'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
     assert_eq!(applied, 600, "every event's effect performed once");
     assert_eq!(commissions(&db.pool).await.len(), 250);
 }

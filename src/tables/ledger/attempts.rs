@@ -1,7 +1,13 @@
 //! `efeito_tentativa`: the append-only history of provider attempts, written in the same
 //! transaction as the ledger change it explains.
+//!
+//! An attempt is written where it tells something: a failure, each try of a key retried within
+//! one call, an uncertain outcome. A first-try success is not: the ledger row says it already
+//! (`concluido` under the claim that reserved it, `criado_em` to `atualizado_em`), and writing it
+//! again cost a row and two index entries per effect. Readers of the whole history read the view
+//! `efeito_tentativa_historico`, which puts those implied successes back.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use sqlx::{PgConnection, PgExecutor, PgPool};
@@ -29,13 +35,16 @@ impl Attempt {
     }
 }
 
-/// Appends attempts. Times are placed on the database's clock: `now()` minus the time elapsed
-/// since the attempt, so every staleness judgement uses one clock.
+/// Appends the attempts that tell something beyond the ledger row: every failure, and every try
+/// of a key tried more than once here; a key's lone success is implied by its completion (see the
+/// module's doc). Times are placed on the database's clock: `now()` minus the time elapsed since
+/// the attempt, so every staleness judgement uses one clock.
 pub async fn record(
     conn: &mut PgConnection,
     claim: &Claim,
     attempts: &[Attempt],
 ) -> Result<(), sqlx::Error> {
+    let attempts = telling(attempts);
     if attempts.is_empty() {
         return Ok(());
     }
@@ -63,6 +72,18 @@ pub async fn record(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// The attempts worth a row: all but a key's lone success.
+fn telling(attempts: &[Attempt]) -> Vec<&Attempt> {
+    let mut tries: HashMap<&str, usize> = HashMap::with_capacity(attempts.len());
+    for a in attempts {
+        *tries.entry(a.key.as_str()).or_default() += 1;
+    }
+    attempts
+        .iter()
+        .filter(|a| a.error.is_some() || tries[a.key.as_str()] > 1)
+        .collect()
 }
 
 /// Keys whose first attempt (or first reservation) is older than `window`: the provider may have
@@ -124,7 +145,8 @@ async fn past_their_windows<'c>(
     .await
 }
 
-/// Every attempt of a key, oldest first: (execution, started, outcome, error class).
+/// Every attempt of a key, oldest first, the implied first-try successes included: (execution,
+/// started, outcome, error class).
 pub async fn history(
     pool: &sqlx::PgPool,
     key: &str,
@@ -139,8 +161,8 @@ pub async fn history(
 > {
     sqlx::query_as(
         r#"
-        select execucao_id, iniciada_em, resultado, classe_erro from efeito_tentativa
-        where chave = $1 order by iniciada_em, id
+        select execucao_id, iniciada_em, resultado, classe_erro from efeito_tentativa_historico
+        where chave = $1 order by iniciada_em, id nulls last
         "#,
     )
     .bind(key)

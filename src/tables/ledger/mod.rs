@@ -10,13 +10,12 @@
 //!
 //! The changes that name their keys (here, and the sweeper's in `sweep`) find their rows by one
 //! probe of the primary key per key. They say
-//! `estado is not distinct from 'reservado'` (the same test: `estado` is never null) where `=`
-//! would let the planner serve them from the partial indexes on `estado = 'reservado'`. Its
-//! statistics rarely see a reservation (they live for the length of a call), so it takes those
-//! indexes for empty and reads every reservation in flight to settle a few: a hash of ten thousand
-//! reservations for each group of two hundred completions, or a nested loop of the keys over them.
-//! The retake inside [`reserve`] is the exception: it looks among the reservations in flight, so a
-//! batch whose keys were all settled long ago reads no row of the ledger (see its comment).
+//! `estado is not distinct from 'reservado'` (the same test: `estado` is never null), a habit
+//! from when partial indexes on `estado = 'reservado'` existed and the planner, whose statistics
+//! rarely see a reservation, took them for empty and read every reservation in flight to settle
+//! a few. No index covers `estado` or `atualizado_em` any more, so that a completion is a HOT
+//! update (migration `ledger_hot_completion`); scans by state (the sweeper's, the settlement of
+//! an execution's abandoned reservations) read the table, once a sweep or a take.
 
 mod attempts;
 mod lookup;
@@ -127,10 +126,9 @@ pub async fn reserve(
     // One statement, on its snapshot. A key missing from the ledger is found by one probe of
     // the primary key that needs no row (an index-only anti-join: a window whose effects are all
     // done reads no row of the ledger) and inserted (`do nothing` on a conflict with a concurrent
-    // insert). Only a key still `reservado` may be retaken: the update finds those among the
-    // reserved rows, which the partial indexes on `estado = 'reservado'` keep few, and checks
-    // its conditions again on the row it locks. The update cannot see the rows the insert adds,
-    // so no key is touched twice. An owner's claim reserves only while its epoch owns the
+    // insert). Only a key still `reservado` may be retaken: the update probes the primary key
+    // for each key and checks its conditions on the row it locks. The update cannot see the rows
+    // the insert adds, so no key is touched twice. An owner's claim reserves only while its epoch owns the
     // execution (`confirmar_dono`, evaluated once; it fails the statement otherwise).
     sqlx::query_scalar(
         r#"
@@ -383,9 +381,11 @@ pub async fn settle_abandoned(
     })
 }
 
-/// How many effects wait for a human (`incerto`).
+/// How many effects wait for a human (`incerto`; served by the index on `incerto_desde`).
 pub async fn review_queue_size(pool: &PgPool) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("select count(*) from efeito_aplicado where estado = 'incerto'")
+    sqlx::query_scalar(
+        "select count(*) from efeito_aplicado where incerto_desde is not null and estado = 'incerto'",
+    )
         .fetch_one(pool)
         .await
 }

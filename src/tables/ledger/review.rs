@@ -93,7 +93,7 @@ pub async fn review_list_filtered(
             select min(iniciada_em) as primeira, max(concluida_em) as ultima, count(*) as n
             from efeito_tentativa t where t.chave = e.chave
         ) t on true
-        where e.estado = 'incerto'
+        where e.incerto_desde is not null and e.estado = 'incerto'
           and ($1::text is null or e.tipo_efeito = $1)
           and ($2::text is null or e.execucao_id = $2)
           and ($3::float8 is null

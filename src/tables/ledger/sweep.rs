@@ -22,8 +22,9 @@ crate::tables::db::from_row!(StaleRow {
     tipo_efeito
 });
 
-/// The oldest stale reservations, at most `limit` (served by the partial index on
-/// `atualizado_em where estado = 'reservado'`).
+/// The oldest stale reservations, at most `limit`. A scan of the ledger, once a sweep: no index
+/// covers `estado`, so that a completion can be a HOT update (see the migration
+/// `ledger_hot_completion`).
 pub async fn stale_page(
     pool: &PgPool,
     stale_after: Duration,
