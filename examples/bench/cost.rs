@@ -78,6 +78,7 @@ pub struct Writes {
     hot_updates: i64,
     inserts: i64,
     attempts: i64,
+    commits: i64,
     wal_bytes: f64,
 }
 
@@ -86,22 +87,23 @@ impl Writes {
     /// counters at most once a second, when idle).
     pub async fn read(pool: &PgPool) -> anyhow::Result<Writes> {
         tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
-        let (updates, hot_updates, inserts, attempts, wal_bytes): (i64, i64, i64, i64, f64) =
-            sqlx::query_as(
-                r#"
-                select e.n_tup_upd, e.n_tup_hot_upd, e.n_tup_ins, t.n_tup_ins,
-                       pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8
-                from pg_stat_user_tables e, pg_stat_user_tables t
-                where e.relname = 'efeito_aplicado' and t.relname = 'efeito_tentativa'
-                "#,
-            )
-            .fetch_one(pool)
-            .await?;
+        let (updates, hot_updates, inserts, attempts, commits, wal_bytes) = sqlx::query_as(
+            r#"
+            select e.n_tup_upd, e.n_tup_hot_upd, e.n_tup_ins, t.n_tup_ins, d.xact_commit,
+                   pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8
+            from pg_stat_user_tables e, pg_stat_user_tables t, pg_stat_database d
+            where e.relname = 'efeito_aplicado' and t.relname = 'efeito_tentativa'
+              and d.datname = current_database()
+            "#,
+        )
+        .fetch_one(pool)
+        .await?;
         Ok(Writes {
             updates,
             hot_updates,
             inserts,
             attempts,
+            commits,
             wal_bytes,
         })
     }
@@ -112,11 +114,12 @@ impl Writes {
         let updates = self.updates - before.updates;
         let hot = self.hot_updates - before.hot_updates;
         println!(
-            "    ledger writes per effect: {:.2} inserts, {:.2} updates of which HOT {hot}/{updates} = {:.2}, {:.2} attempt rows; WAL {:.0} bytes per effect (the server's, whatever else ran)",
+            "    ledger writes per effect: {:.2} inserts, {:.2} updates of which HOT {hot}/{updates} = {:.2}, {:.2} attempt rows, {:.3} commits; WAL {:.0} bytes per effect (the server's, whatever else ran)",
             (self.inserts - before.inserts) as f64 / n,
             updates as f64 / n,
             hot as f64 / updates.max(1) as f64,
             (self.attempts - before.attempts) as f64 / n,
+            (self.commits - before.commits) as f64 / n,
             (self.wal_bytes - before.wal_bytes) / n,
         );
     }

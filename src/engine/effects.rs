@@ -77,9 +77,9 @@ pub trait Provider: Send + Sync {
 /// `redirect`, and fatal — the configured URL is wrong, asking again will not help; the job's
 /// `on_failure` settles the key (released for an idempotent type, `incerto` under `keep`).
 pub struct WebhookProvider {
+    /// Carries the configured headers as its defaults: a call adds only its own key.
     client: reqwest::Client,
     url: reqwest::Url,
-    headers: reqwest::header::HeaderMap,
 }
 
 impl WebhookProvider {
@@ -101,6 +101,7 @@ impl WebhookProvider {
             headers.insert(name, value);
         }
         let client = reqwest::Client::builder()
+            .default_headers(headers)
             .timeout(effect.webhook.timeout)
             .connect_timeout(effect.webhook.timeout.min(Duration::from_secs(5)))
             .pool_max_idle_per_host(effect.concurrency)
@@ -112,7 +113,6 @@ impl WebhookProvider {
         Ok(WebhookProvider {
             client,
             url: effect.webhook.url.clone(),
-            headers,
         })
     }
 }
@@ -123,7 +123,6 @@ impl Provider for WebhookProvider {
         let response = self
             .client
             .post(self.url.clone())
-            .headers(self.headers.clone())
             .header("Idempotency-Key", idempotency_header(key).as_ref())
             .json(body)
             .send()

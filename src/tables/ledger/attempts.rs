@@ -74,6 +74,11 @@ pub async fn record(
     Ok(())
 }
 
+/// Whether any of `attempts` is worth a row ([`telling`]).
+pub(super) fn any_telling(attempts: &[Attempt]) -> bool {
+    !telling(attempts).is_empty()
+}
+
 /// The attempts worth a row: all but a key's lone success.
 fn telling(attempts: &[Attempt]) -> Vec<&Attempt> {
     let mut tries: HashMap<&str, usize> = HashMap::with_capacity(attempts.len());

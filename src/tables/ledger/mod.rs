@@ -171,8 +171,9 @@ pub async fn reserve(
     .await
 }
 
-/// Marks reservations of `claim` done, with the provider's answer, and appends the attempts, in
-/// one transaction; returns the keys changed.
+/// Marks reservations of `claim` done, with the provider's answer, and appends the attempts that
+/// tell something (see [`attempts`]), in one transaction; returns the keys changed. Without such
+/// an attempt — every key done at its first try, the common case — it is one statement.
 pub async fn complete(
     pool: &PgPool,
     claim: &Claim,
@@ -180,12 +181,29 @@ pub async fn complete(
     results: &[Option<Value>],
     tries: &[Attempt],
 ) -> Result<Vec<String>, sqlx::Error> {
-    let results: Vec<Value> = results
-        .iter()
-        .map(|r| r.clone().unwrap_or(Value::Null))
-        .collect();
+    if !attempts::any_telling(tries) {
+        return mark_done(pool, claim, keys, results).await;
+    }
     let mut tx = pool.begin().await?;
-    let changed = sqlx::query_scalar(
+    let changed = mark_done(&mut *tx, claim, keys, results).await?;
+    attempts::record(&mut tx, claim, tries).await?;
+    tx.commit().await?;
+    Ok(changed)
+}
+
+/// The completion itself: `concluido` with the answer, only where `claim` still holds the
+/// reservation. It changes no indexed column, so PostgreSQL can make it a HOT update.
+async fn mark_done<'c>(
+    db: impl sqlx::PgExecutor<'c>,
+    claim: &Claim,
+    keys: &[String],
+    results: &[Option<Value>],
+) -> Result<Vec<String>, sqlx::Error> {
+    let results: Vec<&Value> = results
+        .iter()
+        .map(|r| r.as_ref().unwrap_or(&Value::Null))
+        .collect();
+    sqlx::query_scalar(
         r#"
         update efeito_aplicado e
         set estado = 'concluido', resultado = nullif(u.r, 'null'::jsonb), atualizado_em = now()
@@ -197,11 +215,8 @@ pub async fn complete(
     .bind(keys)
     .bind(results)
     .bind(claim.token)
-    .fetch_all(&mut *tx)
-    .await?;
-    attempts::record(&mut tx, claim, tries).await?;
-    tx.commit().await?;
-    Ok(changed)
+    .fetch_all(db)
+    .await
 }
 
 /// Deletes reservations of `claim` after a failed call of an idempotent type (`release`), so a
