@@ -26,6 +26,7 @@ mod partitions;
 mod pgtemp_sink;
 mod process;
 mod report;
+mod resend;
 mod retries;
 mod review;
 mod run_json;

@@ -54,8 +54,8 @@ pub(super) async fn sweep(cli: &Cli, stale_after: Option<std::time::Duration>) -
     let sweeper = Sweeper::new(pool, effects, config).map_err(Failure::invalid)?;
     let outcome = sweeper.run_once().await?;
     println!(
-        "sweep: retaken {}, completed {}, left for the next pass {}, moved to incerto {}",
-        outcome.retaken, outcome.completed, outcome.released, outcome.uncertain
+        "sweep: retaken {}, completed {}, left for the next pass {}, moved to incerto {}, resent {}",
+        outcome.retaken, outcome.completed, outcome.released, outcome.uncertain, outcome.resent
     );
     Ok(())
 }
@@ -120,7 +120,7 @@ async fn resolve(
             let done = if sent {
                 "marked concluido (it went out)"
             } else {
-                "removed from the ledger; the next run of its window performs it"
+                "queued for a resend; the next `sweep` sends it"
             };
             println!("{}: {done}; recorded as `{}`", inert(key), inert(&by));
             Ok(())

@@ -103,7 +103,7 @@ pub(super) async fn resolve(
         &console.pool,
         &session.token_digest,
         console.config.idle_timeout,
-        &form.key,
+        std::slice::from_ref(&form.key),
         resolution,
         note.as_deref(),
     )

@@ -3,7 +3,10 @@
 //!
 //! A row moves `reservado` → `concluido` | `incerto`, or is deleted (released) so a later attempt
 //! performs the effect. A move to `incerto` records why ([`Why`]) and since when; only a review
-//! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`. Every change after
+//! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`: `enviado` to
+//! `concluido`, `nao-enviado` to the resend queue (still `incerto`, `reenvio_pedido_em` set), from
+//! which the next [`reserve`] of the key — the sweeper's, a replay's or the live consumer's —
+//! takes it back to `reservado` (invariant 14). Every change after
 //! the reservation names the claim it expects (the row still `reservado`, `reserva_id = $token`)
 //! and reports which rows it changed, so a slow, stale worker cannot settle a reservation that
 //! someone else has since retaken (invariant 8).
@@ -33,7 +36,7 @@ pub use review::{
     resolve, resolve_in_console, review_list, review_list_filtered, Resolution, ReviewError,
     ReviewFilter, ReviewItem,
 };
-pub use sweep::{claim_stale, stale_page, uncertain_if_stale, StaleRow};
+pub use sweep::{claim_stale, queued_page, stale_page, uncertain_if_stale, StaleRow};
 pub use why::{Reason, Why};
 
 use std::collections::HashSet;
@@ -113,8 +116,10 @@ pub struct Reservation<'a> {
 ///
 /// A key already present is left alone, except a reservation that is stale (older than
 /// `retake_stale_after`, `Some` only for a type whose provider deduplicates by key: the seed's
-/// `RESERVAR`) and a reservation this very claim already holds (a retried statement whose first
-/// try committed before the connection dropped).
+/// `RESERVAR`), a reservation this very claim already holds (a retried statement whose first
+/// try committed before the connection dropped), and an `incerto` key a human queued for a resend
+/// (`review resolve --not-sent`, invariant 14): whoever reserves it first — the sweeper, a replay
+/// or the live consumer — performs it; the row lock and the re-checked `where` let exactly one.
 pub async fn reserve(
     pool: &PgPool,
     claim: &Claim,
@@ -130,7 +135,8 @@ pub async fn reserve(
     // insert). Only a key still `reservado` may be retaken: the update finds those among the
     // reserved rows, which the partial indexes on `estado = 'reservado'` keep few, and checks
     // its conditions again on the row it locks. The update cannot see the rows the insert adds,
-    // so no key is touched twice. An owner's claim reserves only while its epoch owns the
+    // so no key is touched twice; a queued key is found among the few queued rows (a partial
+    // index). An owner's claim reserves only while its epoch owns the
     // execution (`confirmar_dono`, evaluated once; it fails the statement otherwise).
     sqlx::query_scalar(
         r#"
@@ -156,8 +162,20 @@ pub async fn reserve(
               and (reserva_id = $5
                    or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))
             returning chave
+        ),
+        reenvios as (
+            update efeito_aplicado
+            set estado = 'reservado', execucao_id = $4, reserva_id = $5, atualizado_em = now(),
+                reenvio_pedido_em = null, incerto_desde = null, motivo_incerto = null,
+                status_http_incerto = null
+            where (select ok from dono)
+              and reenvio_pedido_em is not null
+              and chave = any($1::text[])
+              and estado = 'incerto'
+            returning chave
         )
         select chave from novas union all select chave from retomadas
+        union all select chave from reenvios
         "#,
     )
     .bind(keys)
