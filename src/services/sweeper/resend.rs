@@ -1,8 +1,9 @@
 //! The sweeper's second duty: the keys a human queued for a resend (`review resolve --not-sent`,
 //! invariant 14). Each is rebuilt from its archived event and performed through the applier's
 //! resend path (reserve, call once, settle), under its type's concurrency limit. A key whose event
-//! is gone or whose type is no longer declared cannot be performed: it is reserved and ends
-//! `incerto` again with that reason, so it leaves the queue either way.
+//! is gone cannot be performed: it is reserved and ends `incerto` again with that reason, so it
+//! leaves the queue either way. Only declared types are read: a report's e-mail is resent by the
+//! report's next attempt.
 
 use std::sync::Arc;
 
@@ -18,9 +19,10 @@ impl Sweeper {
     /// queue, so a key that cannot move never holds the pass).
     pub(super) async fn resend_queued(&self, outcome: &mut SweepOutcome) -> Result<(), SweepError> {
         let claim = Claim::new(self.config.execution_id.clone());
+        let types = self.effects.types();
         loop {
             let page = db::retry("queued page", Backoff::default(), || {
-                ledger::queued_page(&self.pool, self.config.page)
+                ledger::queued_page(&self.pool, &types, self.config.page)
             })
             .await?;
             let short = (page.len() as i64) < self.config.page;
@@ -72,7 +74,8 @@ impl Sweeper {
         Ok(moved)
     }
 
-    /// Queued keys that cannot be rebuilt: reserved, then `incerto` again with why.
+    /// Queued keys whose event is gone or no longer asks for the effect: reserved, then
+    /// `incerto` again, saying so.
     async fn give_up(
         &self,
         claim: &Claim,
@@ -92,19 +95,12 @@ impl Sweeper {
             })
             .collect();
         let held = ledger::reserve(&self.pool, claim, &items, None).await?;
-        let why: Vec<Why> = rows
-            .iter()
-            .filter(|r| held.contains(&r.chave))
-            .map(|r| match self.effects.get(&r.tipo_efeito) {
-                Some(_) => Why::from(Reason::EventGone),
-                None => Why::from(Reason::UndeclaredType),
-            })
-            .collect();
         let keys: Vec<String> = rows
             .into_iter()
             .map(|r| r.chave)
             .filter(|k| held.contains(k))
             .collect();
+        let why = vec![Why::from(Reason::EventGone); keys.len()];
         tracing::warn!(
             keys = keys.len(),
             "queued keys cannot be rebuilt from the archive: incerto"

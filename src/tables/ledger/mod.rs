@@ -31,10 +31,10 @@ pub use attempts::{
     history as attempt_history, past_dedup_window, record as record_attempts, within_dedup_window,
     Attempt,
 };
-pub use lookup::{entry, Entry};
+pub use lookup::{entry, of_keys as effects_of_keys, Entry, OrderEffect};
 pub use review::{
     resolve, resolve_in_console, review_list, review_list_filtered, Resolution, ReviewError,
-    ReviewFilter, ReviewItem,
+    ReviewFilter, ReviewItem, QUEUED,
 };
 pub use sweep::{claim_stale, queued_page, stale_page, uncertain_if_stale, StaleRow};
 pub use why::{Reason, Why};

@@ -43,18 +43,24 @@ pub async fn stale_page(
     .await
 }
 
-/// The oldest keys a human queued for a resend (`review resolve --not-sent`), at most `limit`
-/// (served by the partial index on the queued rows). They are performed by reserving them
-/// ([`super::reserve`]), like any key.
-pub async fn queued_page(pool: &PgPool, limit: i64) -> Result<Vec<StaleRow>, sqlx::Error> {
+/// The oldest keys of these types a human queued for a resend (`review resolve --not-sent`), at
+/// most `limit` (served by the partial index on the queued rows). They are performed by reserving
+/// them ([`super::reserve`]), like any key; a key of another type (a report's e-mail) is left to
+/// whoever sends that type.
+pub async fn queued_page(
+    pool: &PgPool,
+    types: &[String],
+    limit: i64,
+) -> Result<Vec<StaleRow>, sqlx::Error> {
     sqlx::query_as(
         r#"
         select chave, evento_id, tipo_efeito from efeito_aplicado
-        where reenvio_pedido_em is not null and estado = 'incerto'
+        where reenvio_pedido_em is not null and estado = 'incerto' and tipo_efeito = any($1)
         order by reenvio_pedido_em, chave
-        limit $1
+        limit $2
         "#,
     )
+    .bind(types)
     .bind(limit)
     .fetch_all(pool)
     .await
