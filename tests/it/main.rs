@@ -12,6 +12,7 @@ mod domain;
 mod dst;
 mod engine;
 mod exits;
+mod explain;
 mod faults;
 mod figures;
 mod helpers;
