@@ -6,6 +6,7 @@
 
 mod browser;
 mod http;
+mod orders;
 mod pages;
 mod sessions;
 
