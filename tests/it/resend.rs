@@ -6,8 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use replay_ledger::domain::Event;
 use serde_json::Value;
-use testkit::sink::Behavior;
+use testkit::sink::{Behavior, Sink};
 
 use crate::helpers::*;
 
@@ -24,7 +25,7 @@ fn fragile() -> JobSpec {
 }
 
 /// An `incerto` row for `event`'s notification, as a run whose call failed left it.
-async fn uncertain(db: &TestDb, event: &replay_ledger::domain::Event) -> String {
+async fn uncertain(db: &TestDb, event: &Event) -> String {
     let key = key(event);
     sqlx::query(
         r#"
@@ -132,10 +133,11 @@ async fn a_resend_that_fails_ends_incerto_with_its_reason_and_no_later_sweep_sen
     assert_eq!(items[0]["http_status"], 500);
 }
 
-#[tokio::test]
-async fn a_sweep_and_a_restarted_replay_on_a_queued_key_send_it_once() {
+/// `n` orders archived, and a provider that cannot deduplicate and answers after 100 ms, so
+/// racing writers overlap.
+async fn slow_provider(n: i64) -> (TestDb, Vec<Event>, Sink, tempfile::TempDir) {
     let db = TestDb::new().await;
-    let events = paid_orders(20);
+    let events = paid_orders(n);
     insert(&db.pool, &events).await;
     let provider = sink(Behavior {
         delay: Duration::from_millis(100),
@@ -143,6 +145,23 @@ async fn a_sweep_and_a_restarted_replay_on_a_queued_key_send_it_once() {
     })
     .await;
     let jobs = jobs_dir(&provider.url(), &fragile());
+    (db, events, provider, jobs)
+}
+
+/// The binary in the background with `args`, its output discarded.
+fn spawn_quiet(db: &TestDb, jobs: &Path, args: &[&str]) -> tokio::process::Child {
+    command(&db.url, jobs)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn replay-ledger")
+}
+
+#[tokio::test]
+async fn a_sweep_and_a_restarted_replay_on_a_queued_key_send_it_once() {
+    let (db, events, provider, jobs) = slow_provider(20).await;
     assert_success(
         &run_bin_within(&db.url, jobs.path(), &["run", JOB]).await,
         "the first run",
@@ -183,15 +202,7 @@ async fn a_sweep_and_a_restarted_replay_on_a_queued_key_send_it_once() {
 
 #[tokio::test]
 async fn a_sweep_and_the_live_consumer_on_a_queued_key_send_it_once() {
-    let db = TestDb::new().await;
-    let events = paid_orders(10);
-    insert(&db.pool, &events).await;
-    let provider = sink(Behavior {
-        delay: Duration::from_millis(100),
-        ..Default::default()
-    })
-    .await;
-    let jobs = jobs_dir(&provider.url(), &fragile());
+    let (db, events, provider, jobs) = slow_provider(10).await;
     std::fs::write(
         jobs.path().join("live.yaml"),
         "name: live\nkind: live\nbatch_size: 50\neffects:\n  notificar-vendedor: { mode: apply, on_failure: keep }\n",
@@ -204,13 +215,7 @@ async fn a_sweep_and_the_live_consumer_on_a_queued_key_send_it_once() {
         queued.push(key);
     }
 
-    let mut consumer = command(&db.url, jobs.path())
-        .args(["consume", "--from-start"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn consume");
+    let mut consumer = spawn_quiet(&db, jobs.path(), &["consume", "--from-start"]);
     let swept = sweep(&db, jobs.path()).await;
     wait_until("every queued key is done", || async {
         keys_in_state(&db.pool, "concluido").await.len() == queued.len()
@@ -250,13 +255,7 @@ async fn kill_the_sweeper_mid_resend(
     let key = uncertain(&db, &events[0]).await;
     not_sent(&db, jobs.path(), &key).await;
 
-    let mut sweeper = command(&db.url, jobs.path())
-        .args(["sweep", "--stale-after", "120s"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn sweep");
+    let mut sweeper = spawn_quiet(&db, jobs.path(), &["sweep", "--stale-after", "120s"]);
     wait_until("the resend is with the provider", || {
         std::future::ready(provider.received().iter().any(|r| r.key == key))
     })
@@ -305,4 +304,26 @@ async fn a_sweeper_killed_mid_resend_retakes_an_idempotent_key_to_concluido() {
         state_and_reason(&db, &key).await,
         ("concluido".into(), None, false)
     );
+}
+
+#[tokio::test]
+async fn the_serve_daemons_sweep_job_sends_a_queued_key_once_and_counts_it() {
+    let (db, events, provider, jobs) = slow_provider(1).await;
+    crate::serve::sweep_job(jobs.path(), "1m");
+    let key = uncertain(&db, &events[0]).await;
+    not_sent(&db, jobs.path(), &key).await;
+
+    let serve = crate::serve::Serve::start_with(&db.url, jobs.path(), "serve", |_| {});
+    wait_until("the queued key is done", || async {
+        keys_in_state(&db.pool, "concluido").await == [key.clone()]
+    })
+    .await;
+    let resent = r#"replay_ledger_sweeper_rows_total{action="resent"}"#;
+    wait_until("the pass is counted", || async {
+        crate::serve::metrics_sample(&serve.metrics().await, resent) == Some(1.0)
+    })
+    .await;
+
+    assert_eq!(provider.deliveries().get(&key), Some(&1));
+    assert_eq!(provider.received().len(), 1);
 }
