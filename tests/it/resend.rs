@@ -327,3 +327,21 @@ async fn the_serve_daemons_sweep_job_sends_a_queued_key_once_and_counts_it() {
     assert_eq!(provider.deliveries().get(&key), Some(&1));
     assert_eq!(provider.received().len(), 1);
 }
+
+#[tokio::test]
+async fn a_simulation_counts_a_queued_key_as_one_the_real_run_would_send() {
+    let db = TestDb::new().await;
+    let events = paid_orders(2);
+    insert(&db.pool, &events).await;
+    let jobs = jobs_dir("http://127.0.0.1:9/", &fragile());
+    let queued = uncertain(&db, &events[0]).await;
+    uncertain(&db, &events[1]).await;
+    not_sent(&db, jobs.path(), &queued).await;
+
+    let out = run_bin_within(&db.url, jobs.path(), &["run", JOB, "--simulate", "--json"]).await;
+
+    assert_success(&out, "run --simulate --json");
+    let summary: Value = serde_json::from_str(&stdout(&out)).expect("one JSON object");
+    assert_eq!(summary["effects"]["seria-aplicado"], 1, "{summary:#}");
+    assert_eq!(summary["effects"]["ja-registrado"], 1, "{summary:#}");
+}

@@ -102,6 +102,10 @@ impl Decision {
     }
 
     fn resolution(&self) -> Result<Resolution, PageError> {
+        // PostgreSQL text holds no NUL: no key has one.
+        if self.keys.iter().any(|k| k.contains('\0')) {
+            return Err(PageError::BadRequest("Chave inválida.".into()));
+        }
         if self.keys.is_empty() || self.keys.len() > MAX_KEYS {
             return Err(PageError::BadRequest(format!(
                 "Escolha de 1 a {MAX_KEYS} chaves."

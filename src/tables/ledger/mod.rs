@@ -300,13 +300,15 @@ async fn settle_held(
     Ok(changed)
 }
 
-/// Which of these keys the ledger already holds, in any state (a simulation's `ja-registrado`).
+/// Which of these keys the ledger already holds, in any state (a simulation's `ja-registrado`),
+/// but a key queued for a resend: the real run would perform it.
 pub async fn registered(pool: &PgPool, keys: &[String]) -> Result<HashSet<String>, sqlx::Error> {
-    let rows: Vec<String> =
-        sqlx::query_scalar("select chave from efeito_aplicado where chave = any($1)")
-            .bind(keys)
-            .fetch_all(pool)
-            .await?;
+    let rows: Vec<String> = sqlx::query_scalar(
+        "select chave from efeito_aplicado where chave = any($1) and reenvio_pedido_em is null",
+    )
+    .bind(keys)
+    .fetch_all(pool)
+    .await?;
     Ok(rows.into_iter().collect())
 }
 

@@ -176,3 +176,25 @@ async fn a_decision_with_a_key_that_cannot_be_resolved_resolves_none() {
     assert!(queued(&s.db).await.is_empty());
     assert_eq!(keys_in_state(&s.db.pool, "incerto").await.len(), 3);
 }
+
+#[tokio::test]
+async fn a_decision_naming_a_key_with_a_nul_byte_is_refused_with_400() {
+    let (s, console, operator, keys) = three_uncertain_keys().await;
+    let csrf = operator.get("/review").await.csrf().unwrap();
+
+    let refused = operator
+        .post(
+            "/review/resolve",
+            &[
+                ("csrf_token", csrf.as_str()),
+                ("key", keys[0].as_str()),
+                ("key", "evt-1\0:notificar-vendedor"),
+                ("outcome", "sent"),
+            ],
+        )
+        .await;
+
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(keys_in_state(&s.db.pool, "incerto").await.len(), 3);
+    assert!(!console.log().contains("ERROR"), "{}", console.log());
+}
