@@ -82,10 +82,22 @@ async fn a_key_resolved_not_sent_is_sent_exactly_once_by_the_next_sweep() {
     let key = uncertain(&db, &events[0]).await;
 
     not_sent(&db, jobs.path(), &key).await;
+    let again = ["review", "resolve", &key, "--not-sent"];
+    let twice = run_bin_within(&db.url, jobs.path(), &again).await;
+    let table = run_bin_within(&db.url, jobs.path(), &["review", "list"]).await;
     let queued = review_json(&db, jobs.path()).await;
     let first = sweep(&db, jobs.path()).await;
     let second = sweep(&db, jobs.path()).await;
 
+    assert_exits_saying(&twice, 2, "already queued for a resend");
+    let line = stdout(&table)
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    for cell in ["reenvio-pendente", "ped-1", "R$ 3,09"] {
+        assert!(line.contains(cell), "{line}");
+    }
     assert_eq!(queued.len(), 1, "{queued:#?}");
     assert_eq!(queued[0]["status"], "reenvio-pendente");
     assert_eq!(queued[0]["order_id"], "ped-1");

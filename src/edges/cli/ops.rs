@@ -147,6 +147,9 @@ fn review_table(items: &[ReviewItem]) -> String {
     }
     let header = [
         "key",
+        "status",
+        "order",
+        "amount",
         "type",
         "execution",
         "reason",
@@ -154,7 +157,7 @@ fn review_table(items: &[ReviewItem]) -> String {
         "attempts",
         "last error",
     ];
-    let rows: Vec<[String; 7]> = items
+    let rows: Vec<[String; 10]> = items
         .iter()
         .map(|i| {
             let reason = match (i.motivo, i.status_http) {
@@ -165,6 +168,10 @@ fn review_table(items: &[ReviewItem]) -> String {
             let age = std::time::Duration::from_secs(i.idade_segundos.max(0) as u64);
             [
                 inert(&i.key),
+                i.status.clone(),
+                inert(i.pedido_id.as_deref().unwrap_or("-")),
+                i.valor_centavos
+                    .map_or("-".into(), crate::shared::money::brl),
                 inert(&i.tipo_efeito),
                 inert(&i.execucao_id),
                 reason,
