@@ -11,8 +11,6 @@ alter table efeito_aplicado add constraint efeito_aplicado_reenvio_incerto
 -- The queue the sweeper reads, and the probe a reservation makes: few rows, kept by a partial index.
 create index if not exists efeito_aplicado_reenvio
   on efeito_aplicado (reenvio_pedido_em, chave) where reenvio_pedido_em is not null;
-create index if not exists efeito_aplicado_reenvio_chave
-  on efeito_aplicado (chave) where reenvio_pedido_em is not null;
 
 -- An `incerto` row waits for a human: only the owner changes or removes it, except the one step
 -- a human's `nao-enviado` allows anyone who reserves: the queued row becomes a reservation (and

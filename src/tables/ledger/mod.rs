@@ -136,7 +136,8 @@ pub async fn reserve(
     // reserved rows, which the partial indexes on `estado = 'reservado'` keep few, and checks
     // its conditions again on the row it locks. The update cannot see the rows the insert adds,
     // so no key is touched twice; a queued key is found among the few queued rows (a partial
-    // index). An owner's claim reserves only while its epoch owns the
+    // index; `is not distinct from` keeps the planner off the index of every `incerto` row,
+    // which a long review queue makes large). An owner's claim reserves only while its epoch owns the
     // execution (`confirmar_dono`, evaluated once; it fails the statement otherwise).
     sqlx::query_scalar(
         r#"
@@ -171,7 +172,7 @@ pub async fn reserve(
             where (select ok from dono)
               and reenvio_pedido_em is not null
               and chave = any($1::text[])
-              and estado = 'incerto'
+              and estado is not distinct from 'incerto'
             returning chave
         )
         select chave from novas union all select chave from retomadas
