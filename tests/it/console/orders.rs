@@ -198,3 +198,22 @@ async fn a_decision_naming_a_key_with_a_nul_byte_is_refused_with_400() {
     assert_eq!(keys_in_state(&s.db.pool, "incerto").await.len(), 3);
     assert!(!console.log().contains("ERROR"), "{}", console.log());
 }
+
+#[tokio::test]
+async fn every_diff_row_links_to_its_orders_page() {
+    let s = simulated().await;
+    add_user(&s.db.url, s.jobs.path(), "vera@example.com", "viewer").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let viewer = Client::logged_in(&console, "vera@example.com").await;
+
+    let page = viewer.get(&format!("/executions/{JOB}:simulacao")).await;
+    let order = viewer.get("/pedidos/ped-7").await;
+
+    assert_eq!(page.status, 200);
+    for i in 1..=10 {
+        let link = format!("<a href=\"/pedidos/ped-{i}\">ped-{i}</a>");
+        assert!(page.body.contains(&link), "{link} not on the page");
+    }
+    assert_eq!(order.status, 200, "{}", order.body);
+    assert!(order.body.contains("evt-7"), "{}", order.body);
+}
