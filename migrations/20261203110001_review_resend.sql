@@ -5,6 +5,9 @@
 -- or the live consumer covering the event, whichever reserves it first) reserves it, which
 -- clears the mark, calls the provider once and settles it as any reservation.
 alter table efeito_aplicado add column if not exists reenvio_pedido_em timestamptz;
+-- When a queued key was reserved again: its provider never received it (a human said so), so the
+-- provider's `dedup_window` counts from here, not from the attempts before the decision.
+alter table efeito_aplicado add column if not exists reenvio_desde timestamptz;
 alter table efeito_aplicado drop constraint if exists efeito_aplicado_reenvio_incerto;
 alter table efeito_aplicado add constraint efeito_aplicado_reenvio_incerto
   check (reenvio_pedido_em is null or estado = 'incerto');

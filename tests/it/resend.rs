@@ -357,3 +357,42 @@ async fn a_simulation_counts_a_queued_key_as_one_the_real_run_would_send() {
     assert_eq!(summary["effects"]["seria-aplicado"], 1, "{summary:#}");
     assert_eq!(summary["effects"]["ja-registrado"], 1, "{summary:#}");
 }
+
+#[tokio::test]
+async fn a_replay_sends_a_queued_key_whose_earlier_attempts_are_past_the_dedup_window() {
+    let db = TestDb::new().await;
+    let events = paid_orders(1);
+    insert(&db.pool, &events).await;
+    let provider = sink(dedup()).await;
+    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
+    let effects = jobs.path().join("effects.yaml");
+    let mut yaml = std::fs::read_to_string(&effects).unwrap();
+    yaml.push_str("  dedup_window: 1h\n");
+    std::fs::write(&effects, yaml).unwrap();
+    let key = uncertain(&db, &events[0]).await;
+    sqlx::query(
+        r#"
+        insert into efeito_tentativa (chave, execucao_id, iniciada_em, concluida_em, resultado, classe_erro)
+        values ($1, $2, now() - interval '3 hours', now() - interval '3 hours', 'falha', 'timeout')
+        "#,
+    )
+    .bind(&key)
+    .bind(JOB)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("update efeito_aplicado set criado_em = now() - interval '3 hours'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    not_sent(&db, jobs.path(), &key).await;
+
+    let run = run_bin_within(&db.url, jobs.path(), &["run", JOB]).await;
+
+    assert_success(&run, "run");
+    assert_eq!(provider.deliveries().get(&key), Some(&1));
+    assert_eq!(
+        state_and_reason(&db, &key).await,
+        ("concluido".into(), None, false)
+    );
+}

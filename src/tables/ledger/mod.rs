@@ -167,7 +167,8 @@ pub async fn reserve(
         reenvios as (
             update efeito_aplicado
             set estado = 'reservado', execucao_id = $4, reserva_id = $5, atualizado_em = now(),
-                reenvio_pedido_em = null, incerto_desde = null, motivo_incerto = null,
+                reenvio_pedido_em = null, reenvio_desde = now(), incerto_desde = null,
+                motivo_incerto = null,
                 status_http_incerto = null
             where (select ok from dono)
               and reenvio_pedido_em is not null
