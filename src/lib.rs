@@ -8,7 +8,8 @@
 //!
 //! - [`edges`] — what people and other programs touch:
 //!   - [`edges::cli`] — the `replay-ledger` command line, and the one map to exit statuses.
-//!   - [`edges::console`] — the web console: executions, diffs, approvals, the review queue.
+//!   - [`edges::console`] — the web console: executions, diffs, approvals, the review queue,
+//!     one order's story.
 //!   - [`edges::metrics`] — `/metrics` (Prometheus) and `/healthz` of the daemons.
 //!   - [`edges::http_server`] — serves a router with bounded connections and timeouts.
 //!   - [`edges::demo`] — the end-to-end story on a throwaway database.

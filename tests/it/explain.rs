@@ -198,3 +198,22 @@ async fn explain_prints_archive_text_inert() {
         "{text:?}"
     );
 }
+
+#[tokio::test]
+async fn an_order_id_longer_than_any_index_entry_is_archived_and_explained() {
+    let db = TestDb::new().await;
+    let long = "p".repeat(4000);
+    insert(&db.pool, &[paid(1, &long, 1, 1000, 5.0)]).await;
+    let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
+
+    let story = explain_json(&db, jobs.path(), &long).await;
+
+    assert_eq!(story["events"][0]["id"], "evt-1");
+    assert!(story["events"][0]["rejected"]
+        .as_str()
+        .unwrap()
+        .contains("longer than 1024 bytes"));
+    assert_eq!(story["comissao"], Value::Null);
+    assert_eq!(story["expected_cents"], Value::Null);
+    assert_eq!(story["consistent"], true);
+}

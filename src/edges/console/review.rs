@@ -134,7 +134,7 @@ pub(super) async fn confirm(
     let items: Vec<_> = ledger::review_list(&console.pool)
         .await?
         .into_iter()
-        .filter(|i| decision.keys.contains(&i.key))
+        .filter(|i| i.status != ledger::QUEUED && decision.keys.contains(&i.key))
         .collect();
     if items.len() != decision.keys.len() {
         return Err(PageError::Conflict(

@@ -175,7 +175,8 @@ pub async fn by_ids(pool: &PgPool, ids: &[String]) -> Result<Vec<Event>, sqlx::E
     Ok(rows.into_iter().map(into_event).collect())
 }
 
-/// Every event of one order, in `posicao` order (an order's story: `explain`).
+/// Every event of one order, in `posicao` order (an order's story: `explain`), found by the hash
+/// index on `pedido_id`.
 pub async fn of_order(pool: &PgPool, pedido_id: &str) -> Result<Vec<Event>, sqlx::Error> {
     let rows: Vec<EventRow> = sqlx::query_as(
         r#"
