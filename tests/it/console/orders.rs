@@ -88,6 +88,14 @@ async fn three_uncertain_keys() -> (Simulated, ConsoleProc, Client, [String; 3])
     (s, console, operator, keys)
 }
 
+/// `POST /review/resolve` of one decision for `keys`, with the session's CSRF token.
+async fn decide(operator: &Client, keys: &[&str], outcome: &str) -> Answer {
+    let csrf = operator.get("/review").await.csrf().unwrap();
+    let mut form = vec![("csrf_token", csrf.as_str()), ("outcome", outcome)];
+    form.extend(keys.iter().map(|k| ("key", *k)));
+    operator.post("/review/resolve", &form).await
+}
+
 async fn queued(db: &TestDb) -> Vec<String> {
     sqlx::query_scalar(
         "select chave from efeito_aplicado where reenvio_pedido_em is not null order by chave",
@@ -115,7 +123,6 @@ async fn review_rows_show_the_order_and_the_amount_linked_to_the_orders_page() {
 #[tokio::test]
 async fn one_decision_resolves_several_keys_after_a_confirmation() {
     let (s, _console, operator, keys) = three_uncertain_keys().await;
-    let csrf = operator.get("/review").await.csrf().unwrap();
 
     let confirm = operator
         .get(&format!(
@@ -124,17 +131,7 @@ async fn one_decision_resolves_several_keys_after_a_confirmation() {
         ))
         .await;
     let nothing_yet = queued(&s.db).await;
-    let decided = operator
-        .post(
-            "/review/resolve",
-            &[
-                ("csrf_token", csrf.as_str()),
-                ("key", keys[0].as_str()),
-                ("key", keys[2].as_str()),
-                ("outcome", "not-sent"),
-            ],
-        )
-        .await;
+    let decided = decide(&operator, &[&keys[0], &keys[2]], "not-sent").await;
     let after = operator.get("/review").await;
 
     assert_eq!(confirm.status, 200, "{}", confirm.body);
@@ -158,19 +155,13 @@ async fn one_decision_resolves_several_keys_after_a_confirmation() {
 #[tokio::test]
 async fn a_decision_with_a_key_that_cannot_be_resolved_resolves_none() {
     let (s, _console, operator, keys) = three_uncertain_keys().await;
-    let csrf = operator.get("/review").await.csrf().unwrap();
 
-    let refused = operator
-        .post(
-            "/review/resolve",
-            &[
-                ("csrf_token", csrf.as_str()),
-                ("key", keys[0].as_str()),
-                ("key", "evt-404:notificar-vendedor"),
-                ("outcome", "not-sent"),
-            ],
-        )
-        .await;
+    let refused = decide(
+        &operator,
+        &[&keys[0], "evt-404:notificar-vendedor"],
+        "not-sent",
+    )
+    .await;
 
     assert_eq!(refused.status, 404, "{}", refused.body);
     assert!(queued(&s.db).await.is_empty());
@@ -180,19 +171,8 @@ async fn a_decision_with_a_key_that_cannot_be_resolved_resolves_none() {
 #[tokio::test]
 async fn a_decision_naming_a_key_with_a_nul_byte_is_refused_with_400() {
     let (s, console, operator, keys) = three_uncertain_keys().await;
-    let csrf = operator.get("/review").await.csrf().unwrap();
 
-    let refused = operator
-        .post(
-            "/review/resolve",
-            &[
-                ("csrf_token", csrf.as_str()),
-                ("key", keys[0].as_str()),
-                ("key", "evt-1\0:notificar-vendedor"),
-                ("outcome", "sent"),
-            ],
-        )
-        .await;
+    let refused = decide(&operator, &[&keys[0], "evt-1\0:notificar-vendedor"], "sent").await;
 
     assert_eq!(refused.status, 400, "{}", refused.body);
     assert_eq!(keys_in_state(&s.db.pool, "incerto").await.len(), 3);
