@@ -120,6 +120,10 @@ fn example() -> Report {
         idade_segundos: 8_100,
         tentativas: 1,
         ultimo_erro: Some("timeout".into()),
+        evento_id: "evt-0998812".into(),
+        status: "incerto".into(),
+        pedido_id: Some("ped-0998812".into()),
+        valor_centavos: Some(1_234),
     }];
     let execution = ExecutionReport::from_parts(execution, Mode::Simulation, rows(), rejected);
     Report::new(

@@ -8,7 +8,8 @@
 //!
 //! - [`edges`] — what people and other programs touch:
 //!   - [`edges::cli`] — the `replay-ledger` command line, and the one map to exit statuses.
-//!   - [`edges::console`] — the web console: executions, diffs, approvals, the review queue.
+//!   - [`edges::console`] — the web console: executions, diffs, approvals, the review queue,
+//!     one order's story.
 //!   - [`edges::metrics`] — `/metrics` (Prometheus) and `/healthz` of the daemons.
 //!   - [`edges::http_server`] — serves a router with bounded connections and timeouts.
 //!   - [`edges::demo`] — the end-to-end story on a throwaway database.
@@ -20,6 +21,7 @@
 //!   - [`services::report`] — reports to finance, mailed exactly once or flagged.
 //!   - [`services::held`] — an execution held by this process: lock, claim, recovery.
 //!   - [`services::counters`] — what this process did since it started.
+//!   - [`services::story`] — one order's story (`explain`, the console's `/pedidos/{id}`).
 //! - [`engine`] — the one path an event takes, and what decides it:
 //!   - [`engine::plan`] — an execution planned once from a job and how it was asked.
 //!   - [`engine::applier`] — the one code path for live processing and replay.

@@ -357,6 +357,11 @@ impl Effects {
             .collect()
     }
 
+    /// Every declared type.
+    pub fn types(&self) -> Vec<String> {
+        self.by_type.keys().cloned().collect()
+    }
+
     /// The types whose provider deduplicates by key.
     pub fn idempotent_types(&self) -> Vec<String> {
         self.by_type

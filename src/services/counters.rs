@@ -71,7 +71,7 @@ impl Metrics {
     pub fn new() -> Self {
         let metrics = Metrics::default();
         let mut c = metrics.lock();
-        for action in ["retaken", "completed", "released", "uncertain"] {
+        for action in ["retaken", "completed", "released", "uncertain", "resent"] {
             c.sweeper.insert(action, 0);
         }
         drop(c);
@@ -125,6 +125,7 @@ impl Metrics {
             ("completed", outcome.completed),
             ("released", outcome.released),
             ("uncertain", outcome.uncertain),
+            ("resent", outcome.resent),
         ] {
             *c.sweeper.entry(action).or_default() += n;
         }

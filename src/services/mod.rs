@@ -1,5 +1,6 @@
 //! The loops that run: a replay's batch loop, the live consumer, the sweeper, the scheduler
-//! daemon and the reports it mails; the one way a process holds an execution; what it counted.
+//! daemon and the reports it mails; the one way a process holds an execution; what it counted;
+//! one order's story, told from the tables.
 
 pub mod consumer;
 pub mod counters;
@@ -7,4 +8,5 @@ pub mod held;
 pub mod report;
 pub mod runner;
 pub mod scheduler;
+pub mod story;
 pub mod sweeper;

@@ -80,7 +80,7 @@ impl Serve {
         self.get("/healthz").await.map(|(status, _)| status)
     }
 
-    async fn metrics(&self) -> String {
+    pub(crate) async fn metrics(&self) -> String {
         self.get("/metrics")
             .await
             .map(|(_, body)| body)

@@ -82,8 +82,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// One order's story: its events (the commission each implies, or why it was rejected), its
+    /// comissao row against the value the archive implies, every correction by execution, every
+    /// effect key with state, execution, attempts and reason. An unknown order exits 2.
+    Explain {
+        /// The order's `pedido_id`.
+        pedido: String,
+        /// Print the story as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// One sweeper pass over stale reservations: retake those of idempotent types, move the
-    /// others to `incerto`.
+    /// others to `incerto`; then send the keys a review decision queued (`--not-sent`).
     Sweep {
         /// Age past which a reservation is abandoned (default: the sweep job's `stale_after`, else 5m).
         #[arg(long, value_parser = config::parse_stale_after)]

@@ -21,6 +21,7 @@ mod args;
 mod console;
 mod daemons;
 mod exit;
+mod explain;
 mod failure;
 mod ops;
 mod reports;
@@ -138,6 +139,7 @@ async fn dispatch(cli: Cli) -> Outcome {
         }
         Command::Status { json } => ops::status(&cli, *json).await,
         Command::Sweep { stale_after } => ops::sweep(&cli, *stale_after).await,
+        Command::Explain { pedido, json } => explain::explain(&cli, pedido, *json).await,
         Command::Review { action } => ops::review(&cli, action).await,
         Command::Grants {
             worker,

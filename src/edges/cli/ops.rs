@@ -54,8 +54,8 @@ pub(super) async fn sweep(cli: &Cli, stale_after: Option<std::time::Duration>) -
     let sweeper = Sweeper::new(pool, effects, config).map_err(Failure::invalid)?;
     let outcome = sweeper.run_once().await?;
     println!(
-        "sweep: retaken {}, completed {}, left for the next pass {}, moved to incerto {}",
-        outcome.retaken, outcome.completed, outcome.released, outcome.uncertain
+        "sweep: retaken {}, completed {}, left for the next pass {}, moved to incerto {}, resent {}",
+        outcome.retaken, outcome.completed, outcome.released, outcome.uncertain, outcome.resent
     );
     Ok(())
 }
@@ -120,7 +120,7 @@ async fn resolve(
             let done = if sent {
                 "marked concluido (it went out)"
             } else {
-                "removed from the ledger; the next run of its window performs it"
+                "queued for a resend; the next `sweep` sends it"
             };
             println!("{}: {done}; recorded as `{}`", inert(key), inert(&by));
             Ok(())
@@ -147,6 +147,9 @@ fn review_table(items: &[ReviewItem]) -> String {
     }
     let header = [
         "key",
+        "status",
+        "order",
+        "amount",
         "type",
         "execution",
         "reason",
@@ -154,7 +157,7 @@ fn review_table(items: &[ReviewItem]) -> String {
         "attempts",
         "last error",
     ];
-    let rows: Vec<[String; 7]> = items
+    let rows: Vec<[String; 10]> = items
         .iter()
         .map(|i| {
             let reason = match (i.motivo, i.status_http) {
@@ -165,6 +168,10 @@ fn review_table(items: &[ReviewItem]) -> String {
             let age = std::time::Duration::from_secs(i.idade_segundos.max(0) as u64);
             [
                 inert(&i.key),
+                i.status.clone(),
+                inert(i.pedido_id.as_deref().unwrap_or("-")),
+                i.valor_centavos
+                    .map_or("-".into(), crate::shared::money::brl),
                 inert(&i.tipo_efeito),
                 inert(&i.execucao_id),
                 reason,

@@ -8,7 +8,8 @@
 //! - `session`, `csrf`, `auth`: sessions in PostgreSQL (so instances share them; only a digest of
 //!   the cookie's token is stored; idle expiry by the database's clock), the CSRF token bound to
 //!   each session, login with throttling per account and per address, logout;
-//! - `executions`, `approve`, `review`, `audit`: the pages. Every figure comes from the tallies
+//! - `executions`, `approve`, `review`, `audit`, `pedidos` (one order's story): the pages.
+//!   Every figure comes from the tallies
 //!   and the report model ([`crate::services::report`]), the approval is [`crate::engine::approval`]'s (the CLI's
 //!   checks and fingerprint), a decision is [`crate::tables::ledger`]'s;
 //! - `templates`, `views`, `headers`, `error`: markup, the models handlers fill and templates
@@ -26,6 +27,7 @@ mod csrf;
 mod error;
 mod executions;
 mod headers;
+mod pedidos;
 mod review;
 mod session;
 mod templates;
@@ -140,7 +142,9 @@ impl Console {
             .route("/executions/{id}", get(executions::detail))
             .route("/executions/{id}/diff.csv", get(executions::diff_csv))
             .route("/executions/{id}/approve", post(approve::approve))
+            .route("/pedidos/{pedido_id}", get(pedidos::detail))
             .route("/review", get(review::list))
+            .route("/review/confirm", get(review::confirm))
             .route("/review/resolve", post(review::resolve))
             .route("/audit", get(audit::list))
             .route(headers::STYLESHEET_PATH, get(headers::stylesheet))

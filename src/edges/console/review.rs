@@ -1,11 +1,14 @@
-//! `GET /review` (the `incerto` queue with its reasons, filtered by type, execution and age) and
-//! `POST /review/resolve` (form `csrf_token`, `key`, `outcome` = `sent` | `not-sent`, `note`),
-//! which records the decision as the operator account of the session, through
-//! `console_resolver_incerto` (the same statement as `review resolve`, plus the account check).
+//! `GET /review` (the `incerto` queue with its reasons, orders and amounts, filtered by type,
+//! execution and age, and the keys queued for a resend until the sweep sends them),
+//! `GET /review/confirm` (the keys chosen, before one decision for all of them) and
+//! `POST /review/resolve` (form `csrf_token`, `key` — once or more —, `outcome` = `sent` |
+//! `not-sent`, `note`), which records the decision as the operator account of the session,
+//! through `console_resolver_incerto` (the same statement as `review resolve`, plus the account
+//! check), all keys or none.
 
-use axum::extract::{Query, State};
+use axum::body::Bytes;
+use axum::extract::{Query, RawQuery, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Form;
 use serde::Deserialize;
 
 use super::error::PageError;
@@ -70,31 +73,94 @@ fn outcome(word: &str) -> Option<Resolution> {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub(super) struct ResolveForm {
+/// The most keys one decision takes.
+const MAX_KEYS: usize = 500;
+
+/// A decision's fields: `key` may come more than once (one decision for several keys).
+#[derive(Debug, Default)]
+pub(super) struct Decision {
     csrf_token: Option<String>,
-    key: String,
+    keys: Vec<String>,
     outcome: String,
     note: Option<String>,
 }
 
+impl Decision {
+    /// From a form body or a query string; a repeated key counts once.
+    fn parse(encoded: &[u8]) -> Decision {
+        let mut d = Decision::default();
+        for (name, value) in url::form_urlencoded::parse(encoded) {
+            match name.as_ref() {
+                "csrf_token" => d.csrf_token = Some(value.into_owned()),
+                "key" if !d.keys.iter().any(|k| *k == value) => d.keys.push(value.into_owned()),
+                "outcome" => d.outcome = value.into_owned(),
+                "note" => d.note = Some(value.into_owned()),
+                _ => {}
+            }
+        }
+        d
+    }
+
+    fn resolution(&self) -> Result<Resolution, PageError> {
+        // PostgreSQL text holds no NUL: no key has one.
+        if self.keys.iter().any(|k| k.contains('\0')) {
+            return Err(PageError::BadRequest("Chave inválida.".into()));
+        }
+        if self.keys.is_empty() || self.keys.len() > MAX_KEYS {
+            return Err(PageError::BadRequest(format!(
+                "Escolha de 1 a {MAX_KEYS} chaves."
+            )));
+        }
+        outcome(&self.outcome)
+            .ok_or_else(|| PageError::BadRequest("outcome deve ser sent ou not-sent".into()))
+    }
+}
+
+/// `GET /review/confirm?key=…&key=…&outcome=…`: the keys chosen on the review page, with their
+/// orders and amounts, and the form that posts the decision to `POST /review/resolve`. Changes
+/// nothing.
+pub(super) async fn confirm(
+    State(console): State<Console>,
+    session: Session,
+    RawQuery(query): RawQuery,
+) -> Result<Response, PageError> {
+    if !session.role.may_resolve() {
+        return Err(PageError::Forbidden(
+            "só uma conta de operação (operator) resolve itens da revisão",
+        ));
+    }
+    let decision = Decision::parse(query.unwrap_or_default().as_bytes());
+    let resolution = decision.resolution()?;
+    let items: Vec<_> = ledger::review_list(&console.pool)
+        .await?
+        .into_iter()
+        .filter(|i| i.status != ledger::QUEUED && decision.keys.contains(&i.key))
+        .collect();
+    if items.len() != decision.keys.len() {
+        return Err(PageError::Conflict(
+            "Alguma chave escolhida não está mais na fila; volte à revisão.".into(),
+        ));
+    }
+    let markup = page::confirm(&session, console.config.timezone, &items, resolution);
+    Ok(templates::html(markup).into_response())
+}
+
 /// `POST /review/resolve`: 401 without a session, 403 without the CSRF token or the operator
-/// role, 400 for an unknown outcome or a refused note, 404/409 for a key that is not (or no
-/// longer) `incerto`; else 303 back to the queue.
+/// role, 400 for an unknown outcome, no key or a refused note, 404/409 for a key that is not (or
+/// no longer) `incerto` — then no key of the decision is resolved; else 303 back to the queue.
 pub(super) async fn resolve(
     State(console): State<Console>,
     session: Session,
-    Form(form): Form<ResolveForm>,
+    body: Bytes,
 ) -> Result<Response, PageError> {
+    let form = Decision::parse(&body);
     super::csrf::check(&session, form.csrf_token.as_deref())?;
     if !session.role.may_resolve() {
         return Err(PageError::Forbidden(
             "só uma conta de operação (operator) resolve itens da revisão",
         ));
     }
-    let resolution = outcome(&form.outcome)
-        .ok_or_else(|| PageError::BadRequest("outcome deve ser sent ou not-sent".into()))?;
+    let resolution = form.resolution()?;
     let note = form.note.filter(|n| !n.trim().is_empty());
     if let Some(Err(e)) = note.as_deref().map(crate::shared::identity::check_note) {
         return Err(PageError::BadRequest(format!("Nota recusada: {e}")));
@@ -103,7 +169,7 @@ pub(super) async fn resolve(
         &console.pool,
         &session.token_digest,
         console.config.idle_timeout,
-        &form.key,
+        &form.keys,
         resolution,
         note.as_deref(),
     )
@@ -111,7 +177,7 @@ pub(super) async fn resolve(
     match result {
         Ok(()) => Ok(Redirect::to(&format!(
             "/review?resolved={}&outcome={}",
-            templates::query_value(&form.key),
+            templates::query_value(&form.keys.join(", ")),
             form.outcome
         ))
         .into_response()),

@@ -54,7 +54,7 @@ impl Metrics {
         out.family(
             "replay_ledger_sweeper_rows_total",
             "counter",
-            "Ledger rows handled by sweeper passes of this process: retaken, completed, released (retake failed, retried at a later pass), uncertain (moved to incerto).",
+            "Ledger rows handled by sweeper passes of this process: retaken, completed, released (retake failed, retried at a later pass), uncertain (moved to incerto), resent (queued by a review decision and sent).",
         );
         for (action, n) in &c.sweeper {
             out.sample("replay_ledger_sweeper_rows_total", &[("action", action)], n);

@@ -6,6 +6,7 @@
 
 mod call;
 mod dispatch;
+mod resend;
 mod state;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,7 @@ use crate::tables::execution::{Mode, Rejected};
 use crate::tables::ledger::Claim;
 
 pub use dispatch::EffectFailure;
+pub use resend::{resend, Queued, Resent};
 
 /// What a job says about applying events: the part of a replay job or of the live consumer's
 /// job that the applier follows.

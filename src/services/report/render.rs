@@ -408,7 +408,7 @@ fn review(report: &Report) -> Section {
     if rows.is_empty() {
         lines.push("Vazia: nenhum efeito com resultado desconhecido.".to_string());
     } else {
-        lines.push("Resultado desconhecido: nunca reenviados automaticamente. Quem confirmar o que aconteceu registra com `replay-ledger review resolve CHAVE --sent` (saiu) ou `--not-sent` (não saiu; a próxima execução o faz).".to_string());
+        lines.push("Resultado desconhecido: nunca reenviados automaticamente. Quem confirmar o que aconteceu registra com `replay-ledger review resolve CHAVE --sent` (saiu) ou `--not-sent` (não saiu; a próxima varredura o envia).".to_string());
         if report.review_total > rows.len() {
             lines.push(format!(
                 "Os {} mais antigos de {} (`replay-ledger review list`).",

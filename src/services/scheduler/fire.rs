@@ -330,8 +330,8 @@ impl Shared {
         self.record_plain(&job.name, result.is_ok());
         let detail = match &result {
             Ok(o) => format!(
-                "retaken {}, completed {}, uncertain {}",
-                o.retaken, o.completed, o.uncertain
+                "retaken {}, completed {}, uncertain {}, resent {}",
+                o.retaken, o.completed, o.uncertain, o.resent
             ),
             Err(e) => crate::shared::text::inert(&e.to_string()),
         };

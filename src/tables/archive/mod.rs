@@ -175,6 +175,21 @@ pub async fn by_ids(pool: &PgPool, ids: &[String]) -> Result<Vec<Event>, sqlx::E
     Ok(rows.into_iter().map(into_event).collect())
 }
 
+/// Every event of one order, in `posicao` order (an order's story: `explain`), found by the hash
+/// index on `pedido_id`.
+pub async fn of_order(pool: &PgPool, pedido_id: &str) -> Result<Vec<Event>, sqlx::Error> {
+    let rows: Vec<EventRow> = sqlx::query_as(
+        r#"
+            select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
+            from evento_arquivado where pedido_id = $1 order by posicao
+            "#,
+    )
+    .bind(pedido_id)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(into_event).collect())
+}
+
 /// What a window of the archive holds, summed up so that a change shows: the number of events,
 /// the highest `posicao`, and an order-independent hash over each event's id, version, position
 /// and payload. The approval gate compares it between approval and the real run.

@@ -1,8 +1,10 @@
 //! Every statement on `comissao` (the derived state), `reprocessamento_diff` (a simulation's
-//! before/after, in [`diff`]) and `reprocessamento_correcao` (what a real run changed). Batches
+//! before/after, in [`diff`]) and `reprocessamento_correcao` (what a real run changed); one
+//! order's row and corrections in [`order`]. Batches
 //! are set-based: one statement per step over arrays.
 
 mod diff;
+pub mod order;
 
 pub use diff::{
     approved_vs_applied, clear_diff, correction_rows, diff_drift, diff_fingerprint, diff_rows,

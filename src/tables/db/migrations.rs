@@ -32,6 +32,8 @@ const FILES: &[(&str, &str)] = embedded![
     "20261202040000_previous_values.sql",
     "20261202050000_comissao_previous_values.sql",
     "20261203010000_ownership_epoch.sql",
+    "20261203110001_review_resend.sql",
+    "20261203110002_order_story.sql",
     "20261203140000_ledger_hot_completion.sql",
 ];
 

@@ -129,7 +129,8 @@ pub async fn within_dedup_window<T>(
 }
 
 /// Keys whose first attempt (or first reservation) is older than their own window (`windows`, in
-/// seconds, one a key).
+/// seconds, one a key). For a key a human queued for a resend, only what came since it was
+/// reserved again counts: the provider never received it before.
 async fn past_their_windows<'c>(
     db: impl PgExecutor<'c>,
     keys: &[String],
@@ -138,10 +139,11 @@ async fn past_their_windows<'c>(
     sqlx::query_scalar(
         r#"
         select k from unnest($1::text[], $2::float8[]) as u(k, w)
+        left join efeito_aplicado e on e.chave = u.k
         where exists (select 1 from efeito_tentativa t
-                      where t.chave = u.k and t.iniciada_em < now() - make_interval(secs => u.w))
-           or exists (select 1 from efeito_aplicado e
-                      where e.chave = u.k and e.criado_em < now() - make_interval(secs => u.w))
+                      where t.chave = u.k and t.iniciada_em < now() - make_interval(secs => u.w)
+                        and (e.reenvio_desde is null or t.iniciada_em >= e.reenvio_desde))
+           or coalesce(e.reenvio_desde, e.criado_em) < now() - make_interval(secs => u.w)
         "#,
     )
     .bind(keys)

@@ -35,3 +35,66 @@ pub async fn entry(pool: &PgPool, key: &str) -> Result<Option<Entry>, sqlx::Erro
     .fetch_optional(pool)
     .await
 }
+
+/// One effect of an order, as `explain` tells it: its row, the attempts made and why it is
+/// `incerto` (when it is).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OrderEffect {
+    pub key: String,
+    #[serde(skip)]
+    pub evento_id: String,
+    #[serde(rename = "effect_type")]
+    pub tipo_efeito: String,
+    #[serde(rename = "state")]
+    pub estado: super::State,
+    /// `incerto`, `reenvio-pendente` (a human queued it) or the state itself.
+    pub status: String,
+    #[serde(rename = "execution")]
+    pub execucao_id: String,
+    #[serde(rename = "attempts")]
+    pub tentativas: i64,
+    #[serde(rename = "reason")]
+    pub motivo: Option<super::Reason>,
+    #[serde(rename = "http_status")]
+    pub status_http: Option<i32>,
+    #[serde(rename = "created_at")]
+    pub criado_em: DateTime<Utc>,
+    #[serde(rename = "updated_at")]
+    pub atualizado_em: DateTime<Utc>,
+}
+
+crate::tables::db::from_row!(OrderEffect {
+    key,
+    evento_id,
+    tipo_efeito,
+    estado,
+    status,
+    execucao_id,
+    tentativas,
+    motivo,
+    status_http,
+    criado_em,
+    atualizado_em,
+});
+
+/// The ledger rows of these keys, with their attempt counts, by key (one probe of the primary
+/// key each).
+pub async fn of_keys(pool: &PgPool, keys: &[String]) -> Result<Vec<OrderEffect>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select e.chave as key, e.evento_id, e.tipo_efeito, e.estado,
+               case when e.reenvio_pedido_em is not null then 'reenvio-pendente'
+                    else e.estado end as status,
+               e.execucao_id,
+               (select count(*) from efeito_tentativa_historico t where t.chave = e.chave) as tentativas,
+               e.motivo_incerto as motivo, e.status_http_incerto as status_http,
+               e.criado_em, e.atualizado_em
+        from efeito_aplicado e
+        where e.chave = any($1)
+        order by e.chave
+        "#,
+    )
+    .bind(keys)
+    .fetch_all(pool)
+    .await
+}

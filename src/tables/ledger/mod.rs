@@ -3,7 +3,10 @@
 //!
 //! A row moves `reservado` → `concluido` | `incerto`, or is deleted (released) so a later attempt
 //! performs the effect. A move to `incerto` records why ([`Why`]) and since when; only a review
-//! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`. Every change after
+//! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`: `enviado` to
+//! `concluido`, `nao-enviado` to the resend queue (still `incerto`, `reenvio_pedido_em` set), from
+//! which the next [`reserve`] of the key — the sweeper's, a replay's or the live consumer's —
+//! takes it back to `reservado` (invariant 14). Every change after
 //! the reservation names the claim it expects (the row still `reservado`, `reserva_id = $token`)
 //! and reports which rows it changed, so a slow, stale worker cannot settle a reservation that
 //! someone else has since retaken (invariant 8).
@@ -27,12 +30,12 @@ pub use attempts::{
     history as attempt_history, past_dedup_window, record as record_attempts, within_dedup_window,
     Attempt,
 };
-pub use lookup::{entry, Entry};
+pub use lookup::{entry, of_keys as effects_of_keys, Entry, OrderEffect};
 pub use review::{
     resolve, resolve_in_console, review_list, review_list_filtered, Resolution, ReviewError,
-    ReviewFilter, ReviewItem,
+    ReviewFilter, ReviewItem, QUEUED,
 };
-pub use sweep::{claim_stale, stale_page, uncertain_if_stale, StaleRow};
+pub use sweep::{claim_stale, queued_page, stale_page, uncertain_if_stale, StaleRow};
 pub use why::{Reason, Why};
 
 use std::collections::HashSet;
@@ -112,8 +115,10 @@ pub struct Reservation<'a> {
 ///
 /// A key already present is left alone, except a reservation that is stale (older than
 /// `retake_stale_after`, `Some` only for a type whose provider deduplicates by key: the seed's
-/// `RESERVAR`) and a reservation this very claim already holds (a retried statement whose first
-/// try committed before the connection dropped).
+/// `RESERVAR`), a reservation this very claim already holds (a retried statement whose first
+/// try committed before the connection dropped), and an `incerto` key a human queued for a resend
+/// (`review resolve --not-sent`, invariant 14): whoever reserves it first — the sweeper, a replay
+/// or the live consumer — performs it; the row lock and the re-checked `where` let exactly one.
 pub async fn reserve(
     pool: &PgPool,
     claim: &Claim,
@@ -128,7 +133,8 @@ pub async fn reserve(
     // done reads no row of the ledger) and inserted (`do nothing` on a conflict with a concurrent
     // insert). Only a key still `reservado` may be retaken: the update probes the primary key
     // for each key and checks its conditions on the row it locks. The update cannot see the rows
-    // the insert adds, so no key is touched twice. An owner's claim reserves only while its epoch owns the
+    // the insert adds, so no key is touched twice; a queued key is found among the few queued rows
+    // (a partial index on `reenvio_pedido_em`). An owner's claim reserves only while its epoch owns the
     // execution (`confirmar_dono`, evaluated once; it fails the statement otherwise).
     sqlx::query_scalar(
         r#"
@@ -154,8 +160,21 @@ pub async fn reserve(
               and (reserva_id = $5
                    or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))
             returning chave
+        ),
+        reenvios as (
+            update efeito_aplicado
+            set estado = 'reservado', execucao_id = $4, reserva_id = $5, atualizado_em = now(),
+                reenvio_pedido_em = null, reenvio_desde = now(), incerto_desde = null,
+                motivo_incerto = null,
+                status_http_incerto = null
+            where (select ok from dono)
+              and reenvio_pedido_em is not null
+              and chave = any($1::text[])
+              and estado is not distinct from 'incerto'
+            returning chave
         )
         select chave from novas union all select chave from retomadas
+        union all select chave from reenvios
         "#,
     )
     .bind(keys)
@@ -295,13 +314,15 @@ async fn settle_held(
     Ok(changed)
 }
 
-/// Which of these keys the ledger already holds, in any state (a simulation's `ja-registrado`).
+/// Which of these keys the ledger already holds, in any state (a simulation's `ja-registrado`),
+/// but a key queued for a resend: the real run would perform it.
 pub async fn registered(pool: &PgPool, keys: &[String]) -> Result<HashSet<String>, sqlx::Error> {
-    let rows: Vec<String> =
-        sqlx::query_scalar("select chave from efeito_aplicado where chave = any($1)")
-            .bind(keys)
-            .fetch_all(pool)
-            .await?;
+    let rows: Vec<String> = sqlx::query_scalar(
+        "select chave from efeito_aplicado where chave = any($1) and reenvio_pedido_em is null",
+    )
+    .bind(keys)
+    .fetch_all(pool)
+    .await?;
     Ok(rows.into_iter().collect())
 }
 

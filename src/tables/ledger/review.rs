@@ -4,8 +4,12 @@
 
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use super::Reason;
+use crate::domain;
 use crate::shared::words::db_words;
+use crate::tables::archive;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
@@ -15,6 +19,8 @@ use sqlx::PgPool;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReviewItem {
     pub key: String,
+    #[serde(rename = "event_id")]
+    pub evento_id: String,
     #[serde(rename = "effect_type")]
     pub tipo_efeito: String,
     #[serde(rename = "execution")]
@@ -40,10 +46,21 @@ pub struct ReviewItem {
     /// Its real age: since its first attempt, or since the key was first reserved if earlier.
     #[serde(rename = "age_seconds")]
     pub idade_segundos: i64,
+    /// `incerto` (waits for a human) or `reenvio-pendente` (a human said it did not go out: the
+    /// next sweep, or a replay or the live consumer covering the event, sends it).
+    pub status: String,
+    /// The order of its event (none: the event is not in the archive).
+    #[serde(rename = "order_id")]
+    pub pedido_id: Option<String>,
+    /// The commission its message carries (`valorCentavos`), by the domain's rule; none when the
+    /// event is gone or its payload is rejected.
+    #[serde(rename = "amount_cents")]
+    pub valor_centavos: Option<i64>,
 }
 
 crate::tables::db::from_row!(ReviewItem {
     key,
+    evento_id,
     tipo_efeito,
     execucao_id,
     motivo,
@@ -54,6 +71,9 @@ crate::tables::db::from_row!(ReviewItem {
     tentativas,
     ultimo_erro,
     idade_segundos,
+    status,
+    pedido_id,
+    valor_centavos,
 });
 
 /// Which `incerto` effects to list; the default lists them all.
@@ -76,9 +96,9 @@ pub async fn review_list_filtered(
     pool: &PgPool,
     filter: &ReviewFilter,
 ) -> Result<Vec<ReviewItem>, sqlx::Error> {
-    sqlx::query_as(
+    let items: Vec<ReviewItem> = sqlx::query_as(
         r#"
-        select e.chave as key, e.tipo_efeito, e.execucao_id,
+        select e.chave as key, e.evento_id, e.tipo_efeito, e.execucao_id,
                e.motivo_incerto as motivo, e.status_http_incerto as status_http,
                coalesce(e.incerto_desde, e.atualizado_em) as desde,
                t.primeira as primeira_tentativa, t.ultima as ultima_tentativa,
@@ -87,8 +107,12 @@ pub async fn review_list_filtered(
                 where t.chave = e.chave and t.classe_erro is not null
                 order by t.iniciada_em desc, t.id desc limit 1) as ultimo_erro,
                extract(epoch from now() - least(t.primeira, e.criado_em))::bigint
-                 as idade_segundos
+                 as idade_segundos,
+               case when e.reenvio_pedido_em is null then 'incerto' else 'reenvio-pendente' end
+                 as status,
+               a.pedido_id, null::int8 as valor_centavos
         from efeito_aplicado e
+        left join evento_arquivado a on a.id = e.evento_id
         left join lateral (
             select min(iniciada_em) as primeira, max(concluida_em) as ultima, count(*) as n
             from efeito_tentativa t where t.chave = e.chave
@@ -105,7 +129,29 @@ pub async fn review_list_filtered(
     .bind(filter.execution.as_deref())
     .bind(filter.older_than.map(|d| d.as_secs_f64()))
     .fetch_all(pool)
-    .await
+    .await?;
+    with_amounts(pool, items).await
+}
+
+/// Fills each item's amount: the commission its event implies, by the domain's rule (the
+/// applier's), from the archived event.
+async fn with_amounts(
+    pool: &PgPool,
+    mut items: Vec<ReviewItem>,
+) -> Result<Vec<ReviewItem>, sqlx::Error> {
+    let ids: Vec<String> = items.iter().map(|i| i.evento_id.clone()).collect();
+    let events: HashMap<String, domain::Event> = archive::by_ids(pool, &ids)
+        .await?
+        .into_iter()
+        .map(|e| (e.id.clone(), e))
+        .collect();
+    for (item, id) in items.iter_mut().zip(&ids) {
+        item.valor_centavos = events
+            .get(id)
+            .and_then(|e| domain::handle(e).ok().flatten())
+            .map(|d| d.commission.valor_centavos);
+    }
+    Ok(items)
 }
 
 db_words! {
@@ -113,7 +159,8 @@ db_words! {
     pub enum Resolution("review decision") {
         /// It went out: the row becomes `concluido`.
         Sent = "enviado",
-        /// It did not: the row is removed, so the next run performs it.
+        /// It did not: the key is queued, and the next sweep (or a replay or the live consumer
+        /// covering the event, whichever reserves it first) performs it.
         NotSent = "nao-enviado",
     }
 }
@@ -126,9 +173,33 @@ pub enum ReviewError {
         "effect {key} is {state}, not incerto: only effects waiting for review can be resolved"
     )]
     NotUncertain { key: String, state: super::State },
+    #[error("effect {0} is already queued for a resend: the next sweep sends it")]
+    AlreadyQueued(String),
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }
+
+/// What `resolver_incerto_como` answered: the row's state before the call (`reenvio-pendente`
+/// for a key already queued), none when there is no such key.
+fn decided(key: &str, before: Option<String>) -> Result<(), ReviewError> {
+    let Some(before) = before else {
+        return Err(ReviewError::NotFound(key.to_string()));
+    };
+    if before == QUEUED {
+        return Err(ReviewError::AlreadyQueued(key.to_string()));
+    }
+    match before.parse::<super::State>() {
+        Ok(super::State::Uncertain) => Ok(()),
+        Ok(state) => Err(ReviewError::NotUncertain {
+            key: key.to_string(),
+            state,
+        }),
+        Err(_) => Err(ReviewError::NotFound(key.to_string())),
+    }
+}
+
+/// The status of a queued key (`review list --json`'s `status`).
+pub const QUEUED: &str = "reenvio-pendente";
 
 /// Resolves one `incerto` effect, recording the decision with the session's database role (the
 /// authenticated identity, returned) and `note`, in one transaction inside the database
@@ -141,51 +212,43 @@ pub async fn resolve(
     resolution: Resolution,
     note: Option<&str>,
 ) -> Result<String, ReviewError> {
-    let (before, by): (Option<super::State>, String) =
+    let (before, by): (Option<String>, String) =
         sqlx::query_as("select resolver_incerto($1, $2, $3), session_user::text")
             .bind(key)
             .bind(resolution)
             .bind(note)
             .fetch_one(pool)
             .await?;
-    match before {
-        Some(super::State::Uncertain) => Ok(by),
-        Some(state) => Err(ReviewError::NotUncertain {
-            key: key.to_string(),
-            state,
-        }),
-        None => Err(ReviewError::NotFound(key.to_string())),
-    }
+    decided(key, before).map(|()| by)
 }
 
-/// Resolves one `incerto` effect as [`resolve`] does, recorded as the operator account of a
-/// console session (`console:<email>`, returned) by the `security definer` function
-/// `console_resolver_incerto`, which refuses with 42501 unless the session (`token_digest`, used
-/// within `idle_timeout`) is live and its account is an operator's.
+/// Resolves `incerto` effects as [`resolve`] does, one decision for all of `keys`, recorded as
+/// the operator account of a console session (`console:<email>`) by the `security definer`
+/// function `console_resolver_incerto`, which refuses with 42501 unless the session
+/// (`token_digest`, used within `idle_timeout`) is live and its account is an operator's. All or
+/// nothing: one transaction, undone at the first key that cannot be resolved.
 pub async fn resolve_in_console(
     pool: &PgPool,
     token_digest: &str,
     idle_timeout: Duration,
-    key: &str,
+    keys: &[String],
     resolution: Resolution,
     note: Option<&str>,
 ) -> Result<(), ReviewError> {
-    let before: Option<super::State> = sqlx::query_scalar(
-        "select console_resolver_incerto($1, make_interval(secs => $2), $3, $4, $5)",
-    )
-    .bind(token_digest)
-    .bind(idle_timeout.as_secs_f64())
-    .bind(key)
-    .bind(resolution)
-    .bind(note)
-    .fetch_one(pool)
-    .await?;
-    match before {
-        Some(super::State::Uncertain) => Ok(()),
-        Some(state) => Err(ReviewError::NotUncertain {
-            key: key.to_string(),
-            state,
-        }),
-        None => Err(ReviewError::NotFound(key.to_string())),
+    let mut tx = pool.begin().await?;
+    for key in keys {
+        let before: Option<String> = sqlx::query_scalar(
+            "select console_resolver_incerto($1, make_interval(secs => $2), $3, $4, $5)",
+        )
+        .bind(token_digest)
+        .bind(idle_timeout.as_secs_f64())
+        .bind(key)
+        .bind(resolution)
+        .bind(note)
+        .fetch_one(&mut *tx)
+        .await?;
+        decided(key, before)?;
     }
+    tx.commit().await?;
+    Ok(())
 }

@@ -1,5 +1,5 @@
 //! The sweeper's statements: find reservations older than `stale_after`, move them to `incerto`,
-//! or claim them for a retake. Each change re-checks staleness in its `where`, so of two sweepers
+//! or claim them for a retake; find the keys a human queued for a resend. Each change re-checks staleness in its `where`, so of two sweepers
 //! racing on a row exactly one acts on it.
 
 use std::time::Duration;
@@ -39,6 +39,29 @@ pub async fn stale_page(
         "#,
     )
     .bind(stale_after.as_secs_f64())
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// The oldest keys of these types a human queued for a resend (`review resolve --not-sent`), at
+/// most `limit` (served by the partial index on the queued rows). They are performed by reserving
+/// them ([`super::reserve`]), like any key; a key of another type (a report's e-mail) is left to
+/// whoever sends that type.
+pub async fn queued_page(
+    pool: &PgPool,
+    types: &[String],
+    limit: i64,
+) -> Result<Vec<StaleRow>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select chave, evento_id, tipo_efeito from efeito_aplicado
+        where reenvio_pedido_em is not null and estado = 'incerto' and tipo_efeito = any($1)
+        order by reenvio_pedido_em, chave
+        limit $2
+        "#,
+    )
+    .bind(types)
     .bind(limit)
     .fetch_all(pool)
     .await

@@ -19,7 +19,7 @@ use testkit::sink::Behavior;
 use super::*;
 
 const FINANCE: &str = "ana@financeiro.example";
-const OPERATOR: &str = "bruno@operacao.example";
+pub(super) const OPERATOR: &str = "bruno@operacao.example";
 /// The next run of the same window: not gated, so it runs once the operator has decided.
 const NEXT: &str = "replay-2026-10-14-v3";
 
@@ -37,7 +37,7 @@ async fn screenshot(browser: &Browser, name: &str) {
     }
 }
 
-async fn open_browser(driver: &ChromeDriver) -> Browser {
+pub(super) async fn open_browser(driver: &ChromeDriver) -> Browser {
     ClientBuilder::new(HttpConnector::new())
         .capabilities(driver.capabilities())
         .connect(&driver.url())
@@ -46,12 +46,12 @@ async fn open_browser(driver: &ChromeDriver) -> Browser {
 }
 
 /// Clicks the element `button` finds.
-async fn click(browser: &Browser, button: Locator<'_>) {
+pub(super) async fn click(browser: &Browser, button: Locator<'_>) {
     browser.find(button).await.unwrap().click().await.unwrap();
 }
 
 /// Waits for the element `what` finds to appear (the next page, or an answer), and returns it.
-async fn appears(browser: &Browser, what: Locator<'_>) -> fantoccini::elements::Element {
+pub(super) async fn appears(browser: &Browser, what: Locator<'_>) -> fantoccini::elements::Element {
     browser.wait().for_element(what).await.unwrap()
 }
 
@@ -59,7 +59,11 @@ async fn appears(browser: &Browser, what: Locator<'_>) -> fantoccini::elements::
 /// on the new page, and returns its text. Waiting for `answer` alone would race: the element may
 /// already be on the old page (the diff's count, the previous resolution's message), and be read
 /// there or go stale between being found and being read.
-async fn click_then_read(browser: &Browser, button: Locator<'_>, answer: Locator<'_>) -> String {
+pub(super) async fn click_then_read(
+    browser: &Browser,
+    button: Locator<'_>,
+    answer: Locator<'_>,
+) -> String {
     let old_page = browser.find(Locator::Css("html")).await.unwrap();
     click(browser, button).await;
     gone(&old_page).await;
@@ -69,7 +73,7 @@ async fn click_then_read(browser: &Browser, button: Locator<'_>, answer: Locator
 /// Waits (at most 60 s) until `element` no longer belongs to the page shown: a navigation ended.
 /// Any other error while the page changes (the driver busy with the navigation) is transient:
 /// ask again.
-async fn gone(element: &fantoccini::elements::Element) {
+pub(super) async fn gone(element: &fantoccini::elements::Element) {
     let mut last = None;
     for _ in 0..600 {
         match element.tag_name().await {
@@ -83,7 +87,7 @@ async fn gone(element: &fantoccini::elements::Element) {
 }
 
 /// Fills the login form and submits it; waits for the executions list.
-async fn log_in(browser: &Browser, console: &ConsoleProc, email: &str) {
+pub(super) async fn log_in(browser: &Browser, console: &ConsoleProc, email: &str) {
     browser.goto(&console.url("/login")).await.unwrap();
     browser
         .find(Locator::Id("email"))
@@ -286,7 +290,12 @@ async fn operator_resolves(browser: &Browser, console: &ConsoleProc, s: &Scene) 
         .find_all(Locator::Css("#review tbody tr"))
         .await
         .unwrap();
-    assert!(left.is_empty());
+    assert_eq!(left.len(), 1, "the not-sent key stays, pending its resend");
+    let pending = left[0].text().await.unwrap();
+    assert!(
+        pending.contains(s.not_sent.as_str()) && pending.contains("reenvio pendente"),
+        "{pending}"
+    );
     browser.goto(&console.url("/audit")).await.unwrap();
     let audit = browser
         .find(Locator::Id("audit"))

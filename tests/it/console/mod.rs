@@ -6,7 +6,9 @@
 
 mod browser;
 mod http;
+mod orders;
 mod pages;
+mod resend_browser;
 mod sessions;
 
 use std::net::SocketAddr;

@@ -255,7 +255,11 @@ async fn an_operator_resolves_as_its_account_and_an_unknown_outcome_is_refused()
     assert_eq!(twice.status, 409, "{}", twice.body);
     assert_eq!(
         ledger(&s.db.pool).await,
-        [(sent.clone(), "concluido".into())]
+        [
+            (sent.clone(), "concluido".into()),
+            (not_sent.clone(), "incerto".into())
+        ],
+        "the not-sent key waits, queued, for the next sweep"
     );
     let decisions: Vec<(String, String, String)> =
         sqlx::query_as("select chave, decisao, resolvido_por from efeito_revisao order by chave")

@@ -131,6 +131,10 @@ fn review_item(i: i64, error: Option<&str>) -> ReviewItem {
         idade_segundos: 8_100 + 86_400 * (i % 3) + 60 * i,
         tentativas: i,
         ultimo_erro: error.map(String::from),
+        evento_id: format!("evt-{i:07}"),
+        status: "incerto".into(),
+        pedido_id: Some(format!("ped-{i:07}")),
+        valor_centavos: Some(1_234),
     }
 }
 

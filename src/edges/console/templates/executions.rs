@@ -272,7 +272,7 @@ fn diff_table(rows: &[DiffRow]) -> Markup {
         table.data {
             thead { tr { th { "Pedido" } th.num { "Antes" } th.num { "Depois" } th.num { "Diferença" } } }
             tbody { @for r in rows { tr {
-                td { (Inert(&r.pedido_id)) }
+                td { a href={ "/pedidos/" (segment(&r.pedido_id)) } { (Inert(&r.pedido_id)) } }
                 td.num { (r.antes.map_or("-".into(), brl)) }
                 td.num { (brl(r.depois)) }
                 td.num { (brl_signed(r.diferenca())) }

@@ -6,6 +6,7 @@
 
 pub(super) mod executions;
 pub(super) mod login;
+pub(super) mod pedido;
 pub(super) mod review;
 
 use axum::http::StatusCode;

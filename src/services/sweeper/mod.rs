@@ -4,6 +4,9 @@
 //! completed; any other stale reservation — a non-idempotent type, a type not declared, a key past
 //! its `dedup_window`, an event no longer in the archive — moves to `incerto` for a human.
 //!
+//! Then it performs the keys a human queued for a resend (`review resolve --not-sent`, invariant
+//! 14), through the applier's resend path (`resend.rs`).
+//!
 //! A retake whose call fails stays reserved under the sweeper's claim, so the next pass retries it
 //! once it is stale again; releasing it instead could drop the key of a window already finished.
 
@@ -19,6 +22,8 @@ use crate::engine::effects::{Effect, Effects};
 use crate::tables::archive;
 use crate::tables::db::{self, Backoff};
 use crate::tables::ledger::{self, Attempt, Claim, Reason, StaleRow, Why};
+
+mod resend;
 
 /// How a sweeper works. Defaults: `stale_after` 5 minutes (the seed's), pages of 500, execution
 /// id `sweeper`.
@@ -77,6 +82,10 @@ pub struct SweepOutcome {
     pub released: u64,
     /// Moved to `incerto`.
     pub uncertain: u64,
+    /// Keys a human queued for a resend (`review resolve --not-sent`) that this pass sent
+    /// (`concluido`); a failed resend counts as `uncertain` or, for a provider that deduplicates,
+    /// as `released` (left reserved for the next pass).
+    pub resent: u64,
 }
 
 impl SweepOutcome {
@@ -109,10 +118,27 @@ impl Sweeper {
         })
     }
 
-    /// One pass over every stale reservation, page by page, until a short page.
+    /// One pass over every stale reservation, page by page, until a short page; then every key
+    /// queued for a resend.
     #[tracing::instrument(skip_all, fields(stale_after_s = self.config.stale_after.as_secs()), err)]
     pub async fn run_once(&self) -> Result<SweepOutcome, SweepError> {
         let mut outcome = SweepOutcome::default();
+        self.sweep_stale(&mut outcome).await?;
+        self.resend_queued(&mut outcome).await?;
+        if !outcome.is_empty() {
+            tracing::info!(
+                retaken = outcome.retaken,
+                completed = outcome.completed,
+                released = outcome.released,
+                uncertain = outcome.uncertain,
+                resent = outcome.resent,
+                "sweep pass"
+            );
+        }
+        Ok(outcome)
+    }
+
+    async fn sweep_stale(&self, outcome: &mut SweepOutcome) -> Result<(), SweepError> {
         let backoff = Backoff::default();
         loop {
             let page = db::retry("stale page", backoff, || {
@@ -120,21 +146,11 @@ impl Sweeper {
             })
             .await?;
             let short = (page.len() as i64) < self.config.page;
-            self.sweep_page(page, &mut outcome).await?;
+            self.sweep_page(page, outcome).await?;
             if short {
-                break;
+                return Ok(());
             }
         }
-        if !outcome.is_empty() {
-            tracing::info!(
-                retaken = outcome.retaken,
-                completed = outcome.completed,
-                released = outcome.released,
-                uncertain = outcome.uncertain,
-                "sweep pass"
-            );
-        }
-        Ok(outcome)
     }
 
     async fn sweep_page(
@@ -220,22 +236,10 @@ impl Sweeper {
         &self,
         rows: Vec<StaleRow>,
     ) -> Result<(JoinSet<Call>, Vec<String>), SweepError> {
-        let ids: Vec<String> = rows.iter().map(|r| r.evento_id.clone()).collect();
-        let events: HashMap<String, domain::Event> = archive::by_ids(&self.pool, &ids)
-            .await?
-            .into_iter()
-            .map(|e| (e.id.clone(), e))
-            .collect();
+        let mut bodies = bodies(&self.pool, &rows).await?;
         let (mut calls, mut unknown) = (JoinSet::new(), Vec::new());
         for row in rows {
-            let body = events.get(&row.evento_id).and_then(|event| {
-                domain::handle(event).ok().flatten().and_then(|d| {
-                    d.effects
-                        .into_iter()
-                        .find(|r| r.tipo == row.tipo_efeito)
-                        .map(|r| r.body)
-                })
-            });
+            let body = bodies.remove(&row.chave);
             let (Some(body), Some(effect)) = (body, self.effects.get(&row.tipo_efeito)) else {
                 tracing::warn!(key = %row.chave, "cannot rebuild the effect from the archive: incerto");
                 unknown.push(row.chave);
@@ -272,6 +276,30 @@ impl Sweeper {
             }
         }
     }
+}
+
+/// The provider's request body of each row's effect, rebuilt from its archived event by the
+/// domain (the applier's rule), by key; a row whose event is gone or no longer asks for the
+/// effect has none.
+async fn bodies(
+    pool: &PgPool,
+    rows: &[StaleRow],
+) -> Result<HashMap<String, serde_json::Value>, sqlx::Error> {
+    let ids: Vec<String> = rows.iter().map(|r| r.evento_id.clone()).collect();
+    let events: HashMap<String, domain::Event> = archive::by_ids(pool, &ids)
+        .await?
+        .into_iter()
+        .map(|e| (e.id.clone(), e))
+        .collect();
+    let body = |row: &StaleRow| {
+        let decision = domain::handle(events.get(&row.evento_id)?).ok().flatten()?;
+        let request = decision
+            .effects
+            .into_iter()
+            .find(|r| r.tipo == row.tipo_efeito)?;
+        Some((row.chave.clone(), request.body))
+    };
+    Ok(rows.iter().filter_map(body).collect())
 }
 
 /// One retake call's answer: the key, the provider's result or the failed attempt, the attempt.

@@ -1,0 +1,95 @@
+//! `explain PEDIDO [--json]`: one order's story ([`crate::services::story`]) for people (archive
+//! text made inert) or as one JSON object with DESIGN.md's keys. An unknown order, or an id no
+//! order can have, exits 2.
+
+use std::fmt::Write;
+
+use super::{connect, Cli, Failure, Outcome};
+use crate::services::story::{self, Story, StoryError};
+use crate::shared::money::brl;
+use crate::shared::text::inert;
+
+pub(super) async fn explain(cli: &Cli, pedido: &str, json: bool) -> Outcome {
+    let pool = connect(cli, true).await?;
+    let told = match story::story(&pool, pedido).await {
+        Ok(told) => told,
+        Err(StoryError::Database(e)) => return Err(e.into()),
+        Err(err) => return Err(Failure::invalid(inert(&err.to_string()))),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&told)?);
+    } else {
+        print!("{}", text(&told));
+    }
+    Ok(())
+}
+
+/// The story as lines for a terminal.
+fn text(s: &Story) -> String {
+    let mut out = format!(
+        "order {}\n\nevents ({}):\n",
+        inert(&s.pedido_id),
+        s.events.len()
+    );
+    for e in &s.events {
+        let implies = match (&e.rejected, e.commission_cents) {
+            (Some(why), _) => format!("rejected: {}", inert(why)),
+            (None, Some(cents)) => format!("commission {}", brl(cents)),
+            (None, None) => "not handled".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  #{} {} {} v{} {} -> {implies}",
+            e.posicao,
+            inert(&e.id),
+            inert(&e.tipo),
+            e.versao,
+            e.ocorrido_em.format("%Y-%m-%d %H:%M:%S UTC"),
+        );
+    }
+    let row = match &s.comissao {
+        Some(c) => format!(
+            "{} (version {}, updated {})",
+            brl(c.valor_centavos),
+            c.versao_evento,
+            c.atualizado_em.format("%Y-%m-%d %H:%M:%S UTC")
+        ),
+        None => "no row".into(),
+    };
+    let expected = s.expected_cents.map_or("nothing".into(), brl);
+    let verdict = if s.consistent {
+        "consistent"
+    } else {
+        "INCONSISTENT"
+    };
+    let _ = write!(
+        out,
+        "\ncomissao: {row}\nexpected: {expected} ({verdict})\n\ncorrections ({}):\n",
+        s.corrections.len()
+    );
+    for c in &s.corrections {
+        let before = c.antes.map_or("no row".into(), brl);
+        let _ = writeln!(
+            out,
+            "  {} pass {}: {before} -> {} (version {}, {})",
+            inert(&c.execucao_id),
+            c.passagem,
+            brl(c.depois),
+            c.versao_evento,
+            c.registrado_em.format("%Y-%m-%d %H:%M:%S UTC"),
+        );
+    }
+    let _ = writeln!(out, "\neffects ({}):", s.effects.len());
+    for e in &s.effects {
+        let reason = e.motivo.map(|m| format!(", {m}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {} {} by {}, {} attempt(s){reason}",
+            inert(&e.key),
+            e.status,
+            inert(&e.execucao_id),
+            e.tentativas,
+        );
+    }
+    out
+}

@@ -1,0 +1,100 @@
+//! `GET /pedidos/{pedido_id}`: one order's story, as `explain` tells it.
+
+use chrono_tz::Tz;
+use maud::{html, Markup};
+
+use super::super::session::Session;
+use super::{facts, layout, segment, time, Inert, Part};
+use crate::services::story::Story;
+use crate::shared::money::brl;
+
+/// The order's page.
+pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> Markup {
+    let row = match &s.comissao {
+        Some(c) => format!(
+            "{} (versão {}, {})",
+            brl(c.valor_centavos),
+            c.versao_evento,
+            time(c.atualizado_em, tz)
+        ),
+        None => "sem linha".into(),
+    };
+    let verdict = if s.consistent {
+        "consistente"
+    } else {
+        "inconsistente"
+    };
+    let body = html! {
+        (facts(&[
+            ("Comissão atual", row),
+            ("Esperada pelo arquivo", s.expected_cents.map_or("nenhuma".into(), brl)),
+            ("Situação", verdict.into()),
+        ]))
+        h2 { "Eventos" }
+        (events(s, tz))
+        h2 { "Correções" }
+        (corrections(s, tz))
+        h2 { "Efeitos" }
+        (effects(s, tz))
+    };
+    layout(
+        &format!("Pedido {}", crate::shared::text::inert(&s.pedido_id)),
+        Part::Executions,
+        session,
+        body,
+    )
+}
+
+fn events(s: &Story, tz: Tz) -> Markup {
+    html! {
+        table.data #events {
+            thead { tr { th.num { "Posição" } th { "Evento" } th { "Tipo" } th.num { "Versão" } th { "Ocorrido em" } th { "Comissão" } } }
+            tbody { @for e in &s.events { tr {
+                td.num { (e.posicao) }
+                td.key { (Inert(&e.id)) }
+                td { (Inert(&e.tipo)) }
+                td.num { (e.versao) }
+                td { (time(e.ocorrido_em, tz)) }
+                td { @match (&e.rejected, e.commission_cents) {
+                    (Some(why), _) => { "rejeitado: " (Inert(why)) },
+                    (None, Some(cents)) => { (brl(cents)) },
+                    (None, None) => { "não tratado" },
+                } }
+            } } }
+        }
+    }
+}
+
+fn corrections(s: &Story, tz: Tz) -> Markup {
+    html! {
+        @if s.corrections.is_empty() { p { "Nenhuma correção." } }
+        @else { table.data #corrections {
+            thead { tr { th { "Execução" } th.num { "Passagem" } th.num { "Antes" } th.num { "Depois" } th.num { "Versão" } th { "Em" } } }
+            tbody { @for c in &s.corrections { tr {
+                td { a href={ "/executions/" (segment(&c.execucao_id)) } { (Inert(&c.execucao_id)) } }
+                td.num { (c.passagem) }
+                td.num { (c.antes.map_or("sem linha".into(), brl)) }
+                td.num { (brl(c.depois)) }
+                td.num { (c.versao_evento) }
+                td { (time(c.registrado_em, tz)) }
+            } } }
+        } }
+    }
+}
+
+fn effects(s: &Story, tz: Tz) -> Markup {
+    html! {
+        @if s.effects.is_empty() { p { "Nenhum efeito registrado." } }
+        @else { table.data #effects {
+            thead { tr { th { "Chave" } th { "Estado" } th { "Execução" } th.num { "Tentativas" } th { "Motivo" } th { "Atualizado em" } } }
+            tbody { @for e in &s.effects { tr {
+                td.key { (Inert(&e.key)) }
+                td.state { (e.status) }
+                td { (Inert(&e.execucao_id)) }
+                td.num { (e.tentativas) }
+                td { @if let Some(m) = e.motivo { (m.to_string()) } @else { "-" } }
+                td { (time(e.atualizado_em, tz)) }
+            } } }
+        } }
+    }
+}
