@@ -65,6 +65,10 @@ pub struct Counters {
     pub runs: BTreeMap<(String, &'static str), u64>,
     pub last_success: BTreeMap<String, DateTime<Utc>>,
     pub sweeper: BTreeMap<&'static str, u64>,
+    /// Events of an older payload shape upcast on read, per job.
+    pub upcast: BTreeMap<String, u64>,
+    /// Rejected events per job and the domain's reason.
+    pub rejected: BTreeMap<(String, String), u64>,
 }
 
 impl Metrics {
@@ -94,6 +98,7 @@ impl Metrics {
         }
         if replay {
             c.events.entry(job.to_string()).or_default();
+            c.upcast.entry(job.to_string()).or_default();
         }
     }
 
@@ -113,6 +118,12 @@ impl Metrics {
     pub fn add_work(&self, job: &str, delta: &Summary) {
         let mut c = self.lock();
         *c.events.entry(job.to_string()).or_default() += delta.events_read;
+        *c.upcast.entry(job.to_string()).or_default() += delta.events_upcast;
+        for (reason, n) in &delta.rejected_by_reason {
+            *c.rejected
+                .entry((job.to_string(), reason.clone()))
+                .or_default() += n;
+        }
         for (outcome, n) in &delta.effects {
             *c.effects.entry((job.to_string(), *outcome)).or_default() += n;
         }

@@ -32,3 +32,4 @@ mod run_json;
 mod security;
 mod serve;
 mod serve_flood;
+mod upcast;

@@ -16,6 +16,26 @@ impl Metrics {
             out.sample("replay_ledger_events_total", &[("job", job)], n);
         }
         out.family(
+            "replay_ledger_events_upcast_total",
+            "counter",
+            "Archived events of an older payload shape upcast on read by runs of this process, per job.",
+        );
+        for (job, n) in &c.upcast {
+            out.sample("replay_ledger_events_upcast_total", &[("job", job)], n);
+        }
+        out.family(
+            "replay_ledger_events_rejected_total",
+            "counter",
+            "Archived events rejected as invalid by runs of this process, per job and reason.",
+        );
+        for ((job, reason), n) in &c.rejected {
+            out.sample(
+                "replay_ledger_events_rejected_total",
+                &[("job", job), ("reason", reason)],
+                n,
+            );
+        }
+        out.family(
             "replay_ledger_effects_total",
             "counter",
             "Effect outcomes of runs of this process (replay jobs, the live consumer: aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",

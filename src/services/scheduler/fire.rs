@@ -373,8 +373,13 @@ fn log_outcome(job: &str, key: &str, result: Result<RunReport, RunError>) -> Run
 pub(super) fn difference(after: &Summary, before: &Summary) -> Summary {
     let mut delta = Summary {
         events_read: after.events_read.saturating_sub(before.events_read),
+        events_upcast: after.events_upcast.saturating_sub(before.events_upcast),
         ..Summary::default()
     };
+    for (reason, n) in &after.rejected_by_reason {
+        let was = before.rejected_by_reason.get(reason).copied().unwrap_or(0);
+        delta.count_rejected(reason, n.saturating_sub(was));
+    }
     for (outcome, n) in &after.effects {
         let was = before.effects.get(outcome).copied().unwrap_or(0);
         delta.count_effect(*outcome, n.saturating_sub(was));
