@@ -268,19 +268,7 @@ impl Job {
             WindowSpec::PreviousDay => {
                 let today = now.with_timezone(&self.timezone).date_naive();
                 let day = today.pred_opt().unwrap_or(today);
-                let start = |d: chrono::NaiveDate| {
-                    // The first instant of a day in `timezone` (a DST gap at midnight moves it).
-                    let midnight = d.and_hms_opt(0, 0, 0).expect("midnight exists");
-                    (0..4)
-                        .find_map(|h| {
-                            use chrono::TimeZone;
-                            self.timezone
-                                .from_local_datetime(&(midnight + chrono::Duration::hours(h)))
-                                .earliest()
-                        })
-                        .map(|t| t.with_timezone(&Utc))
-                        .expect("a day has a first instant")
-                };
+                let start = |d| day_start(self.timezone, d);
                 ResolvedWindow {
                     execution_id: format!("{}-{}", self.name, day.format("%Y-%m-%d")),
                     from: start(day),
@@ -289,4 +277,18 @@ impl Job {
             }
         }
     }
+}
+
+/// The first instant of `day` in `timezone` (a DST gap at midnight moves it).
+pub fn day_start(timezone: Tz, day: chrono::NaiveDate) -> DateTime<Utc> {
+    use chrono::TimeZone;
+    let midnight = day.and_hms_opt(0, 0, 0).expect("midnight exists");
+    (0..4)
+        .find_map(|h| {
+            timezone
+                .from_local_datetime(&(midnight + chrono::Duration::hours(h)))
+                .earliest()
+        })
+        .map(|t| t.with_timezone(&Utc))
+        .expect("a day has a first instant")
 }

@@ -8,3 +8,4 @@ pub mod report;
 pub mod runner;
 pub mod scheduler;
 pub mod sweeper;
+pub mod verify;

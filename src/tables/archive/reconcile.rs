@@ -1,0 +1,152 @@
+//! The reads of a reconciliation (`verify`): the archive beside what was derived from it — each
+//! order's `pedido.pago` events with its `comissao` row, and each event of a range with what the
+//! ledger holds for its effect types. Streamed row by row (never collected), set-based, and only
+//! ever reads: the caller runs them in one read-only, repeatable-read transaction so both see
+//! the same snapshot.
+
+use chrono::{DateTime, Utc};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use sqlx::PgConnection;
+
+use super::payload::Payload;
+use crate::domain::Event;
+
+/// One `pedido.pago` event of an order, with the order's `comissao` row (on every row of it).
+#[derive(Debug)]
+pub struct OrderEvent {
+    pub event: Event,
+    /// `(valor_centavos, versao_evento)` of the order's row; `None` when it has none.
+    pub row: Option<(i64, i64)>,
+}
+
+/// One event of a range, with how many of the effect types asked about have no ledger row for
+/// it and how many are `incerto`.
+#[derive(Debug)]
+pub struct RangeEvent {
+    /// The payload is `null` for an event of a type not handled.
+    pub event: Event,
+    pub effects_missing: i64,
+    pub effects_uncertain: i64,
+}
+
+type OrderRow = (
+    String,
+    i64,
+    String,
+    i64,
+    Payload,
+    DateTime<Utc>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// Every `tipo` event of each order that has one in `[from, to)`, with its `comissao` row; an
+/// order's events together, newest first (`versao` then `posicao`, descending: the order in
+/// which the applier's version guard lets them win).
+pub fn orders<'c>(
+    conn: &'c mut PgConnection,
+    tipo: &'c str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> BoxStream<'c, Result<OrderEvent, sqlx::Error>> {
+    sqlx::query_as::<_, OrderRow>(
+        r#"
+        select e.pedido_id, e.posicao, e.id, e.versao, e.payload, e.ocorrido_em,
+               c.valor_centavos, c.versao_evento
+        from evento_arquivado e
+        left join comissao c on c.pedido_id = e.pedido_id
+        where e.tipo = $3
+          and e.pedido_id in (select d.pedido_id from evento_arquivado d
+                              where d.tipo = $3 and d.ocorrido_em >= $1 and d.ocorrido_em < $2)
+        order by e.pedido_id, e.versao desc, e.posicao desc
+        "#,
+    )
+    .bind(from)
+    .bind(to)
+    .bind(tipo)
+    .fetch(conn)
+    .map_ok(
+        |(pedido_id, posicao, id, versao, payload, ocorrido_em, valor, versao_evento)| {
+            let payload = payload.into_value(&id, posicao);
+            OrderEvent {
+                event: Event {
+                    posicao,
+                    tipo: tipo.to_string(),
+                    id,
+                    pedido_id,
+                    versao,
+                    payload,
+                    ocorrido_em,
+                },
+                row: valor.zip(versao_evento),
+            }
+        },
+    )
+    .boxed()
+}
+
+type RangeRow = (
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    Option<Payload>,
+    DateTime<Utc>,
+    i64,
+    i64,
+);
+
+/// Every event in `[from, to)`, in no particular order; the payload only of `handled` types, and
+/// for those the ledger's keys `'<evento_id>:<type>'` of `effect_types` missing and `incerto`.
+pub fn events<'c>(
+    conn: &'c mut PgConnection,
+    handled: &'c [String],
+    effect_types: &'c [String],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> BoxStream<'c, Result<RangeEvent, sqlx::Error>> {
+    sqlx::query_as::<_, RangeRow>(
+        r#"
+        select e.posicao, e.id, e.tipo, e.pedido_id, e.versao,
+               case when e.tipo = any($3) then e.payload end, e.ocorrido_em,
+               case when e.tipo = any($3) then
+                 (select count(*) from unnest($4::text[]) t(tipo)
+                  where not exists (select 1 from efeito_aplicado l
+                                    where l.chave = e.id || ':' || t.tipo))
+               else 0 end,
+               case when e.tipo = any($3) then
+                 (select count(*) from unnest($4::text[]) t(tipo)
+                  join efeito_aplicado l on l.chave = e.id || ':' || t.tipo
+                  where l.estado = 'incerto')
+               else 0 end
+        from evento_arquivado e
+        where e.ocorrido_em >= $1 and e.ocorrido_em < $2
+        "#,
+    )
+    .bind(from)
+    .bind(to)
+    .bind(handled)
+    .bind(effect_types)
+    .fetch(conn)
+    .map_ok(
+        |(posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, missing, uncertain)| {
+            let payload = payload.map_or(serde_json::Value::Null, |p| p.into_value(&id, posicao));
+            RangeEvent {
+                event: Event {
+                    posicao,
+                    id,
+                    tipo,
+                    pedido_id,
+                    versao,
+                    payload,
+                    ocorrido_em,
+                },
+                effects_missing: missing,
+                effects_uncertain: uncertain,
+            }
+        },
+    )
+    .boxed()
+}
