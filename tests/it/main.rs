@@ -33,3 +33,4 @@ mod security;
 mod serve;
 mod serve_flood;
 mod upcast;
+mod verify;
