@@ -69,6 +69,17 @@ pub struct Counters {
     pub upcast: BTreeMap<String, u64>,
     /// Rejected events per job and the domain's reason.
     pub rejected: BTreeMap<(String, String), u64>,
+    /// The last run of each verify job.
+    pub verify: BTreeMap<String, LastVerify>,
+}
+
+/// What a verify job's last run found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastVerify {
+    pub at: DateTime<Utc>,
+    pub orders_wrong: u64,
+    pub orders_missing: u64,
+    pub effects_missing: u64,
 }
 
 impl Metrics {
@@ -127,6 +138,24 @@ impl Metrics {
         for (outcome, n) in &delta.effects {
             *c.effects.entry((job.to_string(), *outcome)).or_default() += n;
         }
+    }
+
+    /// Keeps what a verify job's run found.
+    pub fn record_verify(
+        &self,
+        job: &str,
+        at: DateTime<Utc>,
+        orders_wrong: u64,
+        orders_missing: u64,
+        effects_missing: u64,
+    ) {
+        let last = LastVerify {
+            at,
+            orders_wrong,
+            orders_missing,
+            effects_missing,
+        };
+        self.lock().verify.insert(job.to_string(), last);
     }
 
     pub fn add_sweep(&self, outcome: &SweepOutcome) {

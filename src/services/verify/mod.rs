@@ -9,6 +9,7 @@
 //! holds one order's events and a counter per day, whatever the range.
 
 mod emit;
+pub mod job;
 mod progress;
 
 use std::collections::BTreeMap;
@@ -193,7 +194,8 @@ fn count_order(c: &mut Counts, expected: &domain::CommissionRow, row: Option<(i6
     }
 }
 
-/// Every event of the range: counted, and its effects looked up in the ledger.
+/// Every event of the range: counted, and its effects looked up in the ledger, one effect type
+/// per pass (the events are counted in the first).
 async fn check_events(
     conn: &mut sqlx::PgConnection,
     request: &Request,
@@ -207,19 +209,26 @@ async fn check_events(
         .map(|p| p.event_types.clone())
         .unwrap_or_default();
     let effect_types = request.effect_types();
-    let mut rows = reconcile::events(conn, &handled, &effect_types, from, to);
-    while let Some(row) = rows.try_next().await? {
-        progress.advance(1);
-        let Some(day) = request.day_of(row.event.ocorrido_em) else {
-            continue;
-        };
-        let c = days.entry(day).or_default();
-        c.events += 1;
-        if row.effects_missing + row.effects_uncertain > 0
-            && matches!(domain::handle(&row.event), Ok(Some(_)))
-        {
-            c.effects_missing += row.effects_missing as u64;
-            c.effects_uncertain += row.effects_uncertain as u64;
+    let passes: Vec<Option<&str>> = match effect_types.is_empty() {
+        true => vec![None],
+        false => effect_types.iter().map(|t| Some(t.as_str())).collect(),
+    };
+    for (pass, effect_type) in passes.into_iter().enumerate() {
+        let mut rows = reconcile::events(conn, &handled, effect_type, from, to);
+        while let Some(row) = rows.try_next().await? {
+            progress.advance(1);
+            let Some(day) = request.day_of(row.event.ocorrido_em) else {
+                continue;
+            };
+            let c = days.entry(day).or_default();
+            c.events += u64::from(pass == 0);
+            // Only an event the domain accepts asks for effects.
+            if (row.effect_missing || row.effect_uncertain)
+                && matches!(domain::handle(&row.event), Ok(Some(_)))
+            {
+                c.effects_missing += u64::from(row.effect_missing);
+                c.effects_uncertain += u64::from(row.effect_uncertain);
+            }
         }
     }
     Ok(())

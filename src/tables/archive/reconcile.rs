@@ -20,14 +20,14 @@ pub struct OrderEvent {
     pub row: Option<(i64, i64)>,
 }
 
-/// One event of a range, with how many of the effect types asked about have no ledger row for
-/// it and how many are `incerto`.
+/// One event of a range, with what the ledger holds for its key of the effect type asked about.
 #[derive(Debug)]
 pub struct RangeEvent {
-    /// The payload is `null` for an event of a type not handled.
+    /// The payload is `null` unless the event is of a handled type and its key is missing or
+    /// `incerto` (only then does the caller need the domain's decision).
     pub event: Event,
-    pub effects_missing: i64,
-    pub effects_uncertain: i64,
+    pub effect_missing: bool,
+    pub effect_uncertain: bool,
 }
 
 type OrderRow = (
@@ -94,44 +94,43 @@ type RangeRow = (
     i64,
     Option<Payload>,
     DateTime<Utc>,
-    i64,
-    i64,
+    bool,
+    bool,
 );
 
-/// Every event in `[from, to)`, in no particular order; the payload only of `handled` types, and
-/// for those the ledger's keys `'<evento_id>:<type>'` of `effect_types` missing and `incerto`.
+/// Every event in `[from, to)`, in no particular order, beside the ledger row of its key
+/// `'<evento_id>:<effect_type>'` when it is of a `handled` type (no key is looked up without an
+/// effect type). One join, so the planner may hash the ledger instead of probing it per event.
 pub fn events<'c>(
     conn: &'c mut PgConnection,
     handled: &'c [String],
-    effect_types: &'c [String],
+    effect_type: Option<&'c str>,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> BoxStream<'c, Result<RangeEvent, sqlx::Error>> {
     sqlx::query_as::<_, RangeRow>(
         r#"
         select e.posicao, e.id, e.tipo, e.pedido_id, e.versao,
-               case when e.tipo = any($3) then e.payload end, e.ocorrido_em,
-               case when e.tipo = any($3) then
-                 (select count(*) from unnest($4::text[]) t(tipo)
-                  where not exists (select 1 from efeito_aplicado l
-                                    where l.chave = e.id || ':' || t.tipo))
-               else 0 end,
-               case when e.tipo = any($3) then
-                 (select count(*) from unnest($4::text[]) t(tipo)
-                  join efeito_aplicado l on l.chave = e.id || ':' || t.tipo
-                  where l.estado = 'incerto')
-               else 0 end
+               case when $4::text is not null and e.tipo = any($3)
+                         and (l.chave is null or l.estado = 'incerto')
+                    then e.payload end,
+               e.ocorrido_em,
+               $4::text is not null and l.chave is null,
+               coalesce(l.estado = 'incerto', false)
         from evento_arquivado e
+        left join efeito_aplicado l
+          on $4::text is not null and e.tipo = any($3) and l.chave = e.id || ':' || $4::text
         where e.ocorrido_em >= $1 and e.ocorrido_em < $2
         "#,
     )
     .bind(from)
     .bind(to)
     .bind(handled)
-    .bind(effect_types)
+    .bind(effect_type)
     .fetch(conn)
     .map_ok(
         |(posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, missing, uncertain)| {
+            let handled_type = handled.contains(&tipo);
             let payload = payload.map_or(serde_json::Value::Null, |p| p.into_value(&id, posicao));
             RangeEvent {
                 event: Event {
@@ -143,8 +142,8 @@ pub fn events<'c>(
                     payload,
                     ocorrido_em,
                 },
-                effects_missing: missing,
-                effects_uncertain: uncertain,
+                effect_missing: missing && handled_type,
+                effect_uncertain: uncertain && handled_type,
             }
         },
     )
