@@ -34,3 +34,4 @@ mod serve;
 mod serve_flood;
 mod upcast;
 mod verify;
+mod verify_job;

@@ -32,6 +32,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261202040000_previous_values.sql",
     "20261202050000_comissao_previous_values.sql",
     "20261203010000_ownership_epoch.sql",
+    "20261203130001_archive_by_order.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the
