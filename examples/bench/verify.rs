@@ -15,6 +15,9 @@ use crate::{data, measure, Measured};
 /// Per day: events, orders, wrong, missing, difference, effects missing, incerto.
 type Days = Vec<(NaiveDate, [i64; 7])>;
 
+/// A day's row of the floor's statement.
+type FloorRow = (NaiveDate, i64, i64, i64, i64, i64, i64, i64);
+
 /// The days verified: every generated event falls in them (São Paulo).
 fn request(loaded: &LoadedConfig) -> anyhow::Result<Request> {
     let job = loaded
@@ -102,7 +105,7 @@ pub async fn both(
 /// and each event's ledger key.
 async fn one_statement(pool: &PgPool, request: &Request) -> anyhow::Result<Days> {
     let (from, to) = request.bounds();
-    let rows: Vec<(NaiveDate, i64, i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+    let rows: Vec<FloorRow> = sqlx::query_as(
         r#"
         with newest as (
             select distinct on (e.pedido_id) e.pedido_id, e.versao, e.ocorrido_em,
