@@ -9,6 +9,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use sqlx::PgConnection;
 
+use super::into_event;
 use super::payload::Payload;
 use crate::domain::Event;
 
@@ -67,20 +68,17 @@ pub fn orders<'c>(
     .bind(tipo)
     .fetch(conn)
     .map_ok(
-        |(pedido_id, posicao, id, versao, payload, ocorrido_em, valor, versao_evento)| {
-            let payload = payload.into_value(&id, posicao);
-            OrderEvent {
-                event: Event {
-                    posicao,
-                    tipo: tipo.to_string(),
-                    id,
-                    pedido_id,
-                    versao,
-                    payload,
-                    ocorrido_em,
-                },
-                row: valor.zip(versao_evento),
-            }
+        |(pedido_id, posicao, id, versao, payload, ocorrido_em, valor, versao_evento)| OrderEvent {
+            event: into_event((
+                posicao,
+                id,
+                tipo.to_string(),
+                pedido_id,
+                versao,
+                payload,
+                ocorrido_em,
+            )),
+            row: valor.zip(versao_evento),
         },
     )
     .boxed()
@@ -92,7 +90,7 @@ type RangeRow = (
     String,
     String,
     i64,
-    Option<Payload>,
+    Payload,
     DateTime<Utc>,
     bool,
     bool,
@@ -113,7 +111,7 @@ pub fn events<'c>(
         select e.posicao, e.id, e.tipo, e.pedido_id, e.versao,
                case when $4::text is not null and e.tipo = any($3)
                          and (l.chave is null or l.estado = 'incerto')
-                    then e.payload end,
+                    then e.payload else 'null'::jsonb end,
                e.ocorrido_em,
                $4::text is not null and l.chave is null,
                coalesce(l.estado = 'incerto', false)
@@ -131,17 +129,8 @@ pub fn events<'c>(
     .map_ok(
         |(posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, missing, uncertain)| {
             let handled_type = handled.contains(&tipo);
-            let payload = payload.map_or(serde_json::Value::Null, |p| p.into_value(&id, posicao));
             RangeEvent {
-                event: Event {
-                    posicao,
-                    id,
-                    tipo,
-                    pedido_id,
-                    versao,
-                    payload,
-                    ocorrido_em,
-                },
+                event: into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)),
                 effect_missing: missing && handled_type,
                 effect_uncertain: uncertain && handled_type,
             }
