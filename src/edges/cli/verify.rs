@@ -77,7 +77,8 @@ pub async fn verify(cli: &Cli, args: &VerifyArgs) -> Outcome {
 }
 
 /// The policy whose effects are checked, and what an emitted job carries: `--job`'s (a replay or
-/// live job), else the jobs dir's `kind: live` job, else none.
+/// live job; a verify job's is the live job's, in its timezone), else the jobs dir's `kind: live`
+/// job, else none.
 fn policy_of(dir: &Path, job: Option<&str>) -> Result<(Option<Policy>, Option<EmitSpec>), Failure> {
     let job = match job {
         Some(name) => config::find_job(dir, name)?.1,
@@ -94,10 +95,19 @@ fn policy_of(dir: &Path, job: Option<&str>) -> Result<(Option<Policy>, Option<Em
     let (policy, batch_size) = match &job.kind {
         JobKind::Replay(r) => (Policy::from(r), r.batch_size),
         JobKind::Live(l) => (Policy::from(l), l.batch_size),
+        // A verify job checks with the live policy, in its own timezone.
+        JobKind::Verify(_) => {
+            let (policy, spec) = policy_of(dir, None)?;
+            let spec = spec.map(|s| EmitSpec {
+                timezone: job.timezone,
+                ..s
+            });
+            return Ok((policy, spec));
+        }
         _ => {
             return Err(Failure::wrong_kind(
                 &job,
-                "replay or live",
+                "replay, live or verify",
                 "verify checks the effects of its policy",
             ))
         }
