@@ -19,6 +19,7 @@
 //!   - [`services::sweeper`] — settles reservations abandoned by dead processes.
 //!   - [`services::scheduler`] — `serve`: fires the jobs that have a `schedule`.
 //!   - [`services::report`] — reports to finance, mailed exactly once or flagged.
+//!   - [`services::verify`] — reconciliation: every wrong day of a range, read-only.
 //!   - [`services::held`] — an execution held by this process: lock, claim, recovery.
 //!   - [`services::counters`] — what this process did since it started.
 //!   - [`services::story`] — one order's story (`explain`, the console's `/pedidos/{id}`).

@@ -19,6 +19,7 @@
 //! - (c) the engine's real run with every effect missing, each call to that sink;
 //! - (g) the same with `comissao` already right: the effects alone, beside (h);
 //! - (p) the plans of every statement of a real run, as PostgreSQL chose them;
+//! - (v) `verify` over the whole archive, beside (w) its floor: the same counts in one statement;
 //!
 //! and prints events/s, the ratios, the peak RSS of each measurement, the CPU time the whole
 //! machine spent per event (every process: the harness, PostgreSQL and the webhook, so the cost
@@ -29,6 +30,7 @@ mod data;
 mod http;
 mod plans;
 mod reference;
+mod verify;
 
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -65,7 +67,7 @@ struct Args {
     /// Requests of the HTTP reference (h); default: as many as (c)'s effects, at most 300,000.
     #[arg(long)]
     http_requests: Option<i64>,
-    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,c,g).
+    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,c,g,v).
     #[arg(long, value_delimiter = ',')]
     only: Vec<char>,
     /// How long (p) runs with every statement explained.
@@ -269,6 +271,9 @@ async fn bench(
     }
     if args.wants('e') {
         results.push(measure(reference::seed_approach(&pool, args.seed_sample)).await?);
+    }
+    if args.wants('v') {
+        verify::both(&pool, &loaded, &mut results).await?;
     }
     let mut scaling = Vec::new();
     if args.wants('f') {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::context::{self, Context};
 use super::effects::Catalog;
 use super::limits;
-use super::raw::{Kind, KindProbe, RawLive, RawReplay, RawReport, RawSweep};
+use super::raw::{Kind, KindProbe, RawLive, RawReplay, RawReport, RawSweep, RawVerify};
 use super::{ConfigError, ConfigErrors, EffectCatalog, Job, EFFECTS_FILE};
 
 /// Everything in a jobs directory.
@@ -115,6 +115,7 @@ pub(super) fn parse_job(text: &str, file: &Path) -> Result<Job, serde_yaml::Erro
         Kind::Live => serde_yaml::from_str::<RawLive>(text)?.into_job(file),
         Kind::Sweep => serde_yaml::from_str::<RawSweep>(text)?.into_job(file),
         Kind::Report => serde_yaml::from_str::<RawReport>(text)?.into_job(file),
+        Kind::Verify => serde_yaml::from_str::<RawVerify>(text)?.into_job(file),
     })
 }
 

@@ -139,6 +139,7 @@ pub enum JobKind {
     Sweep(SweepJob),
     Report(ReportJob),
     Live(LiveJob),
+    Verify(VerifyJob),
 }
 
 impl JobKind {
@@ -148,6 +149,7 @@ impl JobKind {
             JobKind::Sweep(_) => "sweep",
             JobKind::Report(_) => "report",
             JobKind::Live(_) => "live",
+            JobKind::Verify(_) => "verify",
         }
     }
 }
@@ -183,6 +185,29 @@ pub struct LiveJob {
     pub event_types: Vec<String>,
     pub effects: BTreeMap<String, EffectPolicy>,
     pub on_invalid_event: OnInvalidEvent,
+}
+
+/// `kind: verify`: `verify` of the `lookback_days` days before today (in the job's timezone),
+/// mailed to `report_to` when it finds differences.
+#[derive(Debug, Clone)]
+pub struct VerifyJob {
+    /// 1..=3660.
+    pub lookback_days: u32,
+    /// Non-empty.
+    pub report_to: Vec<String>,
+}
+
+impl VerifyJob {
+    /// The days `[from, to)` of a run at `now`: the lookback days before today in `timezone`.
+    pub fn range(
+        &self,
+        timezone: Tz,
+        now: DateTime<Utc>,
+    ) -> (chrono::NaiveDate, chrono::NaiveDate) {
+        let today = now.with_timezone(&timezone).date_naive();
+        let from = today - chrono::Days::new(u64::from(self.lookback_days));
+        (from, today)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -268,19 +293,7 @@ impl Job {
             WindowSpec::PreviousDay => {
                 let today = now.with_timezone(&self.timezone).date_naive();
                 let day = today.pred_opt().unwrap_or(today);
-                let start = |d: chrono::NaiveDate| {
-                    // The first instant of a day in `timezone` (a DST gap at midnight moves it).
-                    let midnight = d.and_hms_opt(0, 0, 0).expect("midnight exists");
-                    (0..4)
-                        .find_map(|h| {
-                            use chrono::TimeZone;
-                            self.timezone
-                                .from_local_datetime(&(midnight + chrono::Duration::hours(h)))
-                                .earliest()
-                        })
-                        .map(|t| t.with_timezone(&Utc))
-                        .expect("a day has a first instant")
-                };
+                let start = |d| day_start(self.timezone, d);
                 ResolvedWindow {
                     execution_id: format!("{}-{}", self.name, day.format("%Y-%m-%d")),
                     from: start(day),
@@ -289,4 +302,18 @@ impl Job {
             }
         }
     }
+}
+
+/// The first instant of `day` in `timezone` (a DST gap at midnight moves it).
+pub fn day_start(timezone: Tz, day: chrono::NaiveDate) -> DateTime<Utc> {
+    use chrono::TimeZone;
+    let midnight = day.and_hms_opt(0, 0, 0).expect("midnight exists");
+    (0..4)
+        .find_map(|h| {
+            timezone
+                .from_local_datetime(&(midnight + chrono::Duration::hours(h)))
+                .earliest()
+        })
+        .map(|t| t.with_timezone(&Utc))
+        .expect("a day has a first instant")
 }

@@ -16,9 +16,12 @@ use serde::{Deserialize, Deserializer};
 use super::de::{checked_map, checked_seq};
 use super::policy::Policies;
 use super::scalar::{
-    BatchSize, Email, EventType, JobName, Partitions, Schedule, StaleAfter, Timestamp, Zone,
+    BatchSize, Email, EventType, JobName, Lookback, Partitions, Schedule, StaleAfter, Timestamp,
+    Zone,
 };
-use super::{Job, JobKind, LiveJob, OnInvalidEvent, ReplayJob, ReportJob, SweepJob, WindowSpec};
+use super::{
+    Job, JobKind, LiveJob, OnInvalidEvent, ReplayJob, ReportJob, SweepJob, VerifyJob, WindowSpec,
+};
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -28,6 +31,7 @@ pub(super) enum Kind {
     Sweep,
     Report,
     Live,
+    Verify,
 }
 
 /// Reads only `kind` (default `replay`); every other key is left to the kind's struct.
@@ -110,6 +114,21 @@ pub(super) struct RawReport {
     cc: Vec<Email>,
 }
 
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a verify job: a mapping with `name`, `lookback` and `report_to`"
+)]
+pub(super) struct RawVerify {
+    name: JobName,
+    #[serde(default, rename = "kind")]
+    _kind: IgnoredAny,
+    schedule: Option<Schedule>,
+    timezone: Option<Zone>,
+    lookback: Lookback,
+    report_to: Recipients,
+}
+
 const DEFAULT_BATCH_SIZE: u32 = 1000;
 const DEFAULT_EVENT_TYPE: &str = "pedido.pago";
 
@@ -180,6 +199,16 @@ impl RawReport {
         let kind = JobKind::Report(ReportJob {
             to: self.to.0,
             cc: self.cc.into_iter().map(|e| e.0).collect(),
+        });
+        job(file, self.name, self.schedule, self.timezone, kind)
+    }
+}
+
+impl RawVerify {
+    pub fn into_job(self, file: &Path) -> Job {
+        let kind = JobKind::Verify(VerifyJob {
+            lookback_days: self.lookback.0,
+            report_to: self.report_to.0,
         });
         job(file, self.name, self.schedule, self.timezone, kind)
     }

@@ -221,6 +221,24 @@ from_str_scalar!(
     }
 );
 
+/// `lookback`: whole days, `1d` to `3660d` (`30d`: the 30 days before today).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Lookback(pub u32);
+from_str_scalar!(
+    Lookback,
+    interpolated_str,
+    "a number of days from 1d to 3660d, such as `30d`",
+    |s| {
+        let days = s
+            .strip_suffix('d')
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|n| (1..=3660).contains(n));
+        days.ok_or_else(|| {
+            format!("lookback must be whole days from 1d to 3660d, such as `30d`, got {s:?}")
+        })
+    }
+);
+
 /// `retry.attempts`: tries of one call, the first included: 1 (no retry) to
 /// [`MAX_RETRY_ATTEMPTS`].
 #[derive(Debug, Clone, Copy)]

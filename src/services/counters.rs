@@ -65,6 +65,21 @@ pub struct Counters {
     pub runs: BTreeMap<(String, &'static str), u64>,
     pub last_success: BTreeMap<String, DateTime<Utc>>,
     pub sweeper: BTreeMap<&'static str, u64>,
+    /// Events of an older payload shape upcast on read, per job.
+    pub upcast: BTreeMap<String, u64>,
+    /// Rejected events per job and the domain's reason.
+    pub rejected: BTreeMap<(String, String), u64>,
+    /// The last run of each verify job.
+    pub verify: BTreeMap<String, LastVerify>,
+}
+
+/// What a verify job's last run found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastVerify {
+    pub at: DateTime<Utc>,
+    pub orders_wrong: u64,
+    pub orders_missing: u64,
+    pub effects_missing: u64,
 }
 
 impl Metrics {
@@ -94,6 +109,7 @@ impl Metrics {
         }
         if replay {
             c.events.entry(job.to_string()).or_default();
+            c.upcast.entry(job.to_string()).or_default();
         }
     }
 
@@ -113,9 +129,33 @@ impl Metrics {
     pub fn add_work(&self, job: &str, delta: &Summary) {
         let mut c = self.lock();
         *c.events.entry(job.to_string()).or_default() += delta.events_read;
+        *c.upcast.entry(job.to_string()).or_default() += delta.events_upcast;
+        for (reason, n) in &delta.rejected_by_reason {
+            *c.rejected
+                .entry((job.to_string(), reason.clone()))
+                .or_default() += n;
+        }
         for (outcome, n) in &delta.effects {
             *c.effects.entry((job.to_string(), *outcome)).or_default() += n;
         }
+    }
+
+    /// Keeps what a verify job's run found.
+    pub fn record_verify(
+        &self,
+        job: &str,
+        at: DateTime<Utc>,
+        orders_wrong: u64,
+        orders_missing: u64,
+        effects_missing: u64,
+    ) {
+        let last = LastVerify {
+            at,
+            orders_wrong,
+            orders_missing,
+            effects_missing,
+        };
+        self.lock().verify.insert(job.to_string(), last);
     }
 
     pub fn add_sweep(&self, outcome: &SweepOutcome) {

@@ -10,3 +10,4 @@ pub mod runner;
 pub mod scheduler;
 pub mod story;
 pub mod sweeper;
+pub mod verify;

@@ -53,6 +53,10 @@ pub struct Summary {
     /// Events of types the job does not handle.
     pub events_skipped: u64,
     pub events_rejected: u64,
+    /// Rejected events by the domain's reason (`valor has more than two decimal places`, …).
+    pub rejected_by_reason: BTreeMap<String, u64>,
+    /// Events of an older payload shape, upcast on read (rejected ones are not counted here).
+    pub events_upcast: u64,
     /// State outcomes, by the seed's words in JSON.
     pub state: BTreeMap<StateOutcome, u64>,
     /// A simulation: orders in its diff (those whose row is not newer than the window's event).
@@ -74,6 +78,10 @@ impl Summary {
         self.events_read += other.events_read;
         self.events_skipped += other.events_skipped;
         self.events_rejected += other.events_rejected;
+        for (k, v) in &other.rejected_by_reason {
+            *self.rejected_by_reason.entry(k.clone()).or_default() += v;
+        }
+        self.events_upcast += other.events_upcast;
         for (k, v) in &other.state {
             *self.state.entry(*k).or_default() += v;
         }
@@ -98,6 +106,16 @@ impl Summary {
         }
     }
 
+    /// A rejected event's reason, counted (the event itself is counted in `events_rejected`).
+    pub fn count_rejected(&mut self, reason: &str, n: u64) {
+        if n > 0 {
+            *self
+                .rejected_by_reason
+                .entry(reason.to_string())
+                .or_default() += n;
+        }
+    }
+
     pub fn count_effect(&mut self, outcome: EffectOutcome, n: u64) {
         if n > 0 {
             *self.effects.entry(outcome).or_default() += n;
@@ -116,6 +134,7 @@ impl Summary {
             (EVENTS_READ.to_string(), count(self.events_read)),
             (EVENTS_SKIPPED.to_string(), count(self.events_skipped)),
             (EVENTS_REJECTED.to_string(), count(self.events_rejected)),
+            (EVENTS_UPCAST.to_string(), count(self.events_upcast)),
             (ORDERS_IN_DIFF.to_string(), count(self.orders_in_diff)),
             (ORDERS_CHANGED.to_string(), count(self.orders_changed)),
             (TOTAL_BEFORE.to_string(), self.total_before_centavos),
@@ -127,6 +146,9 @@ impl Summary {
         }
         for (outcome, n) in &self.effects {
             rows.push((format!("{EFFECT_PREFIX}{outcome}"), count(*n)));
+        }
+        for (reason, n) in &self.rejected_by_reason {
+            rows.push((format!("{REJECTED_PREFIX}{reason}"), count(*n)));
         }
         rows.retain(|(_, v)| *v != 0);
         rows
@@ -141,6 +163,7 @@ impl Summary {
                 EVENTS_READ => s.events_read = count(value),
                 EVENTS_SKIPPED => s.events_skipped = count(value),
                 EVENTS_REJECTED => s.events_rejected = count(value),
+                EVENTS_UPCAST => s.events_upcast = count(value),
                 ORDERS_IN_DIFF => s.orders_in_diff = count(value),
                 ORDERS_CHANGED => s.orders_changed = count(value),
                 TOTAL_BEFORE => s.total_before_centavos = value,
@@ -155,6 +178,8 @@ impl Summary {
                         if let Ok(outcome) = EffectOutcome::try_from(word) {
                             s.count_effect(outcome, count(value));
                         }
+                    } else if let Some(reason) = other.strip_prefix(REJECTED_PREFIX) {
+                        s.count_rejected(reason, count(value));
                     }
                 }
             }
@@ -199,6 +224,7 @@ impl Totals {
 const EVENTS_READ: &str = "eventos-lidos";
 const EVENTS_SKIPPED: &str = "eventos-ignorados";
 const EVENTS_REJECTED: &str = "eventos-rejeitados";
+const EVENTS_UPCAST: &str = "eventos-convertidos";
 const ORDERS_IN_DIFF: &str = "pedidos-no-diff";
 const ORDERS_CHANGED: &str = "pedidos-alterados";
 const TOTAL_BEFORE: &str = "total-antes-centavos";
@@ -206,6 +232,7 @@ const TOTAL_AFTER: &str = "total-depois-centavos";
 const CALLS_RETRIED: &str = "chamadas-repetidas";
 const STATE_PREFIX: &str = "estado:";
 const EFFECT_PREFIX: &str = "efeito:";
+const REJECTED_PREFIX: &str = "rejeitado:";
 
 #[cfg(test)]
 mod tests {
@@ -233,8 +260,10 @@ mod tests {
             total_before_centavos: -5,
             total_after_centavos: 700,
             calls_retried: 6,
+            events_upcast: 7,
             ..Summary::default()
         };
+        summary.count_rejected("valor is not a number", 2);
         summary.count_effect(EffectOutcome::AppliedEarlier, 4);
         summary.count_state(StateOutcome::Unchanged, 1);
 

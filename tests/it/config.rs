@@ -64,6 +64,7 @@ fn every_example_job_file_loads() {
         "nightly-reconcile",
         "replay-2026-10-14-v2",
         "sweeper",
+        "verify-daily",
     ];
     assert_eq!(names, expected);
     let notify = config

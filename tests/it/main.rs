@@ -34,3 +34,6 @@ mod run_json;
 mod security;
 mod serve;
 mod serve_flood;
+mod upcast;
+mod verify;
+mod verify_job;

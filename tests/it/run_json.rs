@@ -97,6 +97,7 @@ async fn run_json_prints_every_key_of_the_contract_with_the_runs_figures() {
         "events_read",
         "events_skipped",
         "events_rejected",
+        "events_upcast",
         "orders_changed",
         "total_before_cents",
         "total_after_cents",

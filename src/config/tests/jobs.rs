@@ -317,3 +317,28 @@ fn a_variable_value_cannot_change_the_yaml_structure() {
         "{err}"
     );
 }
+
+#[test]
+fn a_verify_job_looks_back_whole_days_from_today_in_its_timezone() {
+    let ok = job("name: v\nkind: verify\ntimezone: America/Sao_Paulo\nlookback: 30d\nreport_to: [f@example.com]\n").unwrap();
+    let JobKind::Verify(verify) = &ok.kind else {
+        panic!("not a verify job")
+    };
+    // 02:00 UTC on 15 October is still the 14th in São Paulo.
+    let (from, to) = verify.range(ok.timezone, utc("2026-10-15T02:00:00Z"));
+    assert_eq!(
+        (from.to_string(), to.to_string()),
+        ("2026-09-14".into(), "2026-10-14".into())
+    );
+    let err =
+        job("name: v\nkind: verify\nlookback: 30h\nreport_to: [f@example.com]\n").unwrap_err();
+    assert!(
+        err.starts_with("t.yaml:3:11: lookback must be whole days"),
+        "{err}"
+    );
+    let err = job(
+        "name: v\nkind: verify\nlookback: 30d\nreport_to: [f@example.com]\nto: [x@example.com]\n",
+    )
+    .unwrap_err();
+    assert!(err.contains("unknown field `to`"), "{err}");
+}

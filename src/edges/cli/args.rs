@@ -230,6 +230,32 @@ pub enum Command {
         #[arg(long, env = "METRICS_MAX_CONNECTIONS", default_value_t = 256)]
         metrics_max_connections: usize,
     },
+    /// Reconcile: which days of `[from, to)` (in the timezone) hold an order whose `comissao`
+    /// differs from what the archive implies, or an event whose effect the ledger lacks. Per day:
+    /// events, orders (by the day of their newest `pedido.pago`), orders wrong, orders missing,
+    /// the net difference in cents (expected minus current), effects missing and `incerto`.
+    /// Reads only. Exit 0 clean, 3 differences found, 2 invalid input, 1 failure.
+    Verify {
+        /// The first day, YYYY-MM-DD.
+        #[arg(long, value_name = "DAY", value_parser = super::verify::parse_day)]
+        from: chrono::NaiveDate,
+        /// The day after the last, YYYY-MM-DD.
+        #[arg(long, value_name = "DAY", value_parser = super::verify::parse_day)]
+        to: chrono::NaiveDate,
+        /// The days' timezone (default: the job's, else UTC).
+        #[arg(long, value_name = "TZ", value_parser = super::verify::parse_timezone)]
+        timezone: Option<chrono_tz::Tz>,
+        /// The replay or live job whose policy says which effects to check, and which emitted
+        /// jobs carry (default: the `kind: live` job; none: effects are not checked).
+        #[arg(long)]
+        job: Option<String>,
+        /// Print the findings as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Write one gated replay job per day with differences into DIR (accepted by `check`).
+        #[arg(long, value_name = "DIR")]
+        emit_jobs: Option<PathBuf>,
+    },
     /// The whole story end to end: an archive of 2026-10-14 with the commission bug, a
     /// simulation, the real run, and a second run that sends nothing. Uses a scratch database on
     /// DATABASE_URL's server when set, else a throwaway cluster from the local PostgreSQL binaries.

@@ -27,6 +27,7 @@ mod ops;
 mod reports;
 mod roles;
 mod users;
+mod verify;
 
 /// The binary's entry point: a multi-threaded runtime running [`main`]. Not `async`, so the binary
 /// crate instantiates none of the library's futures: its build, the last and serial step of a
@@ -193,6 +194,24 @@ async fn dispatch(cli: Cli) -> Outcome {
         }
         Command::Console { addr, web } => console::console(&cli, *addr, web).await,
         Command::Users { action } => users::users(&cli, action).await,
+        Command::Verify {
+            from,
+            to,
+            timezone,
+            job,
+            json,
+            emit_jobs,
+        } => {
+            let args = verify::VerifyArgs {
+                from: *from,
+                to: *to,
+                timezone: *timezone,
+                job: job.clone(),
+                json: *json,
+                emit_jobs: emit_jobs.clone(),
+            };
+            verify::verify(&cli, &args).await
+        }
     }
 }
 

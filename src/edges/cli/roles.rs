@@ -58,7 +58,10 @@ pub(super) fn duty_of(command: &Command) -> Duty {
         Command::Review {
             action: ReviewAction::Resolve { .. },
         } => ("resolve review items", "a role granted `--reviewer`"),
-        Command::Review { .. } | Command::Status { .. } | Command::Explain { .. } => (
+        Command::Review { .. }
+        | Command::Status { .. }
+        | Command::Explain { .. }
+        | Command::Verify { .. } => (
             "read the ledger",
             "a role granted `--worker`, `--approver` or `--reviewer`",
         ),

@@ -16,6 +16,26 @@ impl Metrics {
             out.sample("replay_ledger_events_total", &[("job", job)], n);
         }
         out.family(
+            "replay_ledger_events_upcast_total",
+            "counter",
+            "Archived events of an older payload shape upcast on read by runs of this process, per job.",
+        );
+        for (job, n) in &c.upcast {
+            out.sample("replay_ledger_events_upcast_total", &[("job", job)], n);
+        }
+        out.family(
+            "replay_ledger_events_rejected_total",
+            "counter",
+            "Archived events rejected as invalid by runs of this process, per job and reason.",
+        );
+        for ((job, reason), n) in &c.rejected {
+            out.sample(
+                "replay_ledger_events_rejected_total",
+                &[("job", job), ("reason", reason)],
+                n,
+            );
+        }
+        out.family(
             "replay_ledger_effects_total",
             "counter",
             "Effect outcomes of runs of this process (replay jobs, the live consumer: aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",
@@ -51,6 +71,7 @@ impl Metrics {
                 at.timestamp(),
             );
         }
+        render_verify(&c.verify, out);
         out.family(
             "replay_ledger_sweeper_rows_total",
             "counter",
@@ -69,5 +90,30 @@ impl Metrics {
             &[],
             self.heartbeat_unix(),
         );
+    }
+}
+
+/// The last run of each verify job of this process: what it found, and when.
+fn render_verify(
+    last: &std::collections::BTreeMap<String, crate::services::counters::LastVerify>,
+    out: &mut Exposition,
+) {
+    let families = [
+        ("replay_ledger_verify_orders_wrong", "Orders whose comissao differs from the archive (value or version), at the job's last verify run."),
+        ("replay_ledger_verify_orders_missing", "Orders with no comissao row, at the job's last verify run."),
+        ("replay_ledger_verify_effects_missing", "Effects the live policy applies with no ledger row, at the job's last verify run."),
+        ("replay_ledger_verify_last_run_timestamp_seconds", "Unix time at which the job's last verify run ended."),
+    ];
+    for (name, help) in families {
+        out.family(name, "gauge", help);
+        for (job, v) in last {
+            let value = match name {
+                "replay_ledger_verify_orders_wrong" => v.orders_wrong as i64,
+                "replay_ledger_verify_orders_missing" => v.orders_missing as i64,
+                "replay_ledger_verify_effects_missing" => v.effects_missing as i64,
+                _ => v.at.timestamp(),
+            };
+            out.sample(name, &[("job", job)], value);
+        }
     }
 }

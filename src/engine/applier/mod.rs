@@ -218,11 +218,14 @@ impl Applier {
                 continue;
             }
             match domain::handle(event) {
-                Ok(Some(decision)) => decided.push(Decided {
-                    posicao: event.posicao,
-                    evento_id: event.id.clone(),
-                    decision,
-                }),
+                Ok(Some(decision)) => {
+                    summary.events_upcast += u64::from(decision.upcast);
+                    decided.push(Decided {
+                        posicao: event.posicao,
+                        evento_id: event.id.clone(),
+                        decision,
+                    });
+                }
                 Ok(None) => summary.events_skipped += 1,
                 Err(invalid) => {
                     let record = Rejected {
@@ -234,6 +237,7 @@ impl Applier {
                     tracing::warn!(evento_id = %event.id, posicao = event.posicao, reason = invalid.reason, "invalid event rejected");
                     summary.events_read += 1;
                     summary.events_rejected += 1;
+                    summary.count_rejected(invalid.reason, 1);
                     if self.config.policy.on_invalid_event == OnInvalidEvent::Stop {
                         rejected.push(record.clone());
                         return (decided, rejected, Some(record), &events[..i]);

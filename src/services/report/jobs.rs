@@ -236,7 +236,7 @@ async fn deliver(
 }
 
 /// The Message-ID's left part: stable per report, so a copy resent by a human threads with it.
-fn message_id(key: &ReportKey) -> String {
+pub fn message_id(key: &ReportKey) -> String {
     key.key
         .chars()
         .map(|c| {

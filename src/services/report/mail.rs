@@ -253,6 +253,27 @@ impl Mailer {
         built.map_err(|e| MailError::Build(e.to_string()))
     }
 
+    /// A message of text and HTML alternatives, no attachment (a verification's findings).
+    pub fn plain_message(
+        &self,
+        subject: &str,
+        recipients: &Recipients,
+        message_id: &str,
+        text: String,
+        html: String,
+    ) -> Result<Message, MailError> {
+        let mut builder = Message::builder()
+            .from(self.from.clone())
+            .subject(crate::shared::text::inert(subject))
+            .message_id(Some(format!("<{message_id}@replay-ledger.invalid>")));
+        for to in &recipients.to {
+            builder = builder.to(mailbox("to", to)?);
+        }
+        builder
+            .multipart(MultiPart::alternative_plain_html(text, html))
+            .map_err(|e| MailError::Build(e.to_string()))
+    }
+
     /// Sends by SMTP; returns the server's reply code. (An outbox mailer sends nothing: callers
     /// check [`Mailer::outbox_dir`] first.)
     pub async fn send(&self, message: &Message) -> Result<String, SendError> {

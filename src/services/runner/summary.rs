@@ -56,8 +56,8 @@ impl RunReport {
         let s = &self.summary;
         writeln!(
             f,
-            "  events read {}, skipped {}, rejected {}",
-            s.events_read, s.events_skipped, s.events_rejected
+            "  events read {}, skipped {}, rejected {}, upcast {}",
+            s.events_read, s.events_skipped, s.events_rejected, s.events_upcast
         )?;
         let verb = if self.mode == Mode::Simulation {
             "would change"

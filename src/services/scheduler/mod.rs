@@ -124,6 +124,8 @@ pub struct Scheduler {
     jobs: Vec<Scheduled>,
     /// Every job's gate, scheduled or not: the reports' links say which simulations await approval.
     gated: crate::services::report::Gated,
+    /// The `kind: live` job's policy, scheduled or not: the effects a verify job checks.
+    live_policy: Option<crate::engine::applier::Policy>,
     metrics: Arc<Metrics>,
 }
 
@@ -139,6 +141,10 @@ impl Scheduler {
         config.validate().map_err(SchedulerError::Config)?;
         let metrics = Arc::new(Metrics::new());
         let gated = crate::services::report::Gated::of(&jobs);
+        let live_policy = jobs.iter().find_map(|j| match &j.kind {
+            JobKind::Live(live) => Some(crate::engine::applier::Policy::from(live)),
+            _ => None,
+        });
         let mut scheduled = Vec::new();
         for job in jobs {
             let Some(schedule) = job.schedule.as_deref() else {
@@ -159,6 +165,7 @@ impl Scheduler {
             config,
             jobs: scheduled,
             gated,
+            live_policy,
             metrics,
         })
     }

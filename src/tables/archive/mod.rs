@@ -10,6 +10,7 @@ use crate::domain::Event;
 
 mod live;
 mod payload;
+pub mod reconcile;
 pub mod snapshot;
 pub use live::{newest_below, pending, read_round, Applied, LivePosition, Pending};
 use payload::Payload;

@@ -13,6 +13,7 @@ use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 use sqlx::postgres::{PgTypeInfo, PgValueRef};
 use sqlx::types::Json;
@@ -48,12 +49,19 @@ impl Type<Postgres> for Payload {
 
 impl<'r> Decode<'r, Postgres> for Payload {
     fn decode(value: PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
-        Ok(Payload(
-            <Json<Bounded> as Decode<Postgres>>::decode(value)
-                .map(|json| json.0 .0)
-                .map_err(|e| e.to_string()),
-        ))
+        Ok(Payload(decode_text(value).map_err(|e| e.to_string())))
     }
+}
+
+/// The payload's JSON text (skipped through, however deep), decoded down to [`MAX_DEPTH`]
+/// levels; an older shape's `valor` number is kept as its exact text for the domain's upcaster.
+fn decode_text(value: PgValueRef<'_>) -> Result<Value, sqlx::error::BoxDynError> {
+    let text = <Json<&RawValue> as Decode<Postgres>>::decode(value)?
+        .0
+        .get();
+    let mut payload = serde_json::from_str::<Bounded>(text)?.0;
+    crate::domain::upcast::keep_exact_valor(text, &mut payload);
+    Ok(payload)
 }
 
 /// A JSON value decoded down to [`MAX_DEPTH`] levels.

@@ -9,7 +9,7 @@ use super::{Execution, Mode, State};
 use crate::shared::summary::{EffectOutcome, StateOutcome};
 
 /// One execution in JSON: `execution`, `mode`, `state`, `events_read`, `events_skipped`,
-/// `events_rejected`, `orders_changed`, `total_before_cents`, `total_after_cents`, `effects`
+/// `events_rejected`, `events_upcast`, `orders_changed`, `total_before_cents`, `total_after_cents`, `effects`
 /// (outcome word → count), `calls_retried`, then the rest of the row.
 #[derive(Debug, Serialize)]
 pub struct ExecutionView<'a> {
@@ -18,6 +18,8 @@ pub struct ExecutionView<'a> {
     pub events_read: u64,
     pub events_skipped: u64,
     pub events_rejected: u64,
+    /// Events of an older payload shape, upcast on read.
+    pub events_upcast: u64,
     /// A simulation: orders in its diff.
     pub orders_in_diff: u64,
     pub orders_changed: u64,
@@ -42,6 +44,7 @@ impl<'a> From<&'a Execution> for ExecutionView<'a> {
             events_read: s.events_read,
             events_skipped: s.events_skipped,
             events_rejected: s.events_rejected,
+            events_upcast: s.events_upcast,
             orders_in_diff: s.orders_in_diff,
             orders_changed: s.orders_changed,
             total_before_cents: s.total_before_centavos,

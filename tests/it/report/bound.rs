@@ -243,7 +243,7 @@ async fn an_approval_given_under_another_rule_version_is_refused() {
     let out = s.bin(&["run", JOB]).await;
 
     assert!(
-        stderr(&out).contains("rule: calcularComissao/0 → calcularComissao/1"),
+        stderr(&out).contains("rule: calcularComissao/0 → calcularComissao/2"),
         "{}",
         stderr(&out)
     );

@@ -4,6 +4,8 @@
 
 use serde_json::{json, Value};
 
+pub mod upcast;
+
 /// The event type this domain handles.
 pub const ORDER_PAID: &str = "pedido.pago";
 /// The one effect type the domain requests: tell the seller about the commission.
@@ -13,7 +15,8 @@ pub const EFFECT_TYPES: &[&str] = &[NOTIFY_SELLER];
 /// The version of the commission rule and of what the handler decides. Change it whenever the
 /// domain's rule changes: an approval binds it, so a release that computes differently cannot
 /// apply an approval given for the old computation.
-pub const RULE_VERSION: &str = "calcularComissao/1";
+/// `/2`: payloads of the older shape (`valor` in reais) are upcast instead of rejected.
+pub const RULE_VERSION: &str = "calcularComissao/2";
 /// `Number.MAX_SAFE_INTEGER`: the largest integer a JavaScript number holds exactly.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -70,6 +73,16 @@ pub struct EffectRequest {
 pub struct Decision {
     pub commission: CommissionRow,
     pub effects: Vec<EffectRequest>,
+    /// The payload had an older shape and was upcast to the current one.
+    pub upcast: bool,
+}
+
+/// The commission a `pedido.pago` payload implies, whatever its shape: the one rule the replay,
+/// the live consumer, `verify` and `explain` all call. `Ok((cents, upcast))`.
+pub fn commission_of(payload: &Value) -> Result<(i64, bool), InvalidPayload> {
+    let current = upcast::to_current(payload)?;
+    let upcast = matches!(current, std::borrow::Cow::Owned(_));
+    Ok((calcular_comissao(&current)?, upcast))
 }
 
 /// The ledger key: depends only on the event and the effect type, so the live consumer and every
@@ -137,7 +150,7 @@ pub fn handle(event: &Event) -> Result<Option<Decision>, InvalidPayload> {
     if event.pedido_id.len() > MAX_ID_BYTES {
         return Err(invalid("pedido_id longer than 1024 bytes"));
     }
-    let valor = calcular_comissao(&event.payload)?;
+    let (valor, upcast) = commission_of(&event.payload)?;
     let effects = vec![EffectRequest {
         tipo: NOTIFY_SELLER,
         key: effect_key(&event.id, NOTIFY_SELLER),
@@ -154,6 +167,7 @@ pub fn handle(event: &Event) -> Result<Option<Decision>, InvalidPayload> {
             versao: event.versao,
         },
         effects,
+        upcast,
     }))
 }
 
