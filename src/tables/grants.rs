@@ -40,6 +40,7 @@ const TABLES: &[&str] = &[
     "job_rodada",
     "consumo_ao_vivo",
     "reprocessamento_dono",
+    "reprocessamento_passagem",
 ];
 
 const SEQUENCES: &[&str] = &[

@@ -66,9 +66,12 @@ pub(super) struct DetailQuery {
     pub q: Option<String>,
     /// The diff's page, from 1.
     pub page: Option<usize>,
+    /// An earlier pass of the execution.
+    pub passagem: Option<i32>,
 }
 
-/// `GET /executions/{id}`.
+/// `GET /executions/{id}`: the current pass (its figures and its report's lists from one read of
+/// the execution's row and tallies), or an earlier pass (`?passagem=N`) with its figures.
 pub(super) async fn detail(
     State(console): State<Console>,
     session: Session,
@@ -78,20 +81,31 @@ pub(super) async fn detail(
     let execution = execution::load(&console.pool, &id)
         .await?
         .ok_or_else(|| no_execution(&id))?;
+    let passes = execution::passes(&console.pool, &id).await?;
+    let tz = console.config.timezone;
+    if let Some(n) = query.passagem.filter(|n| *n != execution.pass) {
+        let pass = passes
+            .iter()
+            .find(|p| p.pass == n)
+            .ok_or_else(|| PageError::NotFound(format!("Nenhuma passagem {n} desta execução.")))?;
+        let markup = page::earlier_pass(&session, tz, &execution, pass, &passes);
+        return Ok(templates::html(markup).into_response());
+    }
     let report = match execution.mode {
         Mode::Live => None,
-        _ => Some(load_report(&console, &id).await?),
+        _ => Some(report_of(&console, execution.clone()).await?),
     };
     let standing = approve::standing(&console, &execution).await?;
     let search = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
     let markup = page::detail(page::Detail {
         session: &session,
-        tz: console.config.timezone,
+        tz,
         execution: &execution,
         report: report.as_ref(),
         standing: &standing,
         search,
         page: query.page.unwrap_or(1).max(1),
+        passes: &passes,
     });
     Ok(templates::html(markup).into_response())
 }
@@ -121,13 +135,23 @@ pub(super) async fn diff_csv(
 }
 
 async fn load_report(console: &Console, key: &str) -> Result<ExecutionReport, PageError> {
-    match ExecutionReport::load(&console.pool, key).await {
-        Ok(report) => Ok(report),
-        Err(ReportError::Database(e)) => Err(e.into()),
-        Err(ReportError::NoExecution(_)) => Err(no_execution(key)),
-        Err(other) => Err(PageError::NotFound(crate::shared::text::inert(
-            &other.to_string(),
-        ))),
+    ExecutionReport::load(&console.pool, key)
+        .await
+        .map_err(|err| report_error(key, err))
+}
+
+async fn report_of(console: &Console, e: Execution) -> Result<ExecutionReport, PageError> {
+    let key = e.key.clone();
+    ExecutionReport::of_execution(&console.pool, e)
+        .await
+        .map_err(|err| report_error(&key, err))
+}
+
+fn report_error(key: &str, err: ReportError) -> PageError {
+    match err {
+        ReportError::Database(e) => e.into(),
+        ReportError::NoExecution(_) => no_execution(key),
+        other => PageError::NotFound(crate::shared::text::inert(&other.to_string())),
     }
 }
 

@@ -32,6 +32,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261202040000_previous_values.sql",
     "20261202050000_comissao_previous_values.sql",
     "20261203010000_ownership_epoch.sql",
+    "20261203120001_pass_history.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the

@@ -15,11 +15,13 @@ use crate::tables::tally::{self, Scope};
 mod live;
 mod lock;
 mod owner;
+mod passes;
 mod view;
 
 pub use live::{advance_live, ensure_live, live_checkpoint};
 pub use lock::{ExecutionLock, LockError};
 pub use owner::{is_fenced, Owner, FENCED};
+pub use passes::{passes, PassRecord};
 pub use view::ExecutionView;
 
 db_words! {
@@ -367,6 +369,7 @@ pub async fn advance(
     owner.confirm(conn).await?;
     set_checkpoint(conn, &scope.key, posicao).await?;
     tally::add(conn, scope, batch).await?;
+    tally::settle_pending(conn, scope, posicao).await?;
     touch(conn, &scope.key).await
 }
 

@@ -8,6 +8,7 @@ mod browser;
 mod http;
 mod pages;
 mod sessions;
+mod truth;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

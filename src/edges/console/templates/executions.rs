@@ -5,13 +5,15 @@ use maud::{html, Markup};
 
 use super::super::session::Session;
 use super::super::views::{Gate, Standing};
-use super::{facts, layout, query_value, segment, time, Attr, Inert, Part};
-use crate::services::report::render::{meaning, mode_label, state_label};
+use super::{facts, layout, layout_refreshing, query_value, segment, time, Attr, Inert, Part};
+use crate::services::report::render::{
+    approval_lines, figure_rows, meaning, mode_label, state_label,
+};
 use crate::services::report::{approved, ExecutionReport, LIST_LIMIT};
 use crate::shared::money::{brl, brl_signed, group_thousands};
-use crate::shared::summary::Totals;
+use crate::shared::summary::{Summary, Totals};
 use crate::tables::commission::DiffRow;
-use crate::tables::execution::{Execution, Mode, State};
+use crate::tables::execution::{Execution, Mode, PassRecord, State};
 
 /// Diff rows per page of an execution's page.
 pub(in crate::edges::console) const PAGE_SIZE: usize = 50;
@@ -109,33 +111,117 @@ pub(in crate::edges::console) struct Detail<'a> {
     pub standing: &'a Standing,
     pub search: Option<&'a str>,
     pub page: usize,
+    /// Every pass of the execution, the newest first.
+    pub passes: &'a [PassRecord],
 }
 
-/// `GET /executions/{id}`.
+/// `GET /executions/{id}`. Every figure is the loaded row's (one snapshot of the tallies); the
+/// lists, written as batches go, are shown once the execution is finished, so no list runs ahead
+/// of the figures. A running execution's page refreshes itself every few seconds.
 pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
     let e = d.execution;
+    let finished = e.state == State::Finished;
     let body = html! {
         (identity(e, d.tz))
-        (figures(e))
+        (figures(e.mode, &e.summary))
         (approval(d.session, e, d.standing, d.tz))
         @if let Some(report) = d.report {
-            @if let Some(check) = &report.approved { (applied(check, d.tz)) }
-            (effects(e))
-            (rows_section("largest", &format!("As {} maiores alterações", report.largest.len()), &report.largest, report.largest.len()))
-            (rows_section("new", &format!("Pedidos novos (sem comissão antes): {}", group_thousands(report.new_count as u64)), &report.new_orders, report.new_count))
-            (rows_section("decreased", &format!("Pedidos com comissão reduzida: {}", group_thousands(report.decreased_count as u64)), &report.decreased, report.decreased_count))
-            (rejected(report))
-            (diff(e, report, d.search, d.page))
+            @if let Some(check) = &report.approved { (applied(check, d.tz, e.state)) }
+            (effects(&e.summary))
+            @if finished {
+                (rows_section("largest", &format!("As {} maiores alterações", report.largest.len()), &report.largest, report.largest.len()))
+                (rows_section("new", &format!("Pedidos novos (sem comissão antes): {}", group_thousands(report.new_count as u64)), &report.new_orders, report.new_count))
+                (rows_section("decreased", &format!("Pedidos com comissão reduzida: {}", group_thousands(report.decreased_count as u64)), &report.decreased, report.decreased_count))
+                (rejected(report))
+                (diff(e, report, d.search, d.page))
+            } @else {
+                p #lists-pending { "As listas de pedidos e o diff aparecem quando a execução for concluída; os números acima contam os lotes já assentados." }
+            }
         } @else {
-            (effects(e))
+            (effects(&e.summary))
         }
+        (passes(e, d.passes, d.tz))
+    };
+    let title = format!("Execução {}", crate::shared::text::inert(&e.key));
+    if e.state == State::Running {
+        layout_refreshing(&title, Part::Executions, d.session, body)
+    } else {
+        layout(&title, Part::Executions, d.session, body)
+    }
+}
+
+/// An earlier pass of an execution: when it ran, who ran it, how it ended, its figures.
+pub(in crate::edges::console) fn earlier_pass(
+    session: &Session,
+    tz: Tz,
+    e: &Execution,
+    pass: &PassRecord,
+    all: &[PassRecord],
+) -> Markup {
+    let rows = vec![
+        (
+            "Execução",
+            format!("{} (passagem {} de {})", e.key, pass.pass, e.pass),
+        ),
+        ("Modo", mode_label(pass.mode).to_string()),
+        ("Situação", state_label(pass.state).to_string()),
+        (
+            "Iniciada",
+            format!("{} por {}", time(pass.started_at, tz), pass.started_by),
+        ),
+        (
+            "Concluída",
+            pass.finished_at.map_or("-".into(), |t| time(t, tz)),
+        ),
+    ];
+    let body = html! {
+        section #identity { h2 { "Passagem " (pass.pass) } (facts(&rows)) }
+        (figures(pass.mode, &pass.summary))
+        (effects(&pass.summary))
+        p { a href={ "/executions/" (segment(&e.key)) } { "Voltar à passagem atual" } }
+        (passes(e, all, tz))
     };
     layout(
-        &format!("Execução {}", crate::shared::text::inert(&e.key)),
+        &format!(
+            "Execução {} · passagem {}",
+            crate::shared::text::inert(&e.key),
+            pass.pass
+        ),
         Part::Executions,
-        d.session,
+        session,
         body,
     )
+}
+
+/// Every pass of the execution, the newest first, each with its figures and a link to it.
+fn passes(e: &Execution, passes: &[PassRecord], tz: Tz) -> Markup {
+    if passes.len() < 2 {
+        return html! {};
+    }
+    let base = format!("/executions/{}", segment(&e.key));
+    html! {
+        section #passes {
+            h2 { "Passagens" }
+            div.scroll { table.data {
+                thead { tr {
+                    th { "Passagem" } th { "Situação" } th { "Iniciada" } th.num { "Eventos lidos" }
+                    th.num { "Pedidos alterados" } th.num { "Diferença" }
+                } }
+                tbody { @for p in passes {
+                    @let t = Totals::of_summary(p.mode == Mode::Simulation, &p.summary);
+                    tr {
+                        td { @if p.pass == e.pass { (p.pass) " (atual)" }
+                             @else { a href={ (base) "?passagem=" (p.pass) } { (p.pass) } } }
+                        td { (state_label(p.state)) }
+                        td { (time(p.started_at, tz)) }
+                        td.num { (group_thousands(p.summary.events_read)) }
+                        td.num { (group_thousands(t.changed)) }
+                        td.num { (brl_signed(t.difference())) }
+                    }
+                } }
+            } }
+        }
+    }
 }
 
 fn identity(e: &Execution, tz: Tz) -> Markup {
@@ -165,23 +251,12 @@ fn identity(e: &Execution, tz: Tz) -> Markup {
     html! { section #identity { h2 { "Execução" } (facts(&rows)) } }
 }
 
-/// The tallies, as `status --json` prints them.
-fn figures(e: &Execution) -> Markup {
-    let s = &e.summary;
-    let t = totals(e);
+/// The tallies, as `status --json` prints them and as the report lists them.
+fn figures(mode: Mode, summary: &Summary) -> Markup {
     html! {
         section #summary {
             h2 { "Resumo" }
-            (facts(&[
-                ("Eventos lidos", group_thousands(s.events_read)),
-                ("Eventos ignorados (outros tipos)", group_thousands(s.events_skipped)),
-                ("Eventos rejeitados", group_thousands(s.events_rejected)),
-                ("Pedidos no diff", group_thousands(s.orders_in_diff)),
-                ("Pedidos alterados", group_thousands(s.orders_changed)),
-                ("Comissões antes", brl(t.before_centavos)),
-                ("Comissões depois", brl(t.after_centavos)),
-                ("Diferença", brl_signed(t.difference())),
-            ]))
+            (facts(&figure_rows(mode, summary)))
         }
     }
 }
@@ -234,34 +309,34 @@ fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Ma
     html! { section #approval { h2 { "Aprovação" } (inner) } }
 }
 
-/// A real run of an approved simulation: whether it applied exactly what was approved.
-fn applied(check: &approved::Check, tz: Tz) -> Markup {
-    let (a, b) = (&check.approved, &check.applied);
+/// A real run of an approved simulation: the approved diff and whether it applied exactly that,
+/// in the report's words.
+fn applied(check: &approved::Check, tz: Tz, state: State) -> Markup {
+    let lines = approval_lines(check, tz, state);
+    let ok = state == State::Finished && check.exact();
+    let warn = state == State::Finished && !check.exact();
     html! {
         section #applied {
             h2 { "Aprovado × aplicado" }
-            p.{ @if check.exact() { "ok" } @else { "warning" } } {
-                @if check.exact() { "Aplicou exatamente o que foi aprovado" } @else { "Não aplicou exatamente o que foi aprovado" }
-                " por " (Inert(&check.by)) " em " (time(check.at, tz)) ": aprovado "
-                (group_thousands(a.changed)) " pedidos, " (brl_signed(a.difference())) "; aplicado "
-                (group_thousands(b.changed)) " pedidos, " (brl_signed(b.difference())) "."
+            @for line in &lines {
+                p.ok[ok].warning[warn] { (Inert(line)) }
             }
         }
     }
 }
 
-fn effects(e: &Execution) -> Markup {
+fn effects(summary: &Summary) -> Markup {
     html! {
         section #effects {
             h2 { "Efeitos" }
-            @if e.summary.effects.is_empty() { p { "Nenhum efeito." } }
+            @if summary.effects.is_empty() { p { "Nenhum efeito." } }
             @else {
-                table.data {
+                div.scroll { table.data {
                     thead { tr { th { "Resultado" } th.num { "Quantidade" } th { "Significado" } } }
-                    tbody { @for (outcome, n) in &e.summary.effects { tr {
+                    tbody { @for (outcome, n) in &summary.effects { tr {
                         td { (outcome.to_string()) } td.num { (group_thousands(*n)) } td { (meaning(*outcome)) }
                     } } }
-                }
+                } }
             }
         }
     }

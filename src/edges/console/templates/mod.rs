@@ -92,6 +92,21 @@ pub(super) enum Part {
 
 /// A page of a logged-in account: the navigation, who is logged in, the logout form.
 pub(super) fn layout(title: &str, part: Part, session: &Session, body: Markup) -> Markup {
+    page(title, part, session, body, false)
+}
+
+/// As [`layout`], for a page that shows something still changing (a running execution): it
+/// reloads itself every few seconds, without a script (`<meta http-equiv="refresh">`).
+pub(super) fn layout_refreshing(
+    title: &str,
+    part: Part,
+    session: &Session,
+    body: Markup,
+) -> Markup {
+    page(title, part, session, body, true)
+}
+
+fn page(title: &str, part: Part, session: &Session, body: Markup, refresh: bool) -> Markup {
     let link = |href: &str, label: &str, this: Part| {
         html! {
             @if part == this { a href=(href) aria-current="page" { (label) } }
@@ -104,6 +119,7 @@ pub(super) fn layout(title: &str, part: Part, session: &Session, body: Markup) -
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                @if refresh { meta http-equiv="refresh" content="5"; }
                 title { (title) " · replay-ledger" }
                 link rel="stylesheet" href="/console.css";
             }
