@@ -67,7 +67,7 @@ const CONSOLE_SEQUENCES: &[&str] = &["console_tentativa_login_id_seq", "console_
 const CONSOLE_FUNCTIONS: &[&str] = &[
     "console_aprovar(text, interval, jsonb)",
     "console_resolver_incerto(text, interval, text, text, text)",
-    "console_abrir_sessao(text, text, text, text)",
+    "console_abrir_sessao(text, text, text, text, interval)",
     "console_recusar_login(text, text)",
     "console_fechar_sessao(text, text)",
 ];

@@ -70,19 +70,19 @@ pub async fn main() -> ExitCode {
 /// (file:line:column first), a refusal for want of a privilege with the role to connect as, any
 /// other error with its chain of causes.
 fn tell(err: &anyhow::Error, duty: &roles::Duty, role: Option<&str>) {
+    use crate::shared::text::inert;
     if let Some(message) = roles::permission_denied(err, duty, role) {
-        eprintln!("error: {message}");
+        eprintln!("error: {}", inert(&message));
     } else if let Some(e) = err.downcast_ref::<db::ConnectError>() {
-        eprintln!("error: {}", crate::shared::text::inert(&e.to_string()));
+        eprintln!("error: {}", inert(&e.to_string()));
     } else if let Some(errors) = err.downcast_ref::<ConfigErrors>() {
         for e in &errors.0 {
-            eprintln!("{e}");
+            for line in e.to_string().lines() {
+                eprintln!("{}", inert(line));
+            }
         }
     } else {
-        eprintln!(
-            "error: {}",
-            crate::shared::text::inert(&failure::describe(err))
-        );
+        eprintln!("error: {}", inert(&failure::describe(err)));
     }
 }
 

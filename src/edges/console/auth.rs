@@ -51,16 +51,21 @@ pub(super) async fn login(
 ) -> Result<Response, PageError> {
     let config = &console.config;
     let address = client_address(peer, &headers, &config.trusted_proxies).to_string();
-    // As stored; anything that is not an address is still counted, cut to an address's length.
-    let email = normalize_email(&form.email)
-        .unwrap_or_else(|_| form.email.trim().to_lowercase().chars().take(254).collect());
+    // As stored; anything that is not an address is still counted (made inert: a NUL or a
+    // control character cannot reach the database), cut to an address's length.
+    let email = normalize_email(&form.email).unwrap_or_else(|_| {
+        crate::shared::text::inert(&form.email.trim().to_lowercase())
+            .chars()
+            .take(254)
+            .collect()
+    });
     if !password_holds(&console, &email, &address, form.password).await? {
         let page = templates::login::page(Some(templates::login::REFUSED));
         return Ok((StatusCode::UNAUTHORIZED, templates::html(page)).into_response());
     }
     let old = session::token_of(&headers, config.secure_cookies);
-    session::discard(&console.pool, old.as_deref(), config.idle_timeout).await?;
-    let token = session::open(&console.pool, &email, &address).await?;
+    session::discard(&console.pool, old.as_deref()).await?;
+    let token = session::open(&console.pool, &email, &address, config.idle_timeout).await?;
     Ok((
         [(
             header::SET_COOKIE,
@@ -152,7 +157,7 @@ impl FromRequestParts<Console> for Session {
         let Some(token) = session::token_of(&parts.headers, config.secure_cookies) else {
             return Err(refused());
         };
-        match session::touch(&state.pool, &session::digest(&token), config.idle_timeout).await? {
+        match session::touch(&state.pool, &session::digest(&token)).await? {
             Some(session) => Ok(session),
             None => Err(refused()),
         }

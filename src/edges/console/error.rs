@@ -24,6 +24,8 @@ pub(super) enum PageError {
     Conflict(String),
     /// Too many failed logins: 429, with the login page.
     Throttled,
+    /// Any other status the console answers with, and why (414, 431, 413 …).
+    Refused(StatusCode, String),
     Database(sqlx::Error),
 }
 
@@ -45,6 +47,7 @@ impl IntoResponse for PageError {
             PageError::NotFound(what) => (StatusCode::NOT_FOUND, what),
             PageError::BadRequest(why) => (StatusCode::BAD_REQUEST, why),
             PageError::Conflict(why) => (StatusCode::CONFLICT, why),
+            PageError::Refused(status, why) => (status, why),
             PageError::Throttled => {
                 return (
                     StatusCode::TOO_MANY_REQUESTS,
@@ -60,6 +63,11 @@ impl IntoResponse for PageError {
                         .to_string(),
                 )
             }
+            // Text the database cannot hold (a NUL, an invalid encoding) came from the request.
+            PageError::Database(e) if is_unholdable_text(&e) => (
+                StatusCode::BAD_REQUEST,
+                "O pedido contém texto que o banco de dados não aceita (um caractere nulo, por exemplo).".to_string(),
+            ),
             PageError::Database(e) => {
                 tracing::error!(error = %e, "console: database error");
                 (
@@ -76,6 +84,14 @@ impl IntoResponse for PageError {
         )
             .into_response()
     }
+}
+
+/// Whether the database refused a value's text itself (SQLSTATE 22021, character not in the
+/// encoding; 22P05, untranslatable character): the request's fault, not the console's.
+fn is_unholdable_text(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "22021" || c == "22P05")
 }
 
 /// A path no route serves.

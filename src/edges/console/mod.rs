@@ -25,6 +25,7 @@ mod auth;
 mod csrf;
 mod error;
 mod executions;
+mod guard;
 mod headers;
 mod review;
 mod session;
@@ -67,6 +68,10 @@ impl Default for Throttle {
     }
 }
 
+/// The longest idle timeout (and throttle window) the console takes: beyond it a session would
+/// never end, and the database's intervals are bounded.
+pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// How the console behaves. Defaults in brackets.
 #[derive(Debug, Clone)]
 pub struct ConsoleConfig {
@@ -108,6 +113,12 @@ impl ConsoleConfig {
         if self.idle_timeout.is_zero() || self.throttle.window.is_zero() {
             return Err("the idle timeout and the throttle window must be positive".into());
         }
+        if self.idle_timeout > MAX_IDLE_TIMEOUT || self.throttle.window > MAX_IDLE_TIMEOUT {
+            return Err(
+                "the idle timeout and the throttle window may be at most 30 days (e.g. 30m, 8h, 7d)"
+                    .into(),
+            );
+        }
         if self.throttle.per_account < 1 || self.throttle.per_address < 1 {
             return Err("the login throttle limits must be at least 1".into());
         }
@@ -145,6 +156,8 @@ impl Console {
             .route("/audit", get(audit::list))
             .route(headers::STYLESHEET_PATH, get(headers::stylesheet))
             .fallback(error::not_found)
+            .layer(axum::middleware::map_response(guard::localize))
+            .layer(axum::middleware::from_fn(guard::guard))
             .layer(axum::middleware::map_response(headers::secure))
             .with_state(self.clone())
     }

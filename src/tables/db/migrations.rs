@@ -33,6 +33,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261202050000_comissao_previous_values.sql",
     "20261203010000_ownership_epoch.sql",
     "20261203120001_pass_history.sql",
+    "20261203120002_session_idle_rule.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the

@@ -30,8 +30,8 @@ pub use attempts::{
 };
 pub use lookup::{entry, Entry};
 pub use review::{
-    resolve, resolve_in_console, review_list, review_list_filtered, Resolution, ReviewError,
-    ReviewFilter, ReviewItem,
+    decision_of, last_decision_on, resolve, resolve_in_console, review_list, review_list_filtered,
+    Resolution, ReviewError, ReviewFilter, ReviewItem,
 };
 pub use sweep::{claim_stale, stale_page, uncertain_if_stale, StaleRow};
 pub use why::{Reason, Why};

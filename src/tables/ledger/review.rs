@@ -162,6 +162,33 @@ pub async fn resolve(
 /// console session (`console:<email>`, returned) by the `security definer` function
 /// `console_resolver_incerto`, which refuses with 42501 unless the session (`token_digest`, used
 /// within `idle_timeout`) is live and its account is an operator's.
+/// The last decision `who` recorded on `key` (its `efeito_revisao.id`), if any: what the console
+/// names in the address it returns to, so the page's banner is read back from the record.
+pub async fn last_decision_on(
+    pool: &PgPool,
+    key: &str,
+    who: &str,
+) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar("select max(id) from efeito_revisao where chave = $1 and resolvido_por = $2")
+        .bind(key)
+        .bind(who)
+        .fetch_one(pool)
+        .await
+}
+
+/// The decision `id`, if `who` recorded it: the key and the decision, as recorded.
+pub async fn decision_of(
+    pool: &PgPool,
+    id: i64,
+    who: &str,
+) -> Result<Option<(String, Resolution)>, sqlx::Error> {
+    sqlx::query_as("select chave, decisao from efeito_revisao where id = $1 and resolvido_por = $2")
+        .bind(id)
+        .bind(who)
+        .fetch_optional(pool)
+        .await
+}
+
 pub async fn resolve_in_console(
     pool: &PgPool,
     token_digest: &str,

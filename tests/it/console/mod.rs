@@ -5,6 +5,7 @@
 //! `users add`.
 
 mod browser;
+mod hostile;
 mod http;
 mod pages;
 mod sessions;

@@ -250,7 +250,13 @@ async fn an_operator_resolves_as_its_account_and_an_unknown_outcome_is_refused()
     );
     assert_eq!(unknown.status, 400);
     assert_eq!(first.status, 303);
-    assert!(first.location().unwrap().starts_with("/review?resolved="));
+    assert!(first.location().unwrap().starts_with("/review?decisao="));
+    let banner = operator.get(first.location().unwrap()).await;
+    assert!(
+        banner.body.contains(&sent),
+        "the banner names the key: {}",
+        banner.body
+    );
     assert_eq!(second.status, 303);
     assert_eq!(twice.status, 409, "{}", twice.body);
     assert_eq!(

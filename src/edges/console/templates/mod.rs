@@ -159,19 +159,58 @@ pub(super) fn bare(title: &str, body: Markup) -> Markup {
     }
 }
 
-/// The page of an error status.
+/// The page of an error status: its code and name in Portuguese, why, and the navigation (the
+/// links only: an error page may have no session to show).
 pub(super) fn error_page(status: StatusCode, message: &str) -> Markup {
-    bare(
-        &format!(
-            "{} {}",
-            status.as_u16(),
-            status.canonical_reason().unwrap_or("")
-        ),
-        html! {
-            p.error { (message) }
-            p { a href="/" { "Voltar às execuções" } }
-        },
-    )
+    let title = format!("{} {}", status.as_u16(), status_name(status));
+    html! {
+        (DOCTYPE)
+        html lang="pt-BR" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · replay-ledger" }
+                link rel="stylesheet" href="/console.css";
+            }
+            body {
+                header.top {
+                    span.brand { "replay-ledger" }
+                    nav {
+                        a href="/" { "Execuções" }
+                        a href="/review" { "Revisão" }
+                        a href="/audit" { "Auditoria" }
+                    }
+                }
+                main.narrow {
+                    h1 { (title) }
+                    p.error { (message) }
+                    p { a href="/" { "Voltar às execuções" } }
+                }
+            }
+        }
+    }
+}
+
+/// A status's name in Portuguese.
+fn status_name(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "Pedido inválido",
+        401 => "Sessão necessária",
+        403 => "Acesso negado",
+        404 => "Não encontrado",
+        405 => "Método não aceito",
+        409 => "Conflito",
+        413 => "Conteúdo grande demais",
+        414 => "Endereço longo demais",
+        415 => "Formato não aceito",
+        422 => "Dados inválidos",
+        429 => "Tentativas demais",
+        431 => "Cabeçalhos grandes demais",
+        500 => "Erro interno",
+        503 => "Indisponível",
+        code if code < 500 => "Pedido recusado",
+        _ => "Erro do servidor",
+    }
 }
 
 /// A label/value table.
