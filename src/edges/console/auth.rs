@@ -8,7 +8,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::LazyLock;
 
-use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -21,9 +21,29 @@ use super::error::PageError;
 use super::session::{self, Session};
 use super::{templates, Console, Throttle};
 
-/// `GET /login`.
-pub(super) async fn login_page() -> Response {
-    templates::html(templates::login::page(None)).into_response()
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct LoginQuery {
+    next: Option<String>,
+}
+
+/// `GET /login` (`?next=/executions/…`: where the login returns, a local path only).
+pub(super) async fn login_page(Query(query): Query<LoginQuery>) -> Response {
+    let next = query.next.as_deref().and_then(local_path);
+    templates::html(templates::login::page(None, next)).into_response()
+}
+
+/// `next` if it is a path of this console: one leading `/` (not `//`, which a browser reads as
+/// another host), no backslash (read as `/` by browsers), only visible ASCII (as a browser sends
+/// a path: anything else percent-encoded), and short; so a link cannot make the login send
+/// anyone elsewhere.
+pub(super) fn local_path(next: &str) -> Option<&str> {
+    let local = next.starts_with('/')
+        && !next.starts_with("//")
+        && !next.contains('\\')
+        && next.len() <= 2048
+        && next.bytes().all(|b| (0x21..=0x7e).contains(&b));
+    local.then_some(next)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -31,6 +51,8 @@ pub(super) async fn login_page() -> Response {
 pub(super) struct LoginForm {
     email: String,
     password: String,
+    /// Where to go once logged in (a local path; else `/`).
+    next: Option<String>,
 }
 
 /// Password checks running at once: each holds 19 MiB for its tens of milliseconds, so a burst of
@@ -59,8 +81,9 @@ pub(super) async fn login(
             .take(254)
             .collect()
     });
+    let next = form.next.as_deref().and_then(local_path).unwrap_or("/");
     if !password_holds(&console, &email, &address, form.password).await? {
-        let page = templates::login::page(Some(templates::login::REFUSED));
+        let page = templates::login::page(Some(templates::login::REFUSED), Some(next));
         return Ok((StatusCode::UNAUTHORIZED, templates::html(page)).into_response());
     }
     let old = session::token_of(&headers, config.secure_cookies);
@@ -71,7 +94,7 @@ pub(super) async fn login(
             header::SET_COOKIE,
             session::set_cookie(&token, config.secure_cookies),
         )],
-        Redirect::to("/"),
+        Redirect::to(next),
     )
         .into_response())
 }
@@ -149,7 +172,7 @@ impl FromRequestParts<Console> for Session {
         let config = &state.config;
         let refused = || {
             if parts.method == Method::GET || parts.method == Method::HEAD {
-                PageError::Login
+                PageError::Login(parts.uri.path_and_query().map(|p| p.as_str().to_string()))
             } else {
                 PageError::Unauthorized
             }

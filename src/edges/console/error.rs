@@ -11,8 +11,9 @@ use super::templates;
 /// Why a request was not served.
 #[derive(Debug)]
 pub(super) enum PageError {
-    /// A page without a session: 303 to `/login`.
-    Login,
+    /// A page without a session: 303 to `/login`, with the page asked for as `next` (a local
+    /// path) unless it is `/`.
+    Login(Option<String>),
     /// Anything else without a session: 401.
     Unauthorized,
     /// The session's role may not, or the CSRF token is missing or wrong: 403.
@@ -38,7 +39,15 @@ impl From<sqlx::Error> for PageError {
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let (status, message) = match self {
-            PageError::Login => return Redirect::to("/login").into_response(),
+            PageError::Login(next) => {
+                let to = match next.as_deref().and_then(super::auth::local_path) {
+                    Some(next) if next != "/" => {
+                        format!("/login?next={}", templates::query_value(next))
+                    }
+                    _ => "/login".to_string(),
+                };
+                return Redirect::to(&to).into_response();
+            }
             PageError::Unauthorized => (
                 StatusCode::UNAUTHORIZED,
                 "Sessão ausente ou expirada: entre de novo.".to_string(),
@@ -51,7 +60,10 @@ impl IntoResponse for PageError {
             PageError::Throttled => {
                 return (
                     StatusCode::TOO_MANY_REQUESTS,
-                    templates::html(templates::login::page(Some(templates::login::THROTTLED))),
+                    templates::html(templates::login::page(
+                        Some(templates::login::THROTTLED),
+                        None,
+                    )),
                 )
                     .into_response()
             }
