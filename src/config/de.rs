@@ -94,6 +94,24 @@ checked_readers! {
         }
     }
 
+    /// A secret (a header value): as `interpolated_str`, except in a load that needs no secrets
+    /// (the console's, see [`super::without_secrets`]), where the environment is not read at all
+    /// and the value stays empty: the console binds no secret, so it needs none set.
+    pub(super) fn secret_str(String) by deserialize_str {
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            if !super::context::secrets_needed() {
+                return self.checked(String::new());
+            }
+            let text = interpolate(v).map_err(E::custom)?;
+            let variables = referenced(v);
+            if variables.is_empty() {
+                return self.checked(text);
+            }
+            let expecting = self.expecting;
+            (self.check)(text).map_err(|_| E::custom(from_environment(&variables, expecting)))
+        }
+    }
+
     /// A string scalar taken verbatim (names and identifiers are never interpolated), then
     /// checked by `check`.
     pub(super) fn plain_str(String) by deserialize_str {

@@ -134,6 +134,13 @@ pub struct Console {
 }
 
 impl Console {
+    /// The timezone an execution of `job` is shown in: the job's own (as its e-mail shows
+    /// times), else the console's.
+    pub(crate) fn timezone_of(&self, job: &str) -> Tz {
+        crate::config::without_secrets(|| crate::config::find_job(&self.config.jobs_dir, job))
+            .map_or(self.config.timezone, |(_, job)| job.timezone)
+    }
+
     pub fn new(pool: PgPool, config: ConsoleConfig) -> Result<Console, String> {
         config.validate()?;
         Ok(Console {
@@ -150,7 +157,11 @@ impl Console {
             .route("/", get(executions::list))
             .route("/executions/{id}", get(executions::detail))
             .route("/executions/{id}/diff.csv", get(executions::diff_csv))
-            .route("/executions/{id}/approve", post(approve::approve))
+            .route(
+                "/executions/{id}/approve",
+                get(approve::confirm).post(approve::approve),
+            )
+            .route("/executions/{id}/diff.xlsx", get(executions::diff_xlsx))
             .route("/review", get(review::list))
             .route("/review/resolve", post(review::resolve))
             .route("/audit", get(audit::list))

@@ -22,6 +22,7 @@ pub mod render;
 mod smtp_url;
 mod store;
 mod table;
+pub mod xlsx;
 
 pub use deliver::Delivery;
 pub use jobs::{

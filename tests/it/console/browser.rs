@@ -213,6 +213,13 @@ async fn finance_approves(browser: &Browser, console: &ConsoleProc, s: &Scene, d
     let csv = String::from_utf8(bytes).unwrap();
     assert_eq!(csv.lines().count(), 31, "a header and the 30 orders");
 
+    // Approving goes through the confirmation page, which says what will be applied.
+    click_then_read(
+        browser,
+        Locator::Id("approve-link"),
+        Locator::Css("section#what"),
+    )
+    .await;
     browser
         .find(Locator::Id("note"))
         .await

@@ -22,7 +22,8 @@ async fn finance_approves_in_the_console_as_its_account_and_the_gate_lets_the_re
     let page = format!("/executions/{JOB}:simulacao");
 
     let before = finance.get(&page).await;
-    let csrf = before.csrf().unwrap();
+    let confirmation = finance.get(&format!("{page}/approve")).await;
+    let csrf = confirmation.csrf().unwrap();
     let answer = finance
         .post(
             &format!("{page}/approve"),
@@ -32,7 +33,16 @@ async fn finance_approves_in_the_console_as_its_account_and_the_gate_lets_the_re
     let after = finance.get(&page).await;
     let real = run_job(&s.db, s.jobs.path(), JOB, None, false).await;
 
-    assert!(before.body.contains("Aprovar simulação"), "{}", before.body);
+    assert!(before.body.contains("Revisar e aprovar"), "{}", before.body);
+    assert!(
+        confirmation.body.contains("O que será aplicado")
+            && confirmation.body.contains("Confirmar a aprovação")
+            && confirmation
+                .body
+                .contains(&format!(r#"action="{page}/approve""#)),
+        "{}",
+        confirmation.body
+    );
     assert_eq!(
         (answer.status.as_u16(), answer.location()),
         (303, Some(page.as_str()))

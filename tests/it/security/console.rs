@@ -265,7 +265,7 @@ async fn serve_as_the_worker_with_the_consoles_role_for_the_console_lets_finance
     let page = finance.get(&format!("/executions/{JOB}:simulacao")).await;
 
     assert_eq!(page.status, 200, "{}\n{}", page.body, serve.log());
-    assert!(page.body.contains("Aprovar simulação"), "{}", page.body);
+    assert!(page.body.contains("Revisar e aprovar"), "{}", page.body);
     assert!(
         !serve.log().contains("permission denied"),
         "{}",

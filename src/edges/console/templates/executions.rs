@@ -18,11 +18,24 @@ use crate::tables::execution::{Execution, Mode, PassRecord, State};
 /// Diff rows per page of an execution's page.
 pub(in crate::edges::console) const PAGE_SIZE: usize = 50;
 
-/// The list's filter: the jobs to choose from and what is chosen.
+/// Which executions the list shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::edges::console) enum Wanted {
+    All,
+    State(State),
+    /// Finished simulations of gated jobs that nobody approved yet.
+    Awaiting,
+}
+
+/// The list's filter: the jobs to choose from, what is chosen, and how many executions are in
+/// each state.
 pub(in crate::edges::console) struct Filter<'a> {
     pub jobs: Vec<&'a str>,
     pub job: Option<&'a str>,
-    pub state: Option<State>,
+    pub wanted: Wanted,
+    pub counts: Vec<(State, usize)>,
+    /// Keys of the simulations awaiting approval.
+    pub awaiting: &'a std::collections::BTreeSet<String>,
 }
 
 fn totals(e: &Execution) -> Totals {
@@ -44,11 +57,24 @@ fn mode(e: &Execution) -> &'static str {
 /// `GET /`.
 pub(in crate::edges::console) fn list(
     session: &Session,
-    tz: Tz,
+    tz_of: &dyn Fn(&str) -> Tz,
     executions: &[&Execution],
     filter: &Filter<'_>,
 ) -> Markup {
+    let chip = |label: &str, word: &str, n: usize, on: bool| {
+        let href = match filter.job {
+            Some(job) => format!("/?job={}&state={word}", query_value(job)),
+            None => format!("/?state={word}"),
+        };
+        html! { a.chip href=(href) aria-current=[on.then_some("true")] { (label) " " span.count { (n) } } }
+    };
     let body = html! {
+        nav.counts #counts {
+            @for (s, n) in &filter.counts {
+                (chip(state_label(*s), s.as_db(), *n, filter.wanted == Wanted::State(*s)))
+            }
+            (chip("aguardando aprovação", "aguardando-aprovacao", filter.awaiting.len(), filter.wanted == Wanted::Awaiting))
+        }
         form.filter method="get" action="/" {
             label for="job" { "Job" }
             select #job name="job" {
@@ -61,15 +87,16 @@ pub(in crate::edges::console) fn list(
             select #state name="state" {
                 option value="" { "todas" }
                 @for s in State::ALL {
-                    option value=(s.as_db()) selected[filter.state == Some(*s)] { (state_label(*s)) }
+                    option value=(s.as_db()) selected[filter.wanted == Wanted::State(*s)] { (state_label(*s)) }
                 }
+                option value="aguardando-aprovacao" selected[filter.wanted == Wanted::Awaiting] { "aguardando aprovação" }
             }
             button type="submit" { "Filtrar" }
         }
         @if executions.is_empty() {
             p { "Nenhuma execução." }
         } @else {
-            table.data #executions {
+            div.scroll { table.data #executions {
                 thead { tr {
                     th { "Execução" } th { "Job" } th { "Modo" } th { "Situação" }
                     th.num { "Progresso" } th.num { "Eventos" } th.num { "Pedidos alterados" }
@@ -83,7 +110,8 @@ pub(in crate::edges::console) fn list(
                             td { a href={ "/executions/" (segment(&e.key)) } { (Inert(&e.key)) } }
                             td { (Inert(&e.job)) }
                             td { (mode(e)) }
-                            td { (state_label(e.state)) }
+                            td { (state_label(e.state))
+                                @if filter.awaiting.contains(&e.key) { br; span.badge { "aguardando aprovação" } } }
                             td.num { (progress(e)) }
                             td.num { (group_thousands(e.summary.events_read)) }
                             td.num { (group_thousands(t.changed)) }
@@ -91,11 +119,11 @@ pub(in crate::edges::console) fn list(
                             td.num { (brl(t.after_centavos)) }
                             td.num { (brl_signed(t.difference())) }
                             td { (Inert(&e.started_by)) }
-                            td { (time(e.started_at, tz)) }
+                            td { (time(e.started_at, tz_of(&e.job))) }
                         }
                     }
                 }
-            }
+            } }
         }
     };
     layout("Execuções", Part::Executions, session, body)
@@ -113,6 +141,73 @@ pub(in crate::edges::console) struct Detail<'a> {
     pub page: usize,
     /// Every pass of the execution, the newest first.
     pub passes: &'a [PassRecord],
+    /// How the diff is ordered (default: by order id, ascending).
+    pub sort: Sort,
+}
+
+/// A column the diff sorts by (`?sort=pedido|antes|depois|diferenca&dir=asc|desc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(in crate::edges::console) enum SortKey {
+    #[default]
+    Order,
+    Before,
+    After,
+    Difference,
+}
+
+impl SortKey {
+    pub fn parse(word: &str) -> Option<SortKey> {
+        Some(match word {
+            "pedido" => SortKey::Order,
+            "antes" => SortKey::Before,
+            "depois" => SortKey::After,
+            "diferenca" => SortKey::Difference,
+            _ => return None,
+        })
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            SortKey::Order => "pedido",
+            SortKey::Before => "antes",
+            SortKey::After => "depois",
+            SortKey::Difference => "diferenca",
+        }
+    }
+}
+
+/// The diff's order: a column and a direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(in crate::edges::console) struct Sort {
+    pub key: SortKey,
+    pub descending: bool,
+}
+
+impl Sort {
+    fn apply(self, rows: &mut [&DiffRow]) {
+        rows.sort_by(|a, b| {
+            let by = match self.key {
+                SortKey::Order => a.pedido_id.cmp(&b.pedido_id),
+                SortKey::Before => a.antes.cmp(&b.antes),
+                SortKey::After => a.depois.cmp(&b.depois),
+                SortKey::Difference => a.diferenca().cmp(&b.diferenca()),
+            };
+            let by = by.then_with(|| a.pedido_id.cmp(&b.pedido_id));
+            if self.descending {
+                by.reverse()
+            } else {
+                by
+            }
+        });
+    }
+
+    fn query(self) -> String {
+        format!(
+            "sort={}&dir={}",
+            self.key.word(),
+            if self.descending { "desc" } else { "asc" }
+        )
+    }
 }
 
 /// `GET /executions/{id}`. Every figure is the loaded row's (one snapshot of the tallies); the
@@ -133,7 +228,7 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
                 (rows_section("new", &format!("Pedidos novos (sem comissão antes): {}", group_thousands(report.new_count as u64)), &report.new_orders, report.new_count))
                 (rows_section("decreased", &format!("Pedidos com comissão reduzida: {}", group_thousands(report.decreased_count as u64)), &report.decreased, report.decreased_count))
                 (rejected(report))
-                (diff(e, report, d.search, d.page))
+                (diff(e, report, d.search, d.page, d.sort))
             } @else {
                 p #lists-pending { "As listas de pedidos e o diff aparecem quando a execução for concluída; os números acima contam os lotes já assentados." }
             }
@@ -271,12 +366,7 @@ fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Ma
         Standing::Unfinished => html! { p { "Simulação não concluída: nada a aprovar ainda." } },
         Standing::Approvable if session.role.may_approve() => html! {
             p { "Simulação concluída, nada mudou desde então: a aprovação liga esta prévia à execução real." }
-            form.approve method="post" action=(action) {
-                input type="hidden" name="csrf_token" value=(session.csrf);
-                label for="note" { "Nota (opcional)" }
-                input #note type="text" name="note" maxlength="500";
-                button type="submit" { "Aprovar simulação" }
-            }
+            p { a.button #approve-link href=(action) { "Revisar e aprovar…" } }
         },
         Standing::Approvable => html! {
             p { "Aguardando aprovação de uma conta de finanças." }
@@ -342,17 +432,23 @@ fn effects(summary: &Summary) -> Markup {
     }
 }
 
+fn diff_row(r: &DiffRow) -> Markup {
+    html! {
+        tr {
+            td { (Inert(&r.pedido_id)) }
+            td.num { (r.antes.map_or("-".into(), brl)) }
+            td.num { (brl(r.depois)) }
+            td.num { (brl_signed(r.diferenca())) }
+        }
+    }
+}
+
 fn diff_table(rows: &[DiffRow]) -> Markup {
     html! {
-        table.data {
+        div.scroll { table.data {
             thead { tr { th { "Pedido" } th.num { "Antes" } th.num { "Depois" } th.num { "Diferença" } } }
-            tbody { @for r in rows { tr {
-                td { (Inert(&r.pedido_id)) }
-                td.num { (r.antes.map_or("-".into(), brl)) }
-                td.num { (brl(r.depois)) }
-                td.num { (brl_signed(r.diferenca())) }
-            } } }
-        }
+            tbody { @for r in rows { (diff_row(r)) } }
+        } }
     }
 }
 
@@ -387,10 +483,16 @@ fn rejected(report: &ExecutionReport) -> Markup {
     }
 }
 
-/// The whole diff, searched by `pedido_id` and paginated, with the CSV link.
-fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usize) -> Markup {
+/// The whole diff, searched by `pedido_id`, sorted and paginated, with the CSV and XLSX links.
+fn diff(
+    e: &Execution,
+    report: &ExecutionReport,
+    search: Option<&str>,
+    page: usize,
+    sort: Sort,
+) -> Markup {
     let base = format!("/executions/{}", segment(&e.key));
-    let found: Vec<&DiffRow> = report
+    let mut found: Vec<&DiffRow> = report
         .rows
         .iter()
         // The id as typed, or as the page shows it (a control character escaped).
@@ -400,6 +502,7 @@ fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usi
             })
         })
         .collect();
+    sort.apply(&mut found);
     let pages = found.len().div_ceil(PAGE_SIZE).max(1);
     let page = page.min(pages);
     let shown: Vec<DiffRow> = found
@@ -408,14 +511,28 @@ fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usi
         .take(PAGE_SIZE)
         .map(|r| (*r).clone())
         .collect();
-    let link = |p: usize| {
-        let q = search.map_or(String::new(), |q| format!("q={}&", query_value(q)));
-        format!("{base}?{q}page={p}#diff")
+    let q = search.map_or(String::new(), |q| format!("q={}&", query_value(q)));
+    let link = |p: usize| format!("{base}?{q}{}&page={p}#diff", sort.query());
+    let header = |key: SortKey, label: &str, numeric: bool| {
+        let descending = sort.key == key && !sort.descending;
+        let to = Sort { key, descending };
+        let mark = match (sort.key == key, sort.descending) {
+            (true, false) => " ▲",
+            (true, true) => " ▼",
+            _ => "",
+        };
+        html! {
+            th.num[numeric] { a.sort href={ (base) "?" (q) (to.query()) "#diff" } { (label) (mark) } }
+        }
     };
     html! {
         section #diff {
             h2 { "Diff completo" }
-            p { a #csv href={ (base) "/diff.csv" } download { "Baixar CSV (" (group_thousands(report.rows.len() as u64)) " pedidos)" } }
+            p.downloads {
+                a #csv href={ (base) "/diff.csv" } download { "Baixar CSV (" (group_thousands(report.rows.len() as u64)) " pedidos)" }
+                " · "
+                a #xlsx href={ (base) "/diff.xlsx" } download { "Baixar planilha (XLSX)" }
+            }
             form.filter method="get" action=(base) {
                 label for="q" { "Pedido" }
                 input #q type="search" name="q" value=(Attr(search.unwrap_or("")));
@@ -423,7 +540,17 @@ fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usi
             }
             p #diff-count { (group_thousands(found.len() as u64)) " pedidos"
                 @if let Some(q) = search { " com “" (Inert(q)) "”" } "; página " (page) " de " (pages) "." }
-            @if !shown.is_empty() { (diff_table(&shown)) }
+            @if !shown.is_empty() {
+                div.scroll { table.data {
+                    thead { tr {
+                        (header(SortKey::Order, "Pedido", false))
+                        (header(SortKey::Before, "Antes", true))
+                        (header(SortKey::After, "Depois", true))
+                        (header(SortKey::Difference, "Diferença", true))
+                    } }
+                    tbody { @for r in &shown { (diff_row(r)) } }
+                } }
+            }
             nav.pages {
                 @if page > 1 { a rel="prev" href=(link(page - 1)) { "← anterior" } }
                 @if page < pages { a rel="next" href=(link(page + 1)) { "próxima →" } }

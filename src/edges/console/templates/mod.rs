@@ -4,6 +4,8 @@
 //! as itself. No inline script or style: one stylesheet, `/console.css`, so the policy
 //! `default-src 'self'` holds; every page works without JavaScript.
 
+pub(super) mod approve;
+pub(super) mod audit;
 pub(super) mod executions;
 pub(super) mod login;
 pub(super) mod review;

@@ -1,10 +1,9 @@
-//! The review queue and the audit trail.
+//! The review queue.
 
 use chrono_tz::Tz;
 use maud::{html, Markup};
 
 use super::super::session::Session;
-use super::super::views::{Action, AuditRow};
 use super::{layout, segment, submits_exactly, time, Attr, Inert, Part};
 use crate::tables::ledger::{Resolution, ReviewFilter, ReviewItem};
 
@@ -63,7 +62,7 @@ pub(in crate::edges::console) fn list(r: &Review<'_>) -> Markup {
         }
         p #review-count { (r.items.len()) " efeito(s)." }
         @if !r.items.is_empty() {
-            table.data #review {
+            div.scroll { table.data #review {
                 thead { tr {
                     th { "Chave" } th { "Tipo" } th { "Execução" } th { "Motivo" } th.num { "Idade" }
                     th.num { "Tentativas" } th { "Último erro" } th { "Incerto desde" }
@@ -80,7 +79,7 @@ pub(in crate::edges::console) fn list(r: &Review<'_>) -> Markup {
                     td { (time(item.desde, r.tz)) }
                     @if may_resolve { td { (resolve_form(r.session, &item.key)) } }
                 } } }
-            }
+            } }
         }
     };
     layout("Revisão", Part::Review, r.session, body)
@@ -100,49 +99,4 @@ fn resolve_form(session: &Session, key: &str) -> Markup {
             button type="submit" name="outcome" value="not-sent" { "Não foi enviado" }
         }
     }
-}
-
-fn action(action: Action) -> &'static str {
-    match action {
-        Action::Login => "entrou",
-        Action::LoginRefused => "entrada recusada",
-        Action::Logout => "saiu",
-        Action::Approval => "aprovou",
-        Action::Resolution => "resolveu",
-        Action::UserCreated => "conta criada",
-        Action::UserChanged => "conta alterada",
-        Action::UserRemoved => "conta removida",
-    }
-}
-
-/// `GET /audit`.
-pub(in crate::edges::console) fn audit(
-    session: &Session,
-    tz: Tz,
-    rows: &[AuditRow],
-    page: i64,
-) -> Markup {
-    let body = html! {
-        p { "Entradas, aprovações, resoluções e contas: quem, o quê, quando. Mais recentes primeiro." }
-        @if rows.is_empty() { p { "Nada registrado." } }
-        @else {
-            table.data #audit {
-                thead { tr { th { "Quando" } th { "Quem" } th { "O quê" } th { "Alvo" } th { "Detalhe" } th { "Endereço" } } }
-                tbody { @for row in rows { tr {
-                    td { (time(row.em, tz)) }
-                    td { (Inert(&row.quem)) }
-                    td { (action(row.acao)) }
-                    td { (Inert(row.alvo.as_deref().unwrap_or("-"))) }
-                    td { (Inert(row.detalhe.as_deref().unwrap_or(""))) }
-                    td { (Inert(row.endereco.as_deref().unwrap_or(""))) }
-                } } }
-            }
-            @if rows.len() as i64 == page {
-                @if let Some(last) = rows.last() {
-                    p { a href={ "/audit?before=" (last.id) } { "mais antigos →" } }
-                }
-            }
-        }
-    };
-    layout("Auditoria", Part::Audit, session, body)
 }
