@@ -10,6 +10,7 @@ mod http;
 mod pages;
 mod sessions;
 mod truth;
+mod workplace;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -71,7 +71,7 @@ async fn finance_approves_in_the_console_as_its_account_and_the_gate_lets_the_re
         "{}",
         after.body
     );
-    assert!(!after.body.contains("Aprovar simulação"));
+    assert!(!after.body.contains("Revisar e aprovar"));
     assert!(real.is_ok(), "the gated real run starts: {:?}", real.err());
     assert!(audit(&s.db).await.contains(&(
         "console:ana@financeiro.example".into(),
@@ -121,7 +121,7 @@ async fn finance_is_refused_the_approval(s: &Simulated) -> (Answer, Answer) {
         .await;
 
     assert_eq!(shown.status, 200);
-    assert!(!shown.body.contains("Aprovar simulação"), "{}", shown.body);
+    assert!(!shown.body.contains("Revisar e aprovar"), "{}", shown.body);
     assert!(
         shown.body.contains("Não pode ser aprovada"),
         "{}",
