@@ -8,6 +8,7 @@ mod browser;
 mod hostile;
 mod http;
 mod pages;
+mod phone;
 mod sessions;
 mod truth;
 mod workplace;
