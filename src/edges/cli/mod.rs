@@ -170,10 +170,18 @@ async fn dispatch(cli: Cli) -> Outcome {
             let http = daemons::MetricsHow::new(*metrics_addr, *metrics_max_connections);
             consume(&cli, job.as_deref(), *from_start, http).await
         }
-        Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events)
-            .await?
-            .then_some(())
-            .ok_or(Failure::said(Class::Failed)),
+        Command::Demo {
+            events,
+            console,
+            console_addr,
+        } => demo::run(
+            cli.database_url.as_deref(),
+            *events,
+            console.then_some(*console_addr),
+        )
+        .await?
+        .then_some(())
+        .ok_or(Failure::said(Class::Failed)),
         Command::Serve {
             metrics_addr,
             metrics_max_connections,

@@ -5,6 +5,7 @@
 //! `users add`.
 
 mod browser;
+mod demo;
 mod hostile;
 mod http;
 mod pages;
