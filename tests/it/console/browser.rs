@@ -29,7 +29,7 @@ fn screenshots() -> Option<PathBuf> {
     Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir))
 }
 
-async fn screenshot(browser: &Browser, name: &str) {
+pub(super) async fn screenshot(browser: &Browser, name: &str) {
     if let Some(dir) = screenshots() {
         let png = browser.screenshot().await.expect("a screenshot");
         std::fs::create_dir_all(&dir).expect("the screenshot directory");
@@ -37,7 +37,7 @@ async fn screenshot(browser: &Browser, name: &str) {
     }
 }
 
-async fn open_browser(driver: &ChromeDriver) -> Browser {
+pub(super) async fn open_browser(driver: &ChromeDriver) -> Browser {
     ClientBuilder::new(HttpConnector::new())
         .capabilities(driver.capabilities())
         .connect(&driver.url())

@@ -5,21 +5,13 @@
 
 use std::io::Read;
 
-use fantoccini::{Client as Browser, ClientBuilder, Locator};
-use hyper_util::client::legacy::connect::HttpConnector;
+use fantoccini::{Client as Browser, Locator};
 use testkit::chromedriver::ChromeDriver;
 
+use super::browser::{open_browser, screenshot};
 use super::*;
 
 const FINANCE: &str = "ana@financeiro.example";
-
-async fn open_browser(driver: &ChromeDriver) -> Browser {
-    ClientBuilder::new(HttpConnector::new())
-        .capabilities(driver.capabilities())
-        .connect(&driver.url())
-        .await
-        .expect("a Chromium session over WebDriver")
-}
 
 /// Clicks `what`, then waits for `then` on the page it leads to.
 async fn follow(browser: &Browser, what: Locator<'_>, then: Locator<'_>) {
@@ -40,15 +32,6 @@ async fn first_diff_row(browser: &Browser) -> String {
         .await
         .unwrap();
     cell.text().await.unwrap()
-}
-
-async fn screenshot(browser: &Browser, name: &str) {
-    if let Ok(dir) = std::env::var("CONSOLE_SCREENSHOTS") {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-        let png = browser.screenshot().await.expect("a screenshot");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(format!("console-{name}.png")), png).unwrap();
-    }
 }
 
 /// Finance, from the e-mail's link to the confirmed approval.

@@ -118,13 +118,7 @@ fn page(title: &str, part: Part, session: &Session, body: Markup, refresh: bool)
     html! {
         (DOCTYPE)
         html lang="pt-BR" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                @if refresh { meta http-equiv="refresh" content="5"; }
-                title { (title) " · replay-ledger" }
-                link rel="stylesheet" href="/console.css";
-            }
+            (head(title, refresh))
             body {
                 header.top {
                     span.brand { "replay-ledger" }
@@ -145,17 +139,25 @@ fn page(title: &str, part: Part, session: &Session, body: Markup, refresh: bool)
     }
 }
 
+/// A page's `<head>`: the one stylesheet; `refresh` reloads the page every 5 s.
+fn head(title: &str, refresh: bool) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            @if refresh { meta http-equiv="refresh" content="5"; }
+            title { (title) " · replay-ledger" }
+            link rel="stylesheet" href="/console.css";
+        }
+    }
+}
+
 /// A page without the navigation (login, errors).
 pub(super) fn bare(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="pt-BR" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · replay-ledger" }
-                link rel="stylesheet" href="/console.css";
-            }
+            (head(title, false))
             body { main.narrow { h1 { (title) } (body) } }
         }
     }
@@ -168,12 +170,7 @@ pub(super) fn error_page(status: StatusCode, message: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="pt-BR" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · replay-ledger" }
-                link rel="stylesheet" href="/console.css";
-            }
+            (head(&title, false))
             body {
                 header.top {
                     span.brand { "replay-ledger" }
