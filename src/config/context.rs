@@ -54,24 +54,6 @@ impl Context {
 
 thread_local! {
     static CURRENT: RefCell<Option<Context>> = const { RefCell::new(None) };
-    static NO_SECRETS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f` (a load) reading no secret from the environment (see `de::secret_str`).
-pub(super) fn without_secrets<T>(f: impl FnOnce() -> T) -> T {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            NO_SECRETS.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(NO_SECRETS.with(|c| c.replace(true)));
-    f()
-}
-
-/// Whether the load in progress reads secrets.
-pub(super) fn secrets_needed() -> bool {
-    !NO_SECRETS.with(std::cell::Cell::get)
 }
 
 /// Runs `f` (the deserialization of `file`) with `ctx` installed; gives `ctx` back for the next

@@ -116,7 +116,7 @@ impl std::fmt::Debug for WebhookConfig {
 /// environment: header values stay empty. For a process that calls no provider — the console,
 /// which binds an approval to the job's definition, where no secret appears.
 pub fn without_secrets<T>(f: impl FnOnce() -> T) -> T {
-    context::without_secrets(f)
+    de::without_secrets(f)
 }
 
 pub fn schedule_parser() -> croner::parser::CronParser {

@@ -172,7 +172,8 @@ impl FromRequestParts<Console> for Session {
         let config = &state.config;
         let refused = || {
             if parts.method == Method::GET || parts.method == Method::HEAD {
-                PageError::Login(parts.uri.path_and_query().map(|p| p.as_str().to_string()))
+                let asked = parts.uri.path_and_query().map(|p| p.as_str());
+                PageError::Login(asked.and_then(local_path).map(str::to_string))
             } else {
                 PageError::Unauthorized
             }

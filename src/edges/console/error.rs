@@ -12,7 +12,7 @@ use super::templates;
 #[derive(Debug)]
 pub(super) enum PageError {
     /// A page without a session: 303 to `/login`, with the page asked for as `next` (a local
-    /// path) unless it is `/`.
+    /// path, checked by whoever makes the error) unless it is `/`.
     Login(Option<String>),
     /// Anything else without a session: 401.
     Unauthorized,
@@ -40,7 +40,7 @@ impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let (status, message) = match self {
             PageError::Login(next) => {
-                let to = match next.as_deref().and_then(super::auth::local_path) {
+                let to = match next.as_deref() {
                     Some(next) if next != "/" => {
                         format!("/login?next={}", templates::query_value(next))
                     }
