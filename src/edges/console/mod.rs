@@ -11,8 +11,9 @@
 //! - `executions`, `approve`, `review`, `audit`: the pages. Every figure comes from the tallies
 //!   and the report model ([`crate::services::report`]), the approval is [`crate::engine::approval`]'s (the CLI's
 //!   checks and fingerprint), a decision is [`crate::tables::ledger`]'s;
-//! - `templates`, `views`, `headers`, `error`: markup, the models handlers fill and templates
-//!   render (so templates import no handler), security headers, error pages.
+//! - `templates`, `views`, `headers`, `error`, `guard`: markup, the models handlers fill and
+//!   templates render (so templates import no handler), security headers, error pages, and what
+//!   every request must be before a handler sees it (sizes, no NUL; axum's refusals localized).
 //!
 //! Who did it is proven, not claimed: the console records an approval or a review decision only
 //! through `security definer` functions that take the session's token digest and check the
@@ -87,7 +88,8 @@ pub struct ConsoleConfig {
     /// Requests from these addresses (the company's TLS proxy) name the client in
     /// `X-Forwarded-For`; from any other, the peer is the client [none].
     pub trusted_proxies: Vec<IpAddr>,
-    /// Times are shown in this timezone [UTC].
+    /// Times of pages that belong to no job (review, audit) are shown in this timezone [UTC];
+    /// an execution's, in its job's `timezone`, as its e-mail shows them.
     pub timezone: Tz,
     /// Connections and timeouts, as the metrics server's [`HttpLimits::default`].
     pub http_limits: HttpLimits,
