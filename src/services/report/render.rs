@@ -491,7 +491,9 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", group_thousands(n), if n == 1 { one } else { many })
 }
 
-fn time(t: DateTime<Utc>, tz: Tz) -> String {
+/// A time as the report shows it (and the console, so the two read alike): minutes and offset, in
+/// `tz`.
+pub fn time(t: DateTime<Utc>, tz: Tz) -> String {
     t.with_timezone(&tz)
         .format("%Y-%m-%d %H:%M %:z")
         .to_string()

@@ -244,3 +244,29 @@ async fn the_console_checks_an_approval_without_the_providers_secrets() {
     );
     assert_eq!(approved.status, 303, "{}", approved.body);
 }
+
+#[tokio::test]
+async fn an_executions_times_are_in_its_jobs_timezone_as_its_email_shows_them() {
+    let events = paid_orders(3);
+    let db = seeded_db(&events, &[]).await;
+    let spec = JobSpec {
+        extra: "timezone: America/Sao_Paulo\n".into(),
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir("http://127.0.0.1:9/", &spec);
+    run_job(&db, jobs.path(), JOB, Some(true), false)
+        .await
+        .expect("the simulation");
+    add_user(&db.url, jobs.path(), "vera@example.com", "viewer").await;
+    let console = ConsoleProc::start(&db.url, jobs.path(), &[]).await;
+    let viewer = Client::logged_in(&console, "vera@example.com").await;
+
+    let page = viewer.get(&format!("/executions/{JOB}:simulacao")).await;
+
+    assert!(
+        page.body
+            .contains("2026-10-14 00:00 -03:00 → 2026-10-15 00:00 -03:00"),
+        "{}",
+        page.body
+    );
+}

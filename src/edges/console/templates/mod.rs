@@ -78,10 +78,9 @@ pub(super) fn query_value(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
+/// A time as the e-mail shows it (the report's format), in `tz`.
 pub(super) fn time(t: DateTime<Utc>, tz: Tz) -> String {
-    t.with_timezone(&tz)
-        .format("%Y-%m-%d %H:%M:%S %:z")
-        .to_string()
+    crate::services::report::render::time(t, tz)
 }
 
 /// Which part of the console a page belongs to, for the navigation bar.
