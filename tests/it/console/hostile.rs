@@ -72,9 +72,7 @@ async fn a_nul_in_the_login_email_ids_or_filters_answers_400_and_logs_no_error()
 #[tokio::test]
 async fn an_age_beyond_a_century_is_refused_not_ignored() {
     let s = simulated().await;
-    add_user(&s.db.url, s.jobs.path(), "otto@example.com", "operator").await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let operator = Client::logged_in(&console, "otto@example.com").await;
+    let (console, operator) = signed_in(&s, "otto@example.com", "operator").await;
 
     let answer = operator.get("/review?older_than=200y").await;
 
@@ -116,9 +114,7 @@ async fn answers_414_and_431_carry_the_security_headers() {
 #[tokio::test]
 async fn axum_refusals_read_in_portuguese_with_their_status() {
     let s = simulated().await;
-    add_user(&s.db.url, s.jobs.path(), "vera@example.com", "viewer").await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let viewer = Client::logged_in(&console, "vera@example.com").await;
+    let (_console, viewer) = signed_in(&s, "vera@example.com", "viewer").await;
 
     let bad_query = viewer
         .get(&format!("/executions/{JOB}:simulacao?page=muitas"))
@@ -218,9 +214,7 @@ async fn passwords_of_spaces_nul_or_control_characters_and_look_alike_emails_are
 #[tokio::test]
 async fn a_banner_comes_from_the_record_never_from_the_query_string() {
     let s = simulated().await;
-    add_user(&s.db.url, s.jobs.path(), "otto@example.com", "operator").await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let operator = Client::logged_in(&console, "otto@example.com").await;
+    let (_console, operator) = signed_in(&s, "otto@example.com", "operator").await;
 
     let forged = operator
         .get("/review?resolved=Pague+R%24+10.000+para+a+conta+123&outcome=sent&decisao=999")

@@ -256,6 +256,14 @@ pub(crate) async fn simulated() -> Simulated {
     Simulated { db, jobs }
 }
 
+/// A console over `s` and a browser logged in as a new account `email` of `role`.
+pub(crate) async fn signed_in(s: &Simulated, email: &str, role: &str) -> (ConsoleProc, Client) {
+    add_user(&s.db.url, s.jobs.path(), email, role).await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let client = Client::logged_in(&console, email).await;
+    (console, client)
+}
+
 /// An `incerto` key, as a crashed non-idempotent call leaves it.
 pub(crate) async fn uncertain(db: &TestDb, event_id: &str) -> String {
     let key = format!("{event_id}:notificar-vendedor");

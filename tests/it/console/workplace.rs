@@ -94,9 +94,7 @@ fn sheet(bytes: &[u8]) -> String {
 #[tokio::test]
 async fn the_diff_downloads_as_a_spreadsheet_of_reais_with_a_header_and_a_filter() {
     let s = simulated().await;
-    add_user(&s.db.url, s.jobs.path(), "vera@example.com", "viewer").await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let viewer = Client::logged_in(&console, "vera@example.com").await;
+    let (console, viewer) = signed_in(&s, "vera@example.com", "viewer").await;
     let url = console.url(&format!("/executions/{JOB}:simulacao/diff.xlsx"));
 
     let response = reqwest::Client::new()
@@ -126,9 +124,7 @@ async fn the_diff_downloads_as_a_spreadsheet_of_reais_with_a_header_and_a_filter
 #[tokio::test]
 async fn the_diff_sorts_by_any_column_both_ways() {
     let s = simulated().await;
-    add_user(&s.db.url, s.jobs.path(), "vera@example.com", "viewer").await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let viewer = Client::logged_in(&console, "vera@example.com").await;
+    let (_console, viewer) = signed_in(&s, "vera@example.com", "viewer").await;
     let page = format!("/executions/{JOB}:simulacao");
     let first_row = |body: &str| {
         let diff = &body[body.find("id=\"diff\"").unwrap()..];
@@ -148,9 +144,7 @@ async fn the_diff_sorts_by_any_column_both_ways() {
 #[tokio::test]
 async fn the_list_counts_each_state_and_filters_the_simulations_awaiting_approval() {
     let s = simulated().await;
-    add_user(&s.db.url, s.jobs.path(), "vera@example.com", "viewer").await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let viewer = Client::logged_in(&console, "vera@example.com").await;
+    let (_console, viewer) = signed_in(&s, "vera@example.com", "viewer").await;
 
     let all = viewer.get("/").await;
     let awaiting = viewer.get("/?state=aguardando-aprovacao").await;
@@ -190,9 +184,7 @@ async fn the_audit_filters_by_who_and_what() {
         "finance",
     )
     .await;
-    add_user(&s.db.url, s.jobs.path(), "otto@example.com", "operator").await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let _ = Client::logged_in(&console, "otto@example.com").await;
+    let (console, _) = signed_in(&s, "otto@example.com", "operator").await;
     let ana = Client::logged_in(&console, "ana@financeiro.example").await;
 
     let logins_of_otto = ana.get("/audit?quem=otto&acao=login").await;
