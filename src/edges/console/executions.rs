@@ -155,7 +155,7 @@ pub(super) async fn detail(
             .iter()
             .find(|p| p.pass == n)
             .ok_or_else(|| PageError::NotFound(format!("Nenhuma passagem {n} desta execução.")))?;
-        let markup = page::earlier_pass(&session, tz, &execution, pass, &passes);
+        let markup = templates::figures::earlier_pass(&session, tz, &execution, pass, &passes);
         return Ok(templates::html(markup).into_response());
     }
     let report = match execution.mode {

@@ -5,13 +5,13 @@ use maud::{html, Markup};
 
 use super::super::session::Session;
 use super::super::views::{Gate, Standing};
-use super::{facts, layout, layout_refreshing, query_value, segment, time, Attr, Inert, Part};
-use crate::services::report::render::{
-    approval_lines, figure_rows, meaning, mode_label, state_label,
+use super::{
+    facts, figures, layout, layout_refreshing, query_value, segment, time, Attr, Inert, Part,
 };
+use crate::services::report::render::{approval_lines, mode_label, state_label};
 use crate::services::report::{approved, ExecutionReport, LIST_LIMIT};
 use crate::shared::money::{brl, brl_signed, group_thousands};
-use crate::shared::summary::{Summary, Totals};
+use crate::shared::summary::Totals;
 use crate::tables::commission::DiffRow;
 use crate::tables::execution::{Execution, Mode, PassRecord, State};
 
@@ -218,11 +218,11 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
     let finished = e.state == State::Finished;
     let body = html! {
         (identity(e, d.tz))
-        (figures(e.mode, &e.summary))
+        (figures::figures(e.mode, &e.summary))
         (approval(d.session, e, d.standing, d.tz))
         @if let Some(report) = d.report {
             @if let Some(check) = &report.approved { (applied(check, d.tz, e.state)) }
-            (effects(&e.summary))
+            (figures::effects(&e.summary))
             @if finished {
                 (rows_section("largest", &format!("As {} maiores alterações", report.largest.len()), &report.largest, report.largest.len()))
                 (rows_section("new", &format!("Pedidos novos (sem comissão antes): {}", group_thousands(report.new_count as u64)), &report.new_orders, report.new_count))
@@ -233,89 +233,15 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
                 p #lists-pending { "As listas de pedidos e o diff aparecem quando a execução for concluída; os números acima contam os lotes já assentados." }
             }
         } @else {
-            (effects(&e.summary))
+            (figures::effects(&e.summary))
         }
-        (passes(e, d.passes, d.tz))
+        (figures::passes(e, d.passes, d.tz))
     };
     let title = format!("Execução {}", crate::shared::text::inert(&e.key));
     if e.state == State::Running {
         layout_refreshing(&title, Part::Executions, d.session, body)
     } else {
         layout(&title, Part::Executions, d.session, body)
-    }
-}
-
-/// An earlier pass of an execution: when it ran, who ran it, how it ended, its figures.
-pub(in crate::edges::console) fn earlier_pass(
-    session: &Session,
-    tz: Tz,
-    e: &Execution,
-    pass: &PassRecord,
-    all: &[PassRecord],
-) -> Markup {
-    let rows = vec![
-        (
-            "Execução",
-            format!("{} (passagem {} de {})", e.key, pass.pass, e.pass),
-        ),
-        ("Modo", mode_label(pass.mode).to_string()),
-        ("Situação", state_label(pass.state).to_string()),
-        (
-            "Iniciada",
-            format!("{} por {}", time(pass.started_at, tz), pass.started_by),
-        ),
-        (
-            "Concluída",
-            pass.finished_at.map_or("-".into(), |t| time(t, tz)),
-        ),
-    ];
-    let body = html! {
-        section #identity { h2 { "Passagem " (pass.pass) } (facts(&rows)) }
-        (figures(pass.mode, &pass.summary))
-        (effects(&pass.summary))
-        p { a href={ "/executions/" (segment(&e.key)) } { "Voltar à passagem atual" } }
-        (passes(e, all, tz))
-    };
-    layout(
-        &format!(
-            "Execução {} · passagem {}",
-            crate::shared::text::inert(&e.key),
-            pass.pass
-        ),
-        Part::Executions,
-        session,
-        body,
-    )
-}
-
-/// Every pass of the execution, the newest first, each with its figures and a link to it.
-fn passes(e: &Execution, passes: &[PassRecord], tz: Tz) -> Markup {
-    if passes.len() < 2 {
-        return html! {};
-    }
-    let base = format!("/executions/{}", segment(&e.key));
-    html! {
-        section #passes {
-            h2 { "Passagens" }
-            div.scroll { table.data {
-                thead { tr {
-                    th { "Passagem" } th { "Situação" } th { "Iniciada" } th.num { "Eventos lidos" }
-                    th.num { "Pedidos alterados" } th.num { "Diferença" }
-                } }
-                tbody { @for p in passes {
-                    @let t = Totals::of_summary(p.mode == Mode::Simulation, &p.summary);
-                    tr {
-                        td { @if p.pass == e.pass { (p.pass) " (atual)" }
-                             @else { a href={ (base) "?passagem=" (p.pass) } { (p.pass) } } }
-                        td { (state_label(p.state)) }
-                        td { (time(p.started_at, tz)) }
-                        td.num { (group_thousands(p.summary.events_read)) }
-                        td.num { (group_thousands(t.changed)) }
-                        td.num { (brl_signed(t.difference())) }
-                    }
-                } }
-            } }
-        }
     }
 }
 
@@ -344,16 +270,6 @@ fn identity(e: &Execution, tz: Tz) -> Markup {
         rows.push(("Erro", error.clone()));
     }
     html! { section #identity { h2 { "Execução" } (facts(&rows)) } }
-}
-
-/// The tallies, as `status --json` prints them and as the report lists them.
-fn figures(mode: Mode, summary: &Summary) -> Markup {
-    html! {
-        section #summary {
-            h2 { "Resumo" }
-            (facts(&figure_rows(mode, summary)))
-        }
-    }
 }
 
 fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Markup {
@@ -410,23 +326,6 @@ fn applied(check: &approved::Check, tz: Tz, state: State) -> Markup {
             h2 { "Aprovado × aplicado" }
             @for line in &lines {
                 p.ok[ok].warning[warn] { (Inert(line)) }
-            }
-        }
-    }
-}
-
-fn effects(summary: &Summary) -> Markup {
-    html! {
-        section #effects {
-            h2 { "Efeitos" }
-            @if summary.effects.is_empty() { p { "Nenhum efeito." } }
-            @else {
-                div.scroll { table.data {
-                    thead { tr { th { "Resultado" } th.num { "Quantidade" } th { "Significado" } } }
-                    tbody { @for (outcome, n) in &summary.effects { tr {
-                        td { (outcome.to_string()) } td.num { (group_thousands(*n)) } td { (meaning(*outcome)) }
-                    } } }
-                } }
             }
         }
     }

@@ -7,6 +7,7 @@
 pub(super) mod approve;
 pub(super) mod audit;
 pub(super) mod executions;
+pub(super) mod figures;
 pub(super) mod login;
 pub(super) mod review;
 
