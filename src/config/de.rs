@@ -67,6 +67,27 @@ macro_rules! checked_readers {
     )+};
 }
 
+thread_local! {
+    static NO_SECRETS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a load) reading no secret from the environment (see `secret_str`).
+pub(super) fn without_secrets<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            NO_SECRETS.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(NO_SECRETS.with(|c| c.replace(true)));
+    f()
+}
+
+/// Whether the load in progress reads secrets.
+fn secrets_needed() -> bool {
+    !NO_SECRETS.with(std::cell::Cell::get)
+}
+
 /// The error of a value that came (wholly or in part) from `variables` and did not pass its check:
 /// the check's own message may quote the value (a token put where a duration belongs), so this
 /// one names the variables and what was expected instead.
@@ -84,6 +105,24 @@ checked_readers! {
     /// the environment, a failed check's message is replaced by `from_environment`'s.
     pub(super) fn interpolated_str(String) by deserialize_str {
         fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            let text = interpolate(v).map_err(E::custom)?;
+            let variables = referenced(v);
+            if variables.is_empty() {
+                return self.checked(text);
+            }
+            let expecting = self.expecting;
+            (self.check)(text).map_err(|_| E::custom(from_environment(&variables, expecting)))
+        }
+    }
+
+    /// A secret (a header value): as `interpolated_str`, except in a load that needs no secrets
+    /// (the console's, see [`super::without_secrets`]), where the environment is not read at all
+    /// and the value stays empty: the console binds no secret, so it needs none set.
+    pub(super) fn secret_str(String) by deserialize_str {
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            if !secrets_needed() {
+                return self.checked(String::new());
+            }
             let text = interpolate(v).map_err(E::custom)?;
             let variables = referenced(v);
             if variables.is_empty() {

@@ -112,6 +112,13 @@ impl std::fmt::Debug for WebhookConfig {
 
 /// The cron parser of `schedule` (6 fields, seconds required; an optional 7th is the year). The
 /// scheduler parses with it too (`scheduler::timing::parse`), so what `check` accepts it accepts.
+/// Runs `f` (loads of the jobs directory) without reading a secret (a header value) from the
+/// environment: header values stay empty. For a process that calls no provider — the console,
+/// which binds an approval to the job's definition, where no secret appears.
+pub fn without_secrets<T>(f: impl FnOnce() -> T) -> T {
+    de::without_secrets(f)
+}
+
 pub fn schedule_parser() -> croner::parser::CronParser {
     croner::parser::CronParser::builder()
         .seconds(croner::parser::Seconds::Required)

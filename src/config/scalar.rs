@@ -10,7 +10,7 @@ use secrecy::SecretString;
 use serde::{Deserialize, Deserializer};
 
 use super::context;
-use super::de::{checked_f64, checked_u64, interpolated_str, plain_str, Check};
+use super::de::{checked_f64, checked_u64, interpolated_str, plain_str, secret_str, Check};
 
 /// Implements `Deserialize` for a newtype from a string scalar and a `fn(String) -> Check<T>`.
 macro_rules! from_str_scalar {
@@ -133,7 +133,7 @@ from_str_scalar!(
 pub(super) struct HeaderValue(pub SecretString);
 from_str_scalar!(
     HeaderValue,
-    interpolated_str,
+    secret_str,
     "a header value (no newline or other control character)",
     |s| {
         if reqwest::header::HeaderValue::from_str(&s).is_err() {

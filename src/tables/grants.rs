@@ -42,6 +42,7 @@ const TABLES: &[&str] = &[
     "job_rodada",
     "consumo_ao_vivo",
     "reprocessamento_dono",
+    "reprocessamento_passagem",
 ];
 
 const SEQUENCES: &[&str] = &[
@@ -68,7 +69,7 @@ const CONSOLE_SEQUENCES: &[&str] = &["console_tentativa_login_id_seq", "console_
 const CONSOLE_FUNCTIONS: &[&str] = &[
     "console_aprovar(text, interval, jsonb)",
     "console_resolver_incerto(text, interval, text, text, text)",
-    "console_abrir_sessao(text, text, text, text)",
+    "console_abrir_sessao(text, text, text, text, interval)",
     "console_recusar_login(text, text)",
     "console_fechar_sessao(text, text)",
 ];

@@ -38,7 +38,14 @@ pub async fn add(
     scope: &Scope,
     summary: &Summary,
 ) -> Result<(), sqlx::Error> {
-    let rows = summary.to_tallies();
+    add_rows(conn, scope, summary.to_tallies()).await
+}
+
+async fn add_rows(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    rows: Vec<(String, i64)>,
+) -> Result<(), sqlx::Error> {
     if rows.is_empty() {
         return Ok(());
     }
@@ -63,6 +70,61 @@ pub async fn add(
     Ok(())
 }
 
+/// Adds the figures of a batch's state write to the scope's tallies as pending on the batch
+/// (the batch's last `posicao`), in the caller's transaction: committed with the state they
+/// count, so a crash cannot lose or double them, but shown only once the checkpoint passes the
+/// batch ([`settle_pending`]), together with its events and effects — so no figure on any
+/// surface runs ahead of another (orders changed beside "0 events read").
+pub async fn add_pending(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    batch_last: i64,
+    summary: &Summary,
+) -> Result<(), sqlx::Error> {
+    let rows: Vec<(String, i64)> = summary
+        .to_tallies()
+        .into_iter()
+        .map(|(m, v)| (format!("{PENDING}{batch_last}:{m}"), v))
+        .collect();
+    add_rows(conn, scope, rows).await
+}
+
+/// Moves the pending figures of every batch up to `through` into the scope's tallies (in the
+/// transaction that moves the checkpoint there).
+pub async fn settle_pending(
+    conn: &mut PgConnection,
+    scope: &Scope,
+    through: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        r#"
+        with moved as (
+          delete from reprocessamento_contagem
+          where execucao_id = $1 and passagem = $2 and medida like 'pendente:%'
+            and split_part(medida, ':', 2)::bigint <= $4
+          returning regexp_replace(medida, '^pendente:-?[0-9]+:', '') as m, valor
+        )
+        insert into reprocessamento_contagem (execucao_id, agregado, passagem, medida, valor)
+        select $1, $3, $2, m, least(greatest(sum(valor), -9223372036854775808),
+                                    9223372036854775807)::bigint
+        from moved group by m order by m
+        on conflict (execucao_id, passagem, medida) do update
+        set valor = least(greatest(reprocessamento_contagem.valor::numeric + excluded.valor,
+                                   -9223372036854775808), 9223372036854775807)::bigint
+        "#,
+    )
+    .bind(&scope.key)
+    .bind(scope.pass)
+    .bind(&scope.aggregate)
+    .bind(through)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The prefix of a pending figure's measure: `pendente:<batch's last posicao>:<measure>`.
+const PENDING: &str = "pendente:";
+
 /// The part of a select that reads an execution's figures as one JSON object (measure → sum),
 /// for the execution `e` (columns `execucao_id`, `passagem`): its own tallies and, for a
 /// partitioned execution, those of its partitions.
@@ -71,7 +133,7 @@ pub const SUMMED_FOR_EXECUTION: &str = r#"
      from (select t.medida, sum(t.valor)::bigint as total
            from reprocessamento_contagem t
            where (t.execucao_id = e.execucao_id or t.agregado = e.execucao_id)
-             and t.passagem = e.passagem
+             and t.passagem = e.passagem and t.medida not like 'pendente:%'
            group by t.medida) s)
 "#;
 

@@ -263,6 +263,13 @@ pub enum Command {
         /// Events to generate.
         #[arg(long, default_value_t = 10_000)]
         events: u32,
+        /// Then keep the scratch database and serve the web console over it on loopback, with a
+        /// finance and an operator account printed, until Ctrl-C.
+        #[arg(long)]
+        console: bool,
+        /// Where `--console` listens (a busy port falls back to a free one).
+        #[arg(long, default_value = "127.0.0.1:9188")]
+        console_addr: std::net::SocketAddr,
     },
 }
 

@@ -72,19 +72,19 @@ pub async fn main() -> ExitCode {
 /// (file:line:column first), a refusal for want of a privilege with the role to connect as, any
 /// other error with its chain of causes.
 fn tell(err: &anyhow::Error, duty: &roles::Duty, role: Option<&str>) {
+    use crate::shared::text::inert;
     if let Some(message) = roles::permission_denied(err, duty, role) {
-        eprintln!("error: {message}");
+        eprintln!("error: {}", inert(&message));
     } else if let Some(e) = err.downcast_ref::<db::ConnectError>() {
-        eprintln!("error: {}", crate::shared::text::inert(&e.to_string()));
+        eprintln!("error: {}", inert(&e.to_string()));
     } else if let Some(errors) = err.downcast_ref::<ConfigErrors>() {
         for e in &errors.0 {
-            eprintln!("{e}");
+            for line in e.to_string().lines() {
+                eprintln!("{}", inert(line));
+            }
         }
     } else {
-        eprintln!(
-            "error: {}",
-            crate::shared::text::inert(&failure::describe(err))
-        );
+        eprintln!("error: {}", inert(&failure::describe(err)));
     }
 }
 
@@ -173,10 +173,18 @@ async fn dispatch(cli: Cli) -> Outcome {
             let http = daemons::MetricsHow::new(*metrics_addr, *metrics_max_connections);
             consume(&cli, job.as_deref(), *from_start, http).await
         }
-        Command::Demo { events } => demo::run(cli.database_url.as_deref(), *events)
-            .await?
-            .then_some(())
-            .ok_or(Failure::said(Class::Failed)),
+        Command::Demo {
+            events,
+            console,
+            console_addr,
+        } => demo::run(
+            cli.database_url.as_deref(),
+            *events,
+            console.then_some(*console_addr),
+        )
+        .await?
+        .then_some(())
+        .ok_or(Failure::said(Class::Failed)),
         Command::Serve {
             metrics_addr,
             metrics_max_connections,

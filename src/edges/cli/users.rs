@@ -62,11 +62,7 @@ async fn add(cli: &Cli, email: &str, role: &str, from_stdin: bool) -> Outcome {
         (accounts::generated_password(), true)
     };
     accounts::normalize_email(email)
-        .and_then(|_| {
-            (password.chars().count() >= accounts::MIN_PASSWORD_CHARS)
-                .then_some(())
-                .ok_or(AccountError::ShortPassword)
-        })
+        .and_then(|_| accounts::check_password(&password))
         .map_err(Failure::invalid)?;
     let pool = connect(cli, true).await?;
     match accounts::add(&pool, email, role, &password).await {

@@ -68,6 +68,10 @@ pub enum AccountError {
     ShortPassword,
     #[error("the password is longer than {MAX_PASSWORD_BYTES} bytes")]
     LongPassword,
+    #[error("the password holds a control character (NUL, a line break, an escape …) or nothing but spaces: choose one of printable characters")]
+    UnprintablePassword,
+    #[error("`{0}` mixes writing systems (Latin with Cyrillic or Greek, say): an address is written in one script, so a look-alike of another account's cannot be made")]
+    MixedScripts(String),
     #[error("hashing the password: {0}")]
     Hash(String),
     #[error(transparent)]
@@ -92,17 +96,50 @@ pub fn normalize_email(email: &str) -> Result<String, AccountError> {
     if !shaped {
         return Err(AccountError::Email(crate::shared::text::inert(&email)));
     }
+    let mut scripts = email.chars().filter_map(script);
+    if let Some(first) = scripts.next() {
+        if scripts.any(|s| s != first) {
+            return Err(AccountError::MixedScripts(crate::shared::text::inert(
+                &email,
+            )));
+        }
+    }
     Ok(email)
 }
 
-/// An argon2id hash of `password` in PHC form (RustCrypto's defaults: 19 MiB, 2 passes).
-pub fn hash_password(password: &str) -> Result<String, AccountError> {
+/// The writing system of a letter (`None` for digits, punctuation and other shared signs):
+/// Latin, Greek and Cyrillic by their blocks, anything else by its 128-character block, which is
+/// enough to tell two scripts of one address apart.
+fn script(c: char) -> Option<u32> {
+    if !c.is_alphabetic() {
+        return None;
+    }
+    Some(match u32::from(c) {
+        0x0000..=0x024f | 0x1e00..=0x1eff | 0x2c60..=0x2c7f | 0xa720..=0xa7ff => 0,
+        0x0370..=0x03ff | 0x1f00..=0x1fff => 1,
+        0x0400..=0x052f | 0x1c80..=0x1c8f | 0x2de0..=0x2dff | 0xa640..=0xa69f => 2,
+        other => 3 + other / 0x80,
+    })
+}
+
+/// A password `users add` may store: long enough, not too long for a login to check, printable
+/// and not only spaces (what a person can type again at the login form).
+pub fn check_password(password: &str) -> Result<(), AccountError> {
     if password.chars().count() < MIN_PASSWORD_CHARS {
         return Err(AccountError::ShortPassword);
     }
     if password.len() > MAX_PASSWORD_BYTES {
         return Err(AccountError::LongPassword);
     }
+    if password.chars().any(crate::shared::text::is_hazard) || password.trim().is_empty() {
+        return Err(AccountError::UnprintablePassword);
+    }
+    Ok(())
+}
+
+/// An argon2id hash of `password` in PHC form (RustCrypto's defaults: 19 MiB, 2 passes).
+pub fn hash_password(password: &str) -> Result<String, AccountError> {
+    check_password(password)?;
     let salt = SaltString::generate(&mut OsRng);
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
@@ -233,8 +270,35 @@ mod tests {
             normalize_email(" Ana@Example.COM ").unwrap(),
             "ana@example.com"
         );
-        for bad in ["ana", "@x", "a@b@c", "a b@c", "a\u{1b}@c", "x@"] {
+        for bad in ["ana", "@x", "a@b@c", "a b@c", "a\u{1b}@c", "x@", "a\0@c"] {
             assert!(normalize_email(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn passwords_of_spaces_or_control_characters_are_refused() {
+        for bad in [
+            " ".repeat(14),
+            "\0".repeat(20),
+            "abcdefghijkl\u{7}".into(),
+            "\t".repeat(13),
+        ] {
+            assert!(
+                matches!(check_password(&bad), Err(AccountError::UnprintablePassword)),
+                "{bad:?}"
+            );
+        }
+        assert!(check_password("correct horse battery staple").is_ok());
+    }
+
+    #[test]
+    fn an_address_is_written_in_one_script() {
+        // `а` below is Cyrillic (U+0430): a look-alike of ana@example.com.
+        assert!(matches!(
+            normalize_email("\u{430}na@example.com"),
+            Err(AccountError::MixedScripts(_))
+        ));
+        assert!(normalize_email("joão@exemplo.com.br").is_ok());
+        assert!(normalize_email("иван@пример.рф").is_ok());
     }
 }

@@ -1,4 +1,5 @@
-//! The approval of a simulation in the console: what the execution page says about it, and
+//! The approval of a simulation in the console: what the execution page says about it,
+//! `GET /executions/{id}/approve` (the confirmation: what will be applied) and
 //! `POST /executions/{id}/approve` (form `csrf_token`, `note`). Both go through
 //! [`crate::engine::approval`] — the same checks and fingerprint as `replay-ledger approve`, against the
 //! job as configured in the jobs directory now — so what the page offers is what the CLI would
@@ -39,7 +40,8 @@ impl Configured {
 
 /// The job of a simulation, as configured now, if it requires an approved simulation.
 fn configured(console: &Console, simulation: &Execution) -> Result<Option<Configured>, String> {
-    let (catalog, job) = config::find_job(&console.config.jobs_dir, &simulation.job)
+    let jobs_dir = &console.config.jobs_dir;
+    let (catalog, job) = config::without_secrets(|| config::find_job(jobs_dir, &simulation.job))
         .map_err(|e| crate::shared::text::inert(&e.to_string()))?;
     let JobKind::Replay(replay) = &job.kind else {
         return Ok(None);
@@ -126,6 +128,46 @@ fn refusal(err: ApprovalError) -> Result<Standing, PageError> {
     }
 }
 
+/// `GET /executions/{id}/approve`: what an approval binds — the simulation's figures, the job's
+/// definition, the diff's largest changes — and the form that records it (finance only; anyone
+/// else reads why not). Nothing is recorded by this page.
+pub(super) async fn confirm(
+    State(console): State<Console>,
+    session: Session,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let key = execution::checkpoint_key(execution::execution_id_of(&id), Mode::Simulation);
+    let simulation = execution::load(&console.pool, &key)
+        .await?
+        .ok_or_else(|| no_simulation(&key))?;
+    let standing = standing(&console, &simulation).await?;
+    let report =
+        crate::services::report::ExecutionReport::of_execution(&console.pool, simulation.clone())
+            .await
+            .map_err(|e| match e {
+                crate::services::report::ReportError::Database(e) => PageError::from(e),
+                other => PageError::NotFound(crate::shared::text::inert(&other.to_string())),
+            })?;
+    let definition =
+        crate::engine::definition::Definition::from_json(simulation.definition.as_ref());
+    let markup = super::templates::approve::confirm(super::templates::approve::Confirm {
+        session: &session,
+        tz: console.timezone_of(&simulation.job),
+        execution: &simulation,
+        report: &report,
+        standing: &standing,
+        definition: definition.as_ref(),
+    });
+    Ok(super::templates::html(markup).into_response())
+}
+
+fn no_simulation(key: &str) -> PageError {
+    PageError::NotFound(format!(
+        "Nenhuma simulação {}.",
+        crate::shared::text::inert(key)
+    ))
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(super) struct ApproveForm {
@@ -153,12 +195,9 @@ pub(super) async fn approve(
         return Err(PageError::BadRequest(format!("Nota recusada: {e}")));
     }
     let key = execution::checkpoint_key(execution::execution_id_of(&id), Mode::Simulation);
-    let simulation = execution::load(&console.pool, &key).await?.ok_or_else(|| {
-        PageError::NotFound(format!(
-            "Nenhuma simulação {}.",
-            crate::shared::text::inert(&key)
-        ))
-    })?;
+    let simulation = execution::load(&console.pool, &key)
+        .await?
+        .ok_or_else(|| no_simulation(&key))?;
     let c = match configured(&console, &simulation) {
         Ok(Some(c)) => c,
         Ok(None) => {

@@ -8,7 +8,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::LazyLock;
 
-use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -21,9 +21,29 @@ use super::error::PageError;
 use super::session::{self, Session};
 use super::{templates, Console, Throttle};
 
-/// `GET /login`.
-pub(super) async fn login_page() -> Response {
-    templates::html(templates::login::page(None)).into_response()
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct LoginQuery {
+    next: Option<String>,
+}
+
+/// `GET /login` (`?next=/executions/…`: where the login returns, a local path only).
+pub(super) async fn login_page(Query(query): Query<LoginQuery>) -> Response {
+    let next = query.next.as_deref().and_then(local_path);
+    templates::html(templates::login::page(None, next)).into_response()
+}
+
+/// `next` if it is a path of this console: one leading `/` (not `//`, which a browser reads as
+/// another host), no backslash (read as `/` by browsers), only visible ASCII (as a browser sends
+/// a path: anything else percent-encoded), and short; so a link cannot make the login send
+/// anyone elsewhere.
+pub(super) fn local_path(next: &str) -> Option<&str> {
+    let local = next.starts_with('/')
+        && !next.starts_with("//")
+        && !next.contains('\\')
+        && next.len() <= 2048
+        && next.bytes().all(|b| (0x21..=0x7e).contains(&b));
+    local.then_some(next)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -31,6 +51,8 @@ pub(super) async fn login_page() -> Response {
 pub(super) struct LoginForm {
     email: String,
     password: String,
+    /// Where to go once logged in (a local path; else `/`).
+    next: Option<String>,
 }
 
 /// Password checks running at once: each holds 19 MiB for its tens of milliseconds, so a burst of
@@ -51,22 +73,28 @@ pub(super) async fn login(
 ) -> Result<Response, PageError> {
     let config = &console.config;
     let address = client_address(peer, &headers, &config.trusted_proxies).to_string();
-    // As stored; anything that is not an address is still counted, cut to an address's length.
-    let email = normalize_email(&form.email)
-        .unwrap_or_else(|_| form.email.trim().to_lowercase().chars().take(254).collect());
+    // As stored; anything that is not an address is still counted (made inert: a NUL or a
+    // control character cannot reach the database), cut to an address's length.
+    let email = normalize_email(&form.email).unwrap_or_else(|_| {
+        crate::shared::text::inert(&form.email.trim().to_lowercase())
+            .chars()
+            .take(254)
+            .collect()
+    });
+    let next = form.next.as_deref().and_then(local_path).unwrap_or("/");
     if !password_holds(&console, &email, &address, form.password).await? {
-        let page = templates::login::page(Some(templates::login::REFUSED));
+        let page = templates::login::page(Some(templates::login::REFUSED), Some(next));
         return Ok((StatusCode::UNAUTHORIZED, templates::html(page)).into_response());
     }
     let old = session::token_of(&headers, config.secure_cookies);
-    session::discard(&console.pool, old.as_deref(), config.idle_timeout).await?;
-    let token = session::open(&console.pool, &email, &address).await?;
+    session::discard(&console.pool, old.as_deref()).await?;
+    let token = session::open(&console.pool, &email, &address, config.idle_timeout).await?;
     Ok((
         [(
             header::SET_COOKIE,
             session::set_cookie(&token, config.secure_cookies),
         )],
-        Redirect::to("/"),
+        Redirect::to(next),
     )
         .into_response())
 }
@@ -144,7 +172,8 @@ impl FromRequestParts<Console> for Session {
         let config = &state.config;
         let refused = || {
             if parts.method == Method::GET || parts.method == Method::HEAD {
-                PageError::Login
+                let asked = parts.uri.path_and_query().map(|p| p.as_str());
+                PageError::Login(asked.and_then(local_path).map(str::to_string))
             } else {
                 PageError::Unauthorized
             }
@@ -152,7 +181,7 @@ impl FromRequestParts<Console> for Session {
         let Some(token) = session::token_of(&parts.headers, config.secure_cookies) else {
             return Err(refused());
         };
-        match session::touch(&state.pool, &session::digest(&token), config.idle_timeout).await? {
+        match session::touch(&state.pool, &session::digest(&token)).await? {
             Some(session) => Ok(session),
             None => Err(refused()),
         }

@@ -11,8 +11,9 @@ use super::templates;
 /// Why a request was not served.
 #[derive(Debug)]
 pub(super) enum PageError {
-    /// A page without a session: 303 to `/login`.
-    Login,
+    /// A page without a session: 303 to `/login`, with the page asked for as `next` (a local
+    /// path, checked by whoever makes the error) unless it is `/`.
+    Login(Option<String>),
     /// Anything else without a session: 401.
     Unauthorized,
     /// The session's role may not, or the CSRF token is missing or wrong: 403.
@@ -24,6 +25,8 @@ pub(super) enum PageError {
     Conflict(String),
     /// Too many failed logins: 429, with the login page.
     Throttled,
+    /// Any other status the console answers with, and why (414, 431, 413 …).
+    Refused(StatusCode, String),
     Database(sqlx::Error),
 }
 
@@ -36,7 +39,15 @@ impl From<sqlx::Error> for PageError {
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let (status, message) = match self {
-            PageError::Login => return Redirect::to("/login").into_response(),
+            PageError::Login(next) => {
+                let to = match next.as_deref() {
+                    Some(next) if next != "/" => {
+                        format!("/login?next={}", templates::query_value(next))
+                    }
+                    _ => "/login".to_string(),
+                };
+                return Redirect::to(&to).into_response();
+            }
             PageError::Unauthorized => (
                 StatusCode::UNAUTHORIZED,
                 "Sessão ausente ou expirada: entre de novo.".to_string(),
@@ -45,10 +56,14 @@ impl IntoResponse for PageError {
             PageError::NotFound(what) => (StatusCode::NOT_FOUND, what),
             PageError::BadRequest(why) => (StatusCode::BAD_REQUEST, why),
             PageError::Conflict(why) => (StatusCode::CONFLICT, why),
+            PageError::Refused(status, why) => (status, why),
             PageError::Throttled => {
                 return (
                     StatusCode::TOO_MANY_REQUESTS,
-                    templates::html(templates::login::page(Some(templates::login::THROTTLED))),
+                    templates::html(templates::login::page(
+                        Some(templates::login::THROTTLED),
+                        None,
+                    )),
                 )
                     .into_response()
             }
@@ -60,6 +75,11 @@ impl IntoResponse for PageError {
                         .to_string(),
                 )
             }
+            // Text the database cannot hold (a NUL, an invalid encoding) came from the request.
+            PageError::Database(e) if is_unholdable_text(&e) => (
+                StatusCode::BAD_REQUEST,
+                "O pedido contém texto que o banco de dados não aceita (um caractere nulo, por exemplo).".to_string(),
+            ),
             PageError::Database(e) => {
                 tracing::error!(error = %e, "console: database error");
                 (
@@ -76,6 +96,14 @@ impl IntoResponse for PageError {
         )
             .into_response()
     }
+}
+
+/// Whether the database refused a value's text itself (SQLSTATE 22021, character not in the
+/// encoding; 22P05, untranslatable character): the request's fault, not the console's.
+fn is_unholdable_text(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "22021" || c == "22P05")
 }
 
 /// A path no route serves.

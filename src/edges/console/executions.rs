@@ -24,7 +24,11 @@ pub(super) struct ListQuery {
     pub state: Option<String>,
 }
 
-/// `GET /`.
+/// The word of the list's filter for gated simulations nobody approved yet.
+const AWAITING: &str = "aguardando-aprovacao";
+
+/// `GET /`: executions newest first, with the count of each state (and of simulations awaiting
+/// approval), filtered by job and by state or `aguardando-aprovacao`.
 pub(super) async fn list(
     State(console): State<Console>,
     session: Session,
@@ -35,27 +39,63 @@ pub(super) async fn list(
         .into_iter()
         .filter(|e| !report::is_partition(&e.key))
         .collect();
-    let jobs: BTreeSet<&str> = all.iter().map(|e| e.job.as_str()).collect();
+    let jobs_dir = &console.config.jobs_dir;
+    let configured = crate::config::without_secrets(|| crate::config::load_dir(jobs_dir)).ok();
+    let gated = report::Gated::of(configured.iter().flat_map(|c| &c.jobs));
+    let zone = |job: &str| {
+        configured
+            .as_ref()
+            .and_then(|c| c.job(job))
+            .map_or(console.config.timezone, |j| j.timezone)
+    };
+    let mut awaiting = BTreeSet::new();
+    for e in all
+        .iter()
+        .filter(|e| e.mode == Mode::Simulation && e.state == Run::Finished)
+    {
+        let id = execution::execution_id_of(&e.key);
+        if gated.requires_approval(&e.job)
+            && crate::engine::approval::latest(&console.pool, id)
+                .await?
+                .is_none_or(|a| a.simulation_pass != e.pass)
+        {
+            awaiting.insert(e.key.clone());
+        }
+    }
     let job = query.job.as_deref().filter(|j| !j.is_empty());
-    let state = query.state.as_deref().filter(|s| !s.is_empty());
-    let state: Option<Run> = match state {
-        Some(s) => Some(
+    let wanted = match query.state.as_deref().filter(|s| !s.is_empty()) {
+        None => page::Wanted::All,
+        Some(AWAITING) => page::Wanted::Awaiting,
+        Some(s) => page::Wanted::State(
             Run::try_from(s)
                 .map_err(|e| PageError::BadRequest(crate::shared::text::inert(&e.to_string())))?,
         ),
-        None => None,
     };
     let shown: Vec<&Execution> = all
         .iter()
         .filter(|e| job.is_none_or(|j| e.job == j))
-        .filter(|e| state.is_none_or(|s| e.state == s))
+        .filter(|e| match wanted {
+            page::Wanted::All => true,
+            page::Wanted::Awaiting => awaiting.contains(&e.key),
+            page::Wanted::State(s) => e.state == s,
+        })
         .collect();
     let filter = page::Filter {
-        jobs: jobs.into_iter().collect(),
+        jobs: all
+            .iter()
+            .map(|e| e.job.as_str())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
         job,
-        state,
+        wanted,
+        counts: Run::ALL
+            .iter()
+            .map(|s| (*s, all.iter().filter(|e| e.state == *s).count()))
+            .collect(),
+        awaiting: &awaiting,
     };
-    let markup = page::list(&session, console.config.timezone, &shown, &filter);
+    let markup = page::list(&session, &zone, &shown, &filter);
     Ok(templates::html(markup).into_response())
 }
 
@@ -66,9 +106,39 @@ pub(super) struct DetailQuery {
     pub q: Option<String>,
     /// The diff's page, from 1.
     pub page: Option<usize>,
+    /// An earlier pass of the execution.
+    pub passagem: Option<i32>,
+    /// The diff's column to sort by: `pedido`, `antes`, `depois`, `diferenca`.
+    pub sort: Option<String>,
+    /// `asc` or `desc`.
+    pub dir: Option<String>,
 }
 
-/// `GET /executions/{id}`.
+impl DetailQuery {
+    fn sort(&self) -> Result<page::Sort, PageError> {
+        let key = match self.sort.as_deref().filter(|s| !s.is_empty()) {
+            None => page::SortKey::default(),
+            Some(word) => page::SortKey::parse(word).ok_or_else(|| {
+                PageError::BadRequest(
+                    "Ordem inválida: use sort=pedido, antes, depois ou diferenca.".into(),
+                )
+            })?,
+        };
+        let descending = match self.dir.as_deref().filter(|s| !s.is_empty()) {
+            None | Some("asc") => false,
+            Some("desc") => true,
+            Some(_) => {
+                return Err(PageError::BadRequest(
+                    "Direção inválida: use dir=asc ou dir=desc.".into(),
+                ))
+            }
+        };
+        Ok(page::Sort { key, descending })
+    }
+}
+
+/// `GET /executions/{id}`: the current pass (its figures and its report's lists from one read of
+/// the execution's row and tallies), or an earlier pass (`?passagem=N`) with its figures.
 pub(super) async fn detail(
     State(console): State<Console>,
     session: Session,
@@ -78,20 +148,33 @@ pub(super) async fn detail(
     let execution = execution::load(&console.pool, &id)
         .await?
         .ok_or_else(|| no_execution(&id))?;
+    let passes = execution::passes(&console.pool, &id).await?;
+    let tz = console.timezone_of(&execution.job);
+    if let Some(n) = query.passagem.filter(|n| *n != execution.pass) {
+        let pass = passes
+            .iter()
+            .find(|p| p.pass == n)
+            .ok_or_else(|| PageError::NotFound(format!("Nenhuma passagem {n} desta execução.")))?;
+        let markup = templates::figures::earlier_pass(&session, tz, &execution, pass, &passes);
+        return Ok(templates::html(markup).into_response());
+    }
     let report = match execution.mode {
         Mode::Live => None,
-        _ => Some(load_report(&console, &id).await?),
+        _ => Some(report_of(&console, execution.clone()).await?),
     };
     let standing = approve::standing(&console, &execution).await?;
     let search = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
+    let sort = query.sort()?;
     let markup = page::detail(page::Detail {
         session: &session,
-        tz: console.config.timezone,
+        tz,
         execution: &execution,
         report: report.as_ref(),
         standing: &standing,
         search,
         page: query.page.unwrap_or(1).max(1),
+        passes: &passes,
+        sort,
     });
     Ok(templates::html(markup).into_response())
 }
@@ -103,10 +186,7 @@ pub(super) async fn diff_csv(
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
     let report = load_report(&console, &id).await?;
-    let name: String = render::csv_name(&report)
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-        .collect();
+    let name = download_name(&render::csv_name(&report));
     Ok((
         [
             (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
@@ -120,14 +200,63 @@ pub(super) async fn diff_csv(
         .into_response())
 }
 
+/// `GET /executions/{id}/diff.xlsx`: the same rows as the CSV, as a spreadsheet (amounts in
+/// reais as numbers, a header row with a filter).
+pub(super) async fn diff_xlsx(
+    State(console): State<Console>,
+    _session: Session,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let report = load_report(&console, &id).await?;
+    let bytes = report::xlsx::render(&report.rows).map_err(|e| {
+        tracing::warn!(error = %e, "console: the spreadsheet could not be written");
+        PageError::Refused(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "A planilha não pôde ser gerada; use o CSV.".into(),
+        )
+    })?;
+    let name = download_name(&render::csv_name(&report)).replace(".csv", ".xlsx");
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet".to_string(),
+            ),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+/// A file name that travels in a header as it is.
+fn download_name(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        .collect()
+}
+
 async fn load_report(console: &Console, key: &str) -> Result<ExecutionReport, PageError> {
-    match ExecutionReport::load(&console.pool, key).await {
-        Ok(report) => Ok(report),
-        Err(ReportError::Database(e)) => Err(e.into()),
-        Err(ReportError::NoExecution(_)) => Err(no_execution(key)),
-        Err(other) => Err(PageError::NotFound(crate::shared::text::inert(
-            &other.to_string(),
-        ))),
+    ExecutionReport::load(&console.pool, key)
+        .await
+        .map_err(|err| report_error(key, err))
+}
+
+async fn report_of(console: &Console, e: Execution) -> Result<ExecutionReport, PageError> {
+    let key = e.key.clone();
+    ExecutionReport::of_execution(&console.pool, e)
+        .await
+        .map_err(|err| report_error(&key, err))
+}
+
+fn report_error(key: &str, err: ReportError) -> PageError {
+    match err {
+        ReportError::Database(e) => e.into(),
+        ReportError::NoExecution(_) => no_execution(key),
+        other => PageError::NotFound(crate::shared::text::inert(&other.to_string())),
     }
 }
 

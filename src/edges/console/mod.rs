@@ -12,8 +12,9 @@
 //!   Every figure comes from the tallies
 //!   and the report model ([`crate::services::report`]), the approval is [`crate::engine::approval`]'s (the CLI's
 //!   checks and fingerprint), a decision is [`crate::tables::ledger`]'s;
-//! - `templates`, `views`, `headers`, `error`: markup, the models handlers fill and templates
-//!   render (so templates import no handler), security headers, error pages.
+//! - `templates`, `views`, `headers`, `error`, `guard`: markup, the models handlers fill and
+//!   templates render (so templates import no handler), security headers, error pages, and what
+//!   every request must be before a handler sees it (sizes, no NUL; axum's refusals localized).
 //!
 //! Who did it is proven, not claimed: the console records an approval or a review decision only
 //! through `security definer` functions that take the session's token digest and check the
@@ -26,6 +27,7 @@ mod auth;
 mod csrf;
 mod error;
 mod executions;
+mod guard;
 mod headers;
 mod pedidos;
 mod review;
@@ -69,6 +71,10 @@ impl Default for Throttle {
     }
 }
 
+/// The longest idle timeout (and throttle window) the console takes: beyond it a session would
+/// never end, and the database's intervals are bounded.
+pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// How the console behaves. Defaults in brackets.
 #[derive(Debug, Clone)]
 pub struct ConsoleConfig {
@@ -84,7 +90,8 @@ pub struct ConsoleConfig {
     /// Requests from these addresses (the company's TLS proxy) name the client in
     /// `X-Forwarded-For`; from any other, the peer is the client [none].
     pub trusted_proxies: Vec<IpAddr>,
-    /// Times are shown in this timezone [UTC].
+    /// Times of pages that belong to no job (review, audit) are shown in this timezone [UTC];
+    /// an execution's, in its job's `timezone`, as its e-mail shows them.
     pub timezone: Tz,
     /// Connections and timeouts, as the metrics server's [`HttpLimits::default`].
     pub http_limits: HttpLimits,
@@ -110,6 +117,12 @@ impl ConsoleConfig {
         if self.idle_timeout.is_zero() || self.throttle.window.is_zero() {
             return Err("the idle timeout and the throttle window must be positive".into());
         }
+        if self.idle_timeout > MAX_IDLE_TIMEOUT || self.throttle.window > MAX_IDLE_TIMEOUT {
+            return Err(
+                "the idle timeout and the throttle window may be at most 30 days (e.g. 30m, 8h, 7d)"
+                    .into(),
+            );
+        }
         if self.throttle.per_account < 1 || self.throttle.per_address < 1 {
             return Err("the login throttle limits must be at least 1".into());
         }
@@ -125,6 +138,13 @@ pub struct Console {
 }
 
 impl Console {
+    /// The timezone an execution of `job` is shown in: the job's own (as its e-mail shows
+    /// times), else the console's.
+    pub(crate) fn timezone_of(&self, job: &str) -> Tz {
+        crate::config::without_secrets(|| crate::config::find_job(&self.config.jobs_dir, job))
+            .map_or(self.config.timezone, |(_, job)| job.timezone)
+    }
+
     pub fn new(pool: PgPool, config: ConsoleConfig) -> Result<Console, String> {
         config.validate()?;
         Ok(Console {
@@ -141,7 +161,11 @@ impl Console {
             .route("/", get(executions::list))
             .route("/executions/{id}", get(executions::detail))
             .route("/executions/{id}/diff.csv", get(executions::diff_csv))
-            .route("/executions/{id}/approve", post(approve::approve))
+            .route(
+                "/executions/{id}/approve",
+                get(approve::confirm).post(approve::approve),
+            )
+            .route("/executions/{id}/diff.xlsx", get(executions::diff_xlsx))
             .route("/pedidos/{pedido_id}", get(pedidos::detail))
             .route("/review", get(review::list))
             .route("/review/confirm", get(review::confirm))
@@ -149,6 +173,8 @@ impl Console {
             .route("/audit", get(audit::list))
             .route(headers::STYLESHEET_PATH, get(headers::stylesheet))
             .fallback(error::not_found)
+            .layer(axum::middleware::map_response(guard::localize))
+            .layer(axum::middleware::from_fn(guard::guard))
             .layer(axum::middleware::map_response(headers::secure))
             .with_state(self.clone())
     }

@@ -26,9 +26,9 @@ pub(super) struct ListQuery {
     pub execution: Option<String>,
     /// `2h`, `30m`: only effects older than this.
     pub older_than: Option<String>,
-    /// The key just resolved, and how (after a POST).
-    pub resolved: Option<String>,
-    pub outcome: Option<String>,
+    /// The decision just recorded (its `efeito_revisao.id`, after a POST): the banner is read
+    /// back from that record, and only for the account that made it — never from the address.
+    pub decisao: Option<String>,
 }
 
 /// `GET /review`.
@@ -44,25 +44,35 @@ pub(super) async fn list(
         })?),
         None => None,
     };
+    if older_than.is_some_and(|d| d.as_secs() > 100 * 31_557_600) {
+        return Err(PageError::BadRequest(
+            "Idade fora do alcance: no máximo 100 anos (por exemplo 30m, 2h ou 1d).".into(),
+        ));
+    }
     let filter = ReviewFilter {
         effect_type: nonempty(&query.effect_type),
         execution: nonempty(&query.execution),
-        older_than: older_than.filter(|d| d.as_secs() <= 100 * 31_557_600),
+        older_than,
     };
     let items = ledger::review_list_filtered(&console.pool, &filter).await?;
-    let done = query
-        .resolved
-        .as_deref()
-        .zip(query.outcome.as_deref().and_then(outcome));
+    let done = match query.decisao.as_deref().and_then(|d| d.parse::<i64>().ok()) {
+        Some(id) => ledger::decision_of(&console.pool, id, &who(&session)).await?,
+        None => Vec::new(),
+    };
     let markup = page::list(&page::Review {
         session: &session,
         tz: console.config.timezone,
         items: &items,
         filter: &filter,
         older_than: nonempty(&query.older_than),
-        done,
+        done: &done,
     });
     Ok(templates::html(markup).into_response())
+}
+
+/// How a decision of the session's account is recorded (`resolvido_por`).
+fn who(session: &Session) -> String {
+    format!("console:{}", session.email)
 }
 
 fn outcome(word: &str) -> Option<Resolution> {
@@ -175,12 +185,16 @@ pub(super) async fn resolve(
     )
     .await;
     match result {
-        Ok(()) => Ok(Redirect::to(&format!(
-            "/review?resolved={}&outcome={}",
-            templates::query_value(&form.keys.join(", ")),
-            form.outcome
-        ))
-        .into_response()),
+        Ok(()) => {
+            let id = ledger::last_decision_on(
+                &console.pool,
+                form.keys.last().map_or("", String::as_str),
+                &who(&session),
+            )
+            .await?;
+            let to = id.map_or("/review".to_string(), |id| format!("/review?decisao={id}"));
+            Ok(Redirect::to(&to).into_response())
+        }
         Err(ReviewError::Database(e)) if crate::tables::db::is_permission_denied(&e) => Err(
             PageError::Forbidden("o banco recusou: a sessão expirou ou a conta não é de operação"),
         ),

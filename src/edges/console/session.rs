@@ -1,7 +1,9 @@
 //! Sessions (`console_sessao`): a random token in an `HttpOnly`, `SameSite=Strict` cookie
 //! (`Secure` unless configured off), of which the database keeps only the SHA-256 digest. A
 //! request's session is looked up and touched in one statement, with idle expiry judged by the
-//! database's `now()`, so every console instance agrees on it. A login always makes a new token.
+//! database's `now()` against the idle timeout kept in the session's row (the one of the
+//! instance that opened it), so every console instance agrees on it. A login always makes a new
+//! token.
 
 use std::time::Duration;
 
@@ -94,23 +96,21 @@ impl Session {
 }
 
 /// The live session of a token digest, marked as used now; `None` when there is none or it was
-/// idle for longer than `idle_timeout`.
+/// idle for longer than its own timeout.
 pub(super) async fn touch(
     pool: &PgPool,
     token_digest: &str,
-    idle_timeout: Duration,
 ) -> Result<Option<Session>, sqlx::Error> {
     let row: Option<(String, Role, String)> = sqlx::query_as(
         r#"
         update console_sessao s set ultimo_uso = now()
         from console_usuario u
         where s.id_hash = $1 and u.email = s.email
-          and s.ultimo_uso > now() - make_interval(secs => $2)
+          and s.ultimo_uso > now() - s.ocioso
         returning s.email, u.papel, s.csrf
         "#,
     )
     .bind(token_digest)
-    .bind(idle_timeout.as_secs_f64())
     .fetch_optional(pool)
     .await?;
     Ok(row.map(|(email, role, csrf)| Session {
@@ -122,14 +122,21 @@ pub(super) async fn touch(
 }
 
 /// Opens a session for `email` (its password checked): the session, the successful attempt and
-/// the audit row, together. Returns the token for the cookie.
-pub(super) async fn open(pool: &PgPool, email: &str, address: &str) -> Result<String, sqlx::Error> {
+/// the audit row, together; the session keeps `idle_timeout` as its own. Returns the token for
+/// the cookie.
+pub(super) async fn open(
+    pool: &PgPool,
+    email: &str,
+    address: &str,
+    idle_timeout: Duration,
+) -> Result<String, sqlx::Error> {
     let (token, csrf) = (random_token(), random_token());
-    sqlx::query("select console_abrir_sessao($1, $2, $3, $4)")
+    sqlx::query("select console_abrir_sessao($1, $2, $3, $4, make_interval(secs => $5))")
         .bind(digest(&token))
         .bind(email)
         .bind(csrf)
         .bind(address)
+        .bind(idle_timeout.as_secs_f64())
         .execute(pool)
         .await?;
     Ok(token)
@@ -146,20 +153,15 @@ pub(super) async fn close(pool: &PgPool, token: &str, address: &str) -> Result<(
 }
 
 /// Drops a session without an audit row (the old session of a browser that logs in again), and
-/// every session idle past `idle_timeout`.
-pub(super) async fn discard(
-    pool: &PgPool,
-    token: Option<&str>,
-    idle_timeout: Duration,
-) -> Result<(), sqlx::Error> {
+/// every session idle past its own timeout.
+pub(super) async fn discard(pool: &PgPool, token: Option<&str>) -> Result<(), sqlx::Error> {
     sqlx::query(
         r#"
         delete from console_sessao
-        where id_hash = $1 or ultimo_uso < now() - make_interval(secs => $2)
+        where id_hash = $1 or ultimo_uso < now() - ocioso
         "#,
     )
     .bind(token.map(digest))
-    .bind(idle_timeout.as_secs_f64())
     .execute(pool)
     .await?;
     Ok(())

@@ -180,7 +180,8 @@ impl Applier {
         let mut outcome = BatchOutcome::default();
         let (decided, rejected, halted_on, considered) = self.decide(events, &mut outcome.summary);
         outcome.halted_on = halted_on;
-        self.write_state(&decided, &rejected, &mut outcome.summary)
+        let batch_last = events.last().map_or(i64::MIN, |e| e.posicao);
+        self.write_state(&decided, &rejected, batch_last, &mut outcome.summary)
             .await?;
         let unsettled = if self.config.mode == Mode::Simulation {
             self.account_effects(&decided, &mut outcome.summary).await?;

@@ -21,6 +21,7 @@ impl Applier {
         &self,
         decided: &[Decided],
         rejected: &[Rejected],
+        batch_last: i64,
         summary: &mut Summary,
     ) -> Result<(), ApplyError> {
         if decided.is_empty() && rejected.is_empty() {
@@ -33,7 +34,7 @@ impl Applier {
             if let Some(owner) = &self.config.claim.owner {
                 owner.confirm(&mut tx).await?;
             }
-            let written = self.write_rows(&mut tx, &rows, &ids).await?;
+            let written = self.write_rows(&mut tx, &rows, &ids, batch_last).await?;
             execution::record_rejected(&mut tx, &self.config.checkpoint_key, rejected).await?;
             tx.commit().await?;
             Ok(written)
@@ -53,6 +54,7 @@ impl Applier {
         tx: &mut sqlx::PgConnection,
         rows: &[CommissionRow],
         ids: &[String],
+        batch_last: i64,
     ) -> Result<Written, sqlx::Error> {
         let (current, changed, figures) = match self.config.mode {
             Mode::Simulation => {
@@ -88,7 +90,13 @@ impl Applier {
                 (current, written.into_iter().collect(), figures)
             }
         };
-        crate::tables::tally::add(tx, &self.config.pass.tally, &figures).await?;
+        // A replay's figures wait for the checkpoint that passes the batch (they are shown with
+        // its events and effects); the live consumer's count when written, as before.
+        let scope = &self.config.pass.tally;
+        match self.config.mode {
+            Mode::Live => crate::tables::tally::add(tx, scope, &figures).await?,
+            _ => crate::tables::tally::add_pending(tx, scope, batch_last, &figures).await?,
+        }
         Ok(Written {
             current,
             changed,

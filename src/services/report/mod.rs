@@ -22,6 +22,7 @@ pub mod render;
 mod smtp_url;
 mod store;
 mod table;
+pub mod xlsx;
 
 pub use deliver::Delivery;
 pub use jobs::{
@@ -93,6 +94,17 @@ impl ExecutionReport {
         let execution = execution::load(pool, key)
             .await?
             .ok_or_else(|| ReportError::NoExecution(key.to_string()))?;
+        ExecutionReport::of_execution(pool, execution).await
+    }
+
+    /// The report of an execution already loaded: its figures are exactly the loaded row's (a
+    /// page that shows both reads one snapshot of the tallies, never two).
+    pub async fn of_execution(
+        pool: &PgPool,
+        execution: Execution,
+    ) -> Result<ExecutionReport, ReportError> {
+        let key = execution.key.clone();
+        let key = key.as_str();
         let mode = mode_of(&execution)?;
         let id = execution_id(&execution.key);
         let rows = match mode {

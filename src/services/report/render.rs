@@ -12,7 +12,7 @@ use super::links;
 use super::table::Table;
 use super::{csv, ExecutionReport, Report, LIST_LIMIT};
 use crate::shared::money::{brl, brl_signed, group_thousands};
-use crate::shared::summary::EffectOutcome;
+use crate::shared::summary::{EffectOutcome, Summary, Totals};
 use crate::tables::commission::DiffRow;
 use crate::tables::execution::{Mode, State};
 
@@ -143,7 +143,7 @@ fn sections(report: &Report) -> Vec<Section> {
         out.push(identity(e, report.timezone));
         out.push(summary(e));
         if let Some(check) = &e.approved {
-            out.push(approval(check, report.timezone));
+            out.push(approval(check, report.timezone, e.state));
         }
         out.push(rows_section(
             format!("As {} maiores alterações", e.largest.len()),
@@ -210,21 +210,10 @@ fn identity(e: &ExecutionReport, tz: Tz) -> Section {
 }
 
 fn summary(e: &ExecutionReport) -> Section {
-    let s = &e.summary;
-    let t = &e.totals;
-    let rows = vec![
-        kv("Eventos lidos", group_thousands(s.events_read)),
-        kv(
-            "Eventos ignorados (outros tipos)",
-            group_thousands(s.events_skipped),
-        ),
-        kv("Eventos rejeitados", group_thousands(s.events_rejected)),
-        kv("Pedidos no diff", group_thousands(t.orders)),
-        kv("Pedidos alterados", group_thousands(t.changed)),
-        kv("Comissões antes", brl(t.before_centavos)),
-        kv("Comissões depois", brl(t.after_centavos)),
-        kv("Diferença", brl_signed(t.difference())),
-    ];
+    let rows = figure_rows(e.mode, &e.summary)
+        .into_iter()
+        .map(|(label, value)| kv(label, value))
+        .collect();
     Section {
         heading: Some("Resumo".into()),
         lines: Vec::new(),
@@ -232,11 +221,45 @@ fn summary(e: &ExecutionReport) -> Section {
     }
 }
 
-/// Approved = applied: whether the real run changed exactly what was approved.
-fn approval(check: &super::approved::Check, tz: Tz) -> Section {
+/// An execution's figures (its tallies) as the report and the console both show them, label and
+/// value: one list, so the two say the same. A real run's "Pedidos no diff" are its corrections.
+pub fn figure_rows(mode: Mode, s: &Summary) -> Vec<(&'static str, String)> {
+    let t = Totals::of_summary(mode == Mode::Simulation, s);
+    vec![
+        ("Eventos lidos", group_thousands(s.events_read)),
+        (
+            "Eventos ignorados (outros tipos)",
+            group_thousands(s.events_skipped),
+        ),
+        ("Eventos rejeitados", group_thousands(s.events_rejected)),
+        ("Pedidos no diff", group_thousands(t.orders)),
+        ("Pedidos alterados", group_thousands(t.changed)),
+        ("Comissões antes", brl(t.before_centavos)),
+        ("Comissões depois", brl(t.after_centavos)),
+        ("Diferença", brl_signed(t.difference())),
+    ]
+}
+
+/// What a real run of an approved simulation says about the approval, as the report and the
+/// console both show it: the approved simulation's diff, and (once the run is finished) whether
+/// it applied exactly that; a run still going says what it applied so far, and claims nothing.
+pub fn approval_lines(check: &super::approved::Check, tz: Tz, state: State) -> Vec<String> {
     let (a, b) = (&check.approved, &check.applied);
     let who = format!("aprovado por {} em {}", check.by, time(check.at, tz));
-    let mut lines = vec![if check.exact() {
+    let mut lines = vec![format!(
+        "Simulação aprovada: {} no diff, {} alterados, {}.",
+        plural(a.orders, "pedido", "pedidos"),
+        group_thousands(a.changed),
+        brl_signed(a.difference())
+    )];
+    lines.push(if state != State::Finished {
+        format!(
+            "Execução {}: corrigidos até agora {} pedidos, {}; o confronto com o que foi {who} sai ao concluir.",
+            state_label(state),
+            group_thousands(b.changed),
+            brl_signed(b.difference())
+        )
+    } else if check.exact() {
         format!(
             "Aplicou exatamente o que foi {who}: {} pedidos, {}.",
             group_thousands(b.changed),
@@ -250,7 +273,7 @@ fn approval(check: &super::approved::Check, tz: Tz) -> Section {
             group_thousands(b.changed),
             brl_signed(b.difference())
         )
-    }];
+    });
     if check.difference_count > check.differences.len() as u64 {
         lines.push(format!(
             "Os primeiros {} de {} pedidos diferentes.",
@@ -258,6 +281,12 @@ fn approval(check: &super::approved::Check, tz: Tz) -> Section {
             group_thousands(check.difference_count)
         ));
     }
+    lines
+}
+
+/// Approved = applied: whether the real run changed exactly what was approved.
+fn approval(check: &super::approved::Check, tz: Tz, state: State) -> Section {
+    let lines = approval_lines(check, tz, state);
     let table = (!check.differences.is_empty()).then(|| Table {
         headers: vec!["pedido", "aprovado", "aplicado"],
         right: vec![false, true, true],
@@ -462,7 +491,9 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{} {}", group_thousands(n), if n == 1 { one } else { many })
 }
 
-fn time(t: DateTime<Utc>, tz: Tz) -> String {
+/// A time as the report shows it (and the console, so the two read alike): minutes and offset, in
+/// `tz`.
+pub fn time(t: DateTime<Utc>, tz: Tz) -> String {
     t.with_timezone(&tz)
         .format("%Y-%m-%d %H:%M %:z")
         .to_string()

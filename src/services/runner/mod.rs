@@ -34,7 +34,7 @@ use pass::Opened;
 /// How a run behaves beyond what its plan says.
 #[derive(Debug, Clone)]
 pub struct RunnerConfig {
-    /// Who or what started it (`user@host`, `serve`).
+    /// The host that runs it; recorded after the database role as `role@host`.
     pub started_by: String,
     /// Staleness of reservations, database and provider retries.
     pub retries: Retries,
@@ -49,11 +49,7 @@ pub struct RunnerConfig {
 impl Default for RunnerConfig {
     fn default() -> Self {
         RunnerConfig {
-            started_by: format!(
-                "{}@{}",
-                std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
-                db::hostname()
-            ),
+            started_by: db::hostname(),
             retries: Retries::default(),
             progress: true,
             pipeline_depth: 2,

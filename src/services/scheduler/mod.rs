@@ -50,7 +50,7 @@ const HEARTBEAT_SCHEDULE: &str = "*/5 * * * * *";
 /// How the daemon behaves. Defaults in brackets.
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
-    /// `iniciada_por` of the executions it starts [`serve@<host>`].
+    /// The host of the executions it starts, recorded as `role@host` [this machine's name].
     pub started_by: String,
     /// The runner's `stale_after` [5 min]: the sweep job's, when there is one.
     pub stale_after: Duration,
@@ -74,7 +74,7 @@ pub struct SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
-            started_by: format!("serve@{}", crate::tables::db::hostname()),
+            started_by: crate::tables::db::hostname(),
             stale_after: Duration::from_secs(300),
             shutdown_grace: Duration::from_secs(30),
             lock_timeout: Duration::from_secs(10),

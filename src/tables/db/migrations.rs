@@ -34,6 +34,8 @@ const FILES: &[(&str, &str)] = embedded![
     "20261203010000_ownership_epoch.sql",
     "20261203110001_review_resend.sql",
     "20261203110002_order_story.sql",
+    "20261203120001_pass_history.sql",
+    "20261203120002_session_idle_rule.sql",
     "20261203140000_ledger_hot_completion.sql",
 ];
 

@@ -15,11 +15,13 @@ use crate::tables::tally::{self, Scope};
 mod live;
 mod lock;
 mod owner;
+mod passes;
 mod view;
 
 pub use live::{advance_live, ensure_live, live_checkpoint};
 pub use lock::{ExecutionLock, LockError};
 pub use owner::{is_fenced, Owner, FENCED};
+pub use passes::{passes, PassRecord};
 pub use view::ExecutionView;
 
 db_words! {
@@ -225,7 +227,8 @@ pub async fn list(pool: &PgPool) -> Result<Vec<Execution>, sqlx::Error> {
     Ok(rows.into_iter().map(Execution::from).collect())
 }
 
-/// What a new pass of an execution is.
+/// What a new pass of an execution is. It is recorded as started by the database role of the
+/// connection, at `started_by` (the host that ran it): `role@host`.
 #[derive(Debug, Clone)]
 pub struct NewPass<'a> {
     pub job: &'a str,
@@ -262,7 +265,8 @@ pub async fn start_pass(
         insert into reprocessamento_execucao
           (execucao_id, job, modo, janela_inicio, janela_fim, posicao_inicial, posicao_final,
            total_eventos, estado, iniciada_por, passagem, definicao)
-        values ($1, $2, $3, $4, $5, $6, $7, $8, 'em-andamento', $9, coalesce($10, 1), $11)
+        values ($1, $2, $3, $4, $5, $6, $7, $8, 'em-andamento', session_user || '@' || $9,
+                coalesce($10, 1), $11)
         on conflict (execucao_id) do update
         set job = excluded.job, modo = excluded.modo, janela_inicio = excluded.janela_inicio,
             janela_fim = excluded.janela_fim, posicao_inicial = excluded.posicao_inicial,
@@ -367,6 +371,7 @@ pub async fn advance(
     owner.confirm(conn).await?;
     set_checkpoint(conn, &scope.key, posicao).await?;
     tally::add(conn, scope, batch).await?;
+    tally::settle_pending(conn, scope, posicao).await?;
     touch(conn, &scope.key).await
 }
 

@@ -32,8 +32,8 @@ pub use attempts::{
 };
 pub use lookup::{entry, of_keys as effects_of_keys, Entry, OrderEffect};
 pub use review::{
-    resolve, resolve_in_console, review_list, review_list_filtered, Resolution, ReviewError,
-    ReviewFilter, ReviewItem, QUEUED,
+    decision_of, last_decision_on, resolve, resolve_in_console, review_list, review_list_filtered,
+    Resolution, ReviewError, ReviewFilter, ReviewItem, QUEUED,
 };
 pub use sweep::{claim_stale, queued_page, stale_page, uncertain_if_stale, StaleRow};
 pub use why::{Reason, Why};

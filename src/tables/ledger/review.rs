@@ -222,6 +222,43 @@ pub async fn resolve(
     decided(key, before).map(|()| by)
 }
 
+/// The last decision `who` recorded on `key` (its `efeito_revisao.id`), if any: what the console
+/// names in the address it returns to, so the page's banner is read back from the record.
+pub async fn last_decision_on(
+    pool: &PgPool,
+    key: &str,
+    who: &str,
+) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar("select max(id) from efeito_revisao where chave = $1 and resolvido_por = $2")
+        .bind(key)
+        .bind(who)
+        .fetch_one(pool)
+        .await
+}
+
+/// The decision `id`, if `who` recorded it, with the others of the same decision (one decision
+/// for several keys is one transaction, so its rows share `resolvido_em`): each key and what was
+/// decided, as recorded.
+pub async fn decision_of(
+    pool: &PgPool,
+    id: i64,
+    who: &str,
+) -> Result<Vec<(String, Resolution)>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select r.chave, r.decisao
+        from efeito_revisao d
+        join efeito_revisao r on r.resolvido_por = d.resolvido_por and r.resolvido_em = d.resolvido_em
+        where d.id = $1 and d.resolvido_por = $2
+        order by r.id
+        "#,
+    )
+    .bind(id)
+    .bind(who)
+    .fetch_all(pool)
+    .await
+}
+
 /// Resolves `incerto` effects as [`resolve`] does, one decision for all of `keys`, recorded as
 /// the operator account of a console session (`console:<email>`) by the `security definer`
 /// function `console_resolver_incerto`, which refuses with 42501 unless the session

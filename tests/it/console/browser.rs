@@ -29,7 +29,7 @@ fn screenshots() -> Option<PathBuf> {
     Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir))
 }
 
-async fn screenshot(browser: &Browser, name: &str) {
+pub(super) async fn screenshot(browser: &Browser, name: &str) {
     if let Some(dir) = screenshots() {
         let png = browser.screenshot().await.expect("a screenshot");
         std::fs::create_dir_all(&dir).expect("the screenshot directory");
@@ -217,6 +217,13 @@ async fn finance_approves(browser: &Browser, console: &ConsoleProc, s: &Scene, d
     let csv = String::from_utf8(bytes).unwrap();
     assert_eq!(csv.lines().count(), 31, "a header and the 30 orders");
 
+    // Approving goes through the confirmation page, which says what will be applied.
+    click_then_read(
+        browser,
+        Locator::Id("approve-link"),
+        Locator::Css("section#what"),
+    )
+    .await;
     browser
         .find(Locator::Id("note"))
         .await

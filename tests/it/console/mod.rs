@@ -5,11 +5,16 @@
 //! `users add`.
 
 mod browser;
+mod demo;
+mod hostile;
 mod http;
 mod orders;
 mod pages;
+mod phone;
 mod resend_browser;
 mod sessions;
+mod truth;
+mod workplace;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -251,6 +256,14 @@ pub(crate) async fn simulated() -> Simulated {
         .await
         .expect("the simulation");
     Simulated { db, jobs }
+}
+
+/// A console over `s` and a browser logged in as a new account `email` of `role`.
+pub(crate) async fn signed_in(s: &Simulated, email: &str, role: &str) -> (ConsoleProc, Client) {
+    add_user(&s.db.url, s.jobs.path(), email, role).await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let client = Client::logged_in(&console, email).await;
+    (console, client)
 }
 
 /// An `incerto` key, as a crashed non-idempotent call leaves it.

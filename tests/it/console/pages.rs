@@ -22,7 +22,8 @@ async fn finance_approves_in_the_console_as_its_account_and_the_gate_lets_the_re
     let page = format!("/executions/{JOB}:simulacao");
 
     let before = finance.get(&page).await;
-    let csrf = before.csrf().unwrap();
+    let confirmation = finance.get(&format!("{page}/approve")).await;
+    let csrf = confirmation.csrf().unwrap();
     let answer = finance
         .post(
             &format!("{page}/approve"),
@@ -32,7 +33,16 @@ async fn finance_approves_in_the_console_as_its_account_and_the_gate_lets_the_re
     let after = finance.get(&page).await;
     let real = run_job(&s.db, s.jobs.path(), JOB, None, false).await;
 
-    assert!(before.body.contains("Aprovar simulação"), "{}", before.body);
+    assert!(before.body.contains("Revisar e aprovar"), "{}", before.body);
+    assert!(
+        confirmation.body.contains("O que será aplicado")
+            && confirmation.body.contains("Confirmar a aprovação")
+            && confirmation
+                .body
+                .contains(&format!(r#"action="{page}/approve""#)),
+        "{}",
+        confirmation.body
+    );
     assert_eq!(
         (answer.status.as_u16(), answer.location()),
         (303, Some(page.as_str()))
@@ -61,7 +71,7 @@ async fn finance_approves_in_the_console_as_its_account_and_the_gate_lets_the_re
         "{}",
         after.body
     );
-    assert!(!after.body.contains("Aprovar simulação"));
+    assert!(!after.body.contains("Revisar e aprovar"));
     assert!(real.is_ok(), "the gated real run starts: {:?}", real.err());
     assert!(audit(&s.db).await.contains(&(
         "console:ana@financeiro.example".into(),
@@ -111,7 +121,7 @@ async fn finance_is_refused_the_approval(s: &Simulated) -> (Answer, Answer) {
         .await;
 
     assert_eq!(shown.status, 200);
-    assert!(!shown.body.contains("Aprovar simulação"), "{}", shown.body);
+    assert!(!shown.body.contains("Revisar e aprovar"), "{}", shown.body);
     assert!(
         shown.body.contains("Não pode ser aprovada"),
         "{}",
@@ -250,7 +260,13 @@ async fn an_operator_resolves_as_its_account_and_an_unknown_outcome_is_refused()
     );
     assert_eq!(unknown.status, 400);
     assert_eq!(first.status, 303);
-    assert!(first.location().unwrap().starts_with("/review?resolved="));
+    assert!(first.location().unwrap().starts_with("/review?decisao="));
+    let banner = operator.get(first.location().unwrap()).await;
+    assert!(
+        banner.body.contains(&sent),
+        "the banner names the key: {}",
+        banner.body
+    );
     assert_eq!(second.status, 303);
     assert_eq!(twice.status, 409, "{}", twice.body);
     assert_eq!(

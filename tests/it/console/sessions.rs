@@ -124,7 +124,7 @@ async fn the_console_runs_inside_serve_beside_the_metrics() {
         .unwrap();
 
     assert_eq!(page.status, 200, "{}", page.body);
-    assert!(page.body.contains("Aprovar simulação"), "{}", page.body);
+    assert!(page.body.contains("Revisar e aprovar"), "{}", page.body);
     assert_eq!(scrape.status(), 200);
     assert!(scrape.text().await.unwrap().contains("replay_ledger_"));
 }

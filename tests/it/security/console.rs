@@ -123,7 +123,7 @@ async fn the_console_role_writes_nothing_but_through_a_live_session_of_an_accoun
     let mut conn = s.connect(&s.names.console).await;
     // A viewer's session, opened as a login would (the function writes its audit row).
     sqlx::query(
-        "select console_abrir_sessao('viewer-session', 'vera@example.com', 'csrf', '127.0.0.1')",
+        "select console_abrir_sessao('viewer-session', 'vera@example.com', 'csrf', '127.0.0.1', '30 minutes')",
     )
     .execute(&mut conn)
     .await
@@ -172,7 +172,7 @@ async fn no_other_role_may_use_the_consoles_functions_or_read_its_accounts() {
         for statement in [
             "select senha_hash from console_usuario",
             "select id_hash from console_sessao",
-            "select console_abrir_sessao('s', 'ana@financeiro.example', 'c', 'a')",
+            "select console_abrir_sessao('s', 'ana@financeiro.example', 'c', 'a', '30 minutes')",
             "select console_aprovar('s', '30 minutes', '{}'::jsonb)",
             "select console_resolver_incerto('s', '30 minutes', 'k', 'enviado', null)",
             "select console_recusar_login('ana@financeiro.example', 'a')",
@@ -265,7 +265,7 @@ async fn serve_as_the_worker_with_the_consoles_role_for_the_console_lets_finance
     let page = finance.get(&format!("/executions/{JOB}:simulacao")).await;
 
     assert_eq!(page.status, 200, "{}\n{}", page.body, serve.log());
-    assert!(page.body.contains("Aprovar simulação"), "{}", page.body);
+    assert!(page.body.contains("Revisar e aprovar"), "{}", page.body);
     assert!(
         !serve.log().contains("permission denied"),
         "{}",

@@ -5,22 +5,37 @@ use maud::{html, Markup};
 
 use super::super::session::Session;
 use super::super::views::{Gate, Standing};
-use super::{facts, layout, query_value, segment, time, Attr, Inert, Part};
-use crate::services::report::render::{meaning, mode_label, state_label};
+use super::{
+    facts, figures, layout, layout_refreshing, query_value, segment, time, Attr, Inert, Part,
+};
+use crate::services::report::render::{approval_lines, mode_label, state_label};
 use crate::services::report::{approved, ExecutionReport, LIST_LIMIT};
 use crate::shared::money::{brl, brl_signed, group_thousands};
 use crate::shared::summary::Totals;
 use crate::tables::commission::DiffRow;
-use crate::tables::execution::{Execution, Mode, State};
+use crate::tables::execution::{Execution, Mode, PassRecord, State};
 
 /// Diff rows per page of an execution's page.
 pub(in crate::edges::console) const PAGE_SIZE: usize = 50;
 
-/// The list's filter: the jobs to choose from and what is chosen.
+/// Which executions the list shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::edges::console) enum Wanted {
+    All,
+    State(State),
+    /// Finished simulations of gated jobs that nobody approved yet.
+    Awaiting,
+}
+
+/// The list's filter: the jobs to choose from, what is chosen, and how many executions are in
+/// each state.
 pub(in crate::edges::console) struct Filter<'a> {
     pub jobs: Vec<&'a str>,
     pub job: Option<&'a str>,
-    pub state: Option<State>,
+    pub wanted: Wanted,
+    pub counts: Vec<(State, usize)>,
+    /// Keys of the simulations awaiting approval.
+    pub awaiting: &'a std::collections::BTreeSet<String>,
 }
 
 fn totals(e: &Execution) -> Totals {
@@ -42,11 +57,24 @@ fn mode(e: &Execution) -> &'static str {
 /// `GET /`.
 pub(in crate::edges::console) fn list(
     session: &Session,
-    tz: Tz,
+    tz_of: &dyn Fn(&str) -> Tz,
     executions: &[&Execution],
     filter: &Filter<'_>,
 ) -> Markup {
+    let chip = |label: &str, word: &str, n: usize, on: bool| {
+        let href = match filter.job {
+            Some(job) => format!("/?job={}&state={word}", query_value(job)),
+            None => format!("/?state={word}"),
+        };
+        html! { a.chip href=(href) aria-current=[on.then_some("true")] { (label) " " span.count { (n) } } }
+    };
     let body = html! {
+        nav.counts #counts {
+            @for (s, n) in &filter.counts {
+                (chip(state_label(*s), s.as_db(), *n, filter.wanted == Wanted::State(*s)))
+            }
+            (chip("aguardando aprovação", "aguardando-aprovacao", filter.awaiting.len(), filter.wanted == Wanted::Awaiting))
+        }
         form.filter method="get" action="/" {
             label for="job" { "Job" }
             select #job name="job" {
@@ -59,15 +87,16 @@ pub(in crate::edges::console) fn list(
             select #state name="state" {
                 option value="" { "todas" }
                 @for s in State::ALL {
-                    option value=(s.as_db()) selected[filter.state == Some(*s)] { (state_label(*s)) }
+                    option value=(s.as_db()) selected[filter.wanted == Wanted::State(*s)] { (state_label(*s)) }
                 }
+                option value="aguardando-aprovacao" selected[filter.wanted == Wanted::Awaiting] { "aguardando aprovação" }
             }
             button type="submit" { "Filtrar" }
         }
         @if executions.is_empty() {
             p { "Nenhuma execução." }
         } @else {
-            table.data #executions {
+            div.scroll { table.data #executions {
                 thead { tr {
                     th { "Execução" } th { "Job" } th { "Modo" } th { "Situação" }
                     th.num { "Progresso" } th.num { "Eventos" } th.num { "Pedidos alterados" }
@@ -81,7 +110,8 @@ pub(in crate::edges::console) fn list(
                             td { a href={ "/executions/" (segment(&e.key)) } { (Inert(&e.key)) } }
                             td { (Inert(&e.job)) }
                             td { (mode(e)) }
-                            td { (state_label(e.state)) }
+                            td { (state_label(e.state))
+                                @if filter.awaiting.contains(&e.key) { br; span.badge { "aguardando aprovação" } } }
                             td.num { (progress(e)) }
                             td.num { (group_thousands(e.summary.events_read)) }
                             td.num { (group_thousands(t.changed)) }
@@ -89,11 +119,11 @@ pub(in crate::edges::console) fn list(
                             td.num { (brl(t.after_centavos)) }
                             td.num { (brl_signed(t.difference())) }
                             td { (Inert(&e.started_by)) }
-                            td { (time(e.started_at, tz)) }
+                            td { (time(e.started_at, tz_of(&e.job))) }
                         }
                     }
                 }
-            }
+            } }
         }
     };
     layout("Execuções", Part::Executions, session, body)
@@ -109,33 +139,110 @@ pub(in crate::edges::console) struct Detail<'a> {
     pub standing: &'a Standing,
     pub search: Option<&'a str>,
     pub page: usize,
+    /// Every pass of the execution, the newest first.
+    pub passes: &'a [PassRecord],
+    /// How the diff is ordered (default: by order id, ascending).
+    pub sort: Sort,
 }
 
-/// `GET /executions/{id}`.
+/// A column the diff sorts by (`?sort=pedido|antes|depois|diferenca&dir=asc|desc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(in crate::edges::console) enum SortKey {
+    #[default]
+    Order,
+    Before,
+    After,
+    Difference,
+}
+
+impl SortKey {
+    pub fn parse(word: &str) -> Option<SortKey> {
+        Some(match word {
+            "pedido" => SortKey::Order,
+            "antes" => SortKey::Before,
+            "depois" => SortKey::After,
+            "diferenca" => SortKey::Difference,
+            _ => return None,
+        })
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            SortKey::Order => "pedido",
+            SortKey::Before => "antes",
+            SortKey::After => "depois",
+            SortKey::Difference => "diferenca",
+        }
+    }
+}
+
+/// The diff's order: a column and a direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(in crate::edges::console) struct Sort {
+    pub key: SortKey,
+    pub descending: bool,
+}
+
+impl Sort {
+    fn apply(self, rows: &mut [&DiffRow]) {
+        rows.sort_by(|a, b| {
+            let by = match self.key {
+                SortKey::Order => a.pedido_id.cmp(&b.pedido_id),
+                SortKey::Before => a.antes.cmp(&b.antes),
+                SortKey::After => a.depois.cmp(&b.depois),
+                SortKey::Difference => a.diferenca().cmp(&b.diferenca()),
+            };
+            let by = by.then_with(|| a.pedido_id.cmp(&b.pedido_id));
+            if self.descending {
+                by.reverse()
+            } else {
+                by
+            }
+        });
+    }
+
+    fn query(self) -> String {
+        format!(
+            "sort={}&dir={}",
+            self.key.word(),
+            if self.descending { "desc" } else { "asc" }
+        )
+    }
+}
+
+/// `GET /executions/{id}`. Every figure is the loaded row's (one snapshot of the tallies); the
+/// lists, written as batches go, are shown once the execution is finished, so no list runs ahead
+/// of the figures. A running execution's page refreshes itself every few seconds.
 pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
     let e = d.execution;
+    let finished = e.state == State::Finished;
     let body = html! {
         (identity(e, d.tz))
-        (figures(e))
+        (figures::figures(e.mode, &e.summary))
         (approval(d.session, e, d.standing, d.tz))
         @if let Some(report) = d.report {
-            @if let Some(check) = &report.approved { (applied(check, d.tz)) }
-            (effects(e))
-            (rows_section("largest", &format!("As {} maiores alterações", report.largest.len()), &report.largest, report.largest.len()))
-            (rows_section("new", &format!("Pedidos novos (sem comissão antes): {}", group_thousands(report.new_count as u64)), &report.new_orders, report.new_count))
-            (rows_section("decreased", &format!("Pedidos com comissão reduzida: {}", group_thousands(report.decreased_count as u64)), &report.decreased, report.decreased_count))
-            (rejected(report))
-            (diff(e, report, d.search, d.page))
+            @if let Some(check) = &report.approved { (applied(check, d.tz, e.state)) }
+            (figures::effects(&e.summary))
+            @if finished {
+                (rows_section("largest", &format!("As {} maiores alterações", report.largest.len()), &report.largest, report.largest.len()))
+                (rows_section("new", &format!("Pedidos novos (sem comissão antes): {}", group_thousands(report.new_count as u64)), &report.new_orders, report.new_count))
+                (rows_section("decreased", &format!("Pedidos com comissão reduzida: {}", group_thousands(report.decreased_count as u64)), &report.decreased, report.decreased_count))
+                (rejected(report))
+                (diff(e, report, d.search, d.page, d.sort))
+            } @else {
+                p #lists-pending { "As listas de pedidos e o diff aparecem quando a execução for concluída; os números acima contam os lotes já assentados." }
+            }
         } @else {
-            (effects(e))
+            (figures::effects(&e.summary))
         }
+        (figures::passes(e, d.passes, d.tz))
     };
-    layout(
-        &format!("Execução {}", crate::shared::text::inert(&e.key)),
-        Part::Executions,
-        d.session,
-        body,
-    )
+    let title = format!("Execução {}", crate::shared::text::inert(&e.key));
+    if e.state == State::Running {
+        layout_refreshing(&title, Part::Executions, d.session, body)
+    } else {
+        layout(&title, Part::Executions, d.session, body)
+    }
 }
 
 fn identity(e: &Execution, tz: Tz) -> Markup {
@@ -165,27 +272,6 @@ fn identity(e: &Execution, tz: Tz) -> Markup {
     html! { section #identity { h2 { "Execução" } (facts(&rows)) } }
 }
 
-/// The tallies, as `status --json` prints them.
-fn figures(e: &Execution) -> Markup {
-    let s = &e.summary;
-    let t = totals(e);
-    html! {
-        section #summary {
-            h2 { "Resumo" }
-            (facts(&[
-                ("Eventos lidos", group_thousands(s.events_read)),
-                ("Eventos ignorados (outros tipos)", group_thousands(s.events_skipped)),
-                ("Eventos rejeitados", group_thousands(s.events_rejected)),
-                ("Pedidos no diff", group_thousands(s.orders_in_diff)),
-                ("Pedidos alterados", group_thousands(s.orders_changed)),
-                ("Comissões antes", brl(t.before_centavos)),
-                ("Comissões depois", brl(t.after_centavos)),
-                ("Diferença", brl_signed(t.difference())),
-            ]))
-        }
-    }
-}
-
 fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Markup {
     let action = format!("/executions/{}/approve", segment(&e.key));
     let inner = match standing {
@@ -196,12 +282,7 @@ fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Ma
         Standing::Unfinished => html! { p { "Simulação não concluída: nada a aprovar ainda." } },
         Standing::Approvable if session.role.may_approve() => html! {
             p { "Simulação concluída, nada mudou desde então: a aprovação liga esta prévia à execução real." }
-            form.approve method="post" action=(action) {
-                input type="hidden" name="csrf_token" value=(session.csrf);
-                label for="note" { "Nota (opcional)" }
-                input #note type="text" name="note" maxlength="500";
-                button type="submit" { "Aprovar simulação" }
-            }
+            p { a.button #approve-link href=(action) { "Revisar e aprovar…" } }
         },
         Standing::Approvable => html! {
             p { "Aguardando aprovação de uma conta de finanças." }
@@ -234,50 +315,39 @@ fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Ma
     html! { section #approval { h2 { "Aprovação" } (inner) } }
 }
 
-/// A real run of an approved simulation: whether it applied exactly what was approved.
-fn applied(check: &approved::Check, tz: Tz) -> Markup {
-    let (a, b) = (&check.approved, &check.applied);
+/// A real run of an approved simulation: the approved diff and whether it applied exactly that,
+/// in the report's words.
+fn applied(check: &approved::Check, tz: Tz, state: State) -> Markup {
+    let lines = approval_lines(check, tz, state);
+    let ok = state == State::Finished && check.exact();
+    let warn = state == State::Finished && !check.exact();
     html! {
         section #applied {
             h2 { "Aprovado × aplicado" }
-            p.{ @if check.exact() { "ok" } @else { "warning" } } {
-                @if check.exact() { "Aplicou exatamente o que foi aprovado" } @else { "Não aplicou exatamente o que foi aprovado" }
-                " por " (Inert(&check.by)) " em " (time(check.at, tz)) ": aprovado "
-                (group_thousands(a.changed)) " pedidos, " (brl_signed(a.difference())) "; aplicado "
-                (group_thousands(b.changed)) " pedidos, " (brl_signed(b.difference())) "."
+            @for line in &lines {
+                p.ok[ok].warning[warn] { (Inert(line)) }
             }
         }
     }
 }
 
-fn effects(e: &Execution) -> Markup {
+fn diff_row(r: &DiffRow) -> Markup {
     html! {
-        section #effects {
-            h2 { "Efeitos" }
-            @if e.summary.effects.is_empty() { p { "Nenhum efeito." } }
-            @else {
-                table.data {
-                    thead { tr { th { "Resultado" } th.num { "Quantidade" } th { "Significado" } } }
-                    tbody { @for (outcome, n) in &e.summary.effects { tr {
-                        td { (outcome.to_string()) } td.num { (group_thousands(*n)) } td { (meaning(*outcome)) }
-                    } } }
-                }
-            }
+        tr {
+            td { a href={ "/pedidos/" (segment(&r.pedido_id)) } { (Inert(&r.pedido_id)) } }
+            td.num { (r.antes.map_or("-".into(), brl)) }
+            td.num { (brl(r.depois)) }
+            td.num { (brl_signed(r.diferenca())) }
         }
     }
 }
 
 fn diff_table(rows: &[DiffRow]) -> Markup {
     html! {
-        table.data {
+        div.scroll { table.data {
             thead { tr { th { "Pedido" } th.num { "Antes" } th.num { "Depois" } th.num { "Diferença" } } }
-            tbody { @for r in rows { tr {
-                td { a href={ "/pedidos/" (segment(&r.pedido_id)) } { (Inert(&r.pedido_id)) } }
-                td.num { (r.antes.map_or("-".into(), brl)) }
-                td.num { (brl(r.depois)) }
-                td.num { (brl_signed(r.diferenca())) }
-            } } }
-        }
+            tbody { @for r in rows { (diff_row(r)) } }
+        } }
     }
 }
 
@@ -312,10 +382,16 @@ fn rejected(report: &ExecutionReport) -> Markup {
     }
 }
 
-/// The whole diff, searched by `pedido_id` and paginated, with the CSV link.
-fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usize) -> Markup {
+/// The whole diff, searched by `pedido_id`, sorted and paginated, with the CSV and XLSX links.
+fn diff(
+    e: &Execution,
+    report: &ExecutionReport,
+    search: Option<&str>,
+    page: usize,
+    sort: Sort,
+) -> Markup {
     let base = format!("/executions/{}", segment(&e.key));
-    let found: Vec<&DiffRow> = report
+    let mut found: Vec<&DiffRow> = report
         .rows
         .iter()
         // The id as typed, or as the page shows it (a control character escaped).
@@ -325,6 +401,7 @@ fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usi
             })
         })
         .collect();
+    sort.apply(&mut found);
     let pages = found.len().div_ceil(PAGE_SIZE).max(1);
     let page = page.min(pages);
     let shown: Vec<DiffRow> = found
@@ -333,14 +410,28 @@ fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usi
         .take(PAGE_SIZE)
         .map(|r| (*r).clone())
         .collect();
-    let link = |p: usize| {
-        let q = search.map_or(String::new(), |q| format!("q={}&", query_value(q)));
-        format!("{base}?{q}page={p}#diff")
+    let q = search.map_or(String::new(), |q| format!("q={}&", query_value(q)));
+    let link = |p: usize| format!("{base}?{q}{}&page={p}#diff", sort.query());
+    let header = |key: SortKey, label: &str, numeric: bool| {
+        let descending = sort.key == key && !sort.descending;
+        let to = Sort { key, descending };
+        let mark = match (sort.key == key, sort.descending) {
+            (true, false) => " ▲",
+            (true, true) => " ▼",
+            _ => "",
+        };
+        html! {
+            th.num[numeric] { a.sort href={ (base) "?" (q) (to.query()) "#diff" } { (label) (mark) } }
+        }
     };
     html! {
         section #diff {
             h2 { "Diff completo" }
-            p { a #csv href={ (base) "/diff.csv" } download { "Baixar CSV (" (group_thousands(report.rows.len() as u64)) " pedidos)" } }
+            p.downloads {
+                a #csv href={ (base) "/diff.csv" } download { "Baixar CSV (" (group_thousands(report.rows.len() as u64)) " pedidos)" }
+                " · "
+                a #xlsx href={ (base) "/diff.xlsx" } download { "Baixar planilha (XLSX)" }
+            }
             form.filter method="get" action=(base) {
                 label for="q" { "Pedido" }
                 input #q type="search" name="q" value=(Attr(search.unwrap_or("")));
@@ -348,7 +439,17 @@ fn diff(e: &Execution, report: &ExecutionReport, search: Option<&str>, page: usi
             }
             p #diff-count { (group_thousands(found.len() as u64)) " pedidos"
                 @if let Some(q) = search { " com “" (Inert(q)) "”" } "; página " (page) " de " (pages) "." }
-            @if !shown.is_empty() { (diff_table(&shown)) }
+            @if !shown.is_empty() {
+                div.scroll { table.data {
+                    thead { tr {
+                        (header(SortKey::Order, "Pedido", false))
+                        (header(SortKey::Before, "Antes", true))
+                        (header(SortKey::After, "Depois", true))
+                        (header(SortKey::Difference, "Diferença", true))
+                    } }
+                    tbody { @for r in &shown { (diff_row(r)) } }
+                } }
+            }
             nav.pages {
                 @if page > 1 { a rel="prev" href=(link(page - 1)) { "← anterior" } }
                 @if page < pages { a rel="next" href=(link(page + 1)) { "próxima →" } }

@@ -4,7 +4,10 @@
 //! as itself. No inline script or style: one stylesheet, `/console.css`, so the policy
 //! `default-src 'self'` holds; every page works without JavaScript.
 
+pub(super) mod approve;
+pub(super) mod audit;
 pub(super) mod executions;
+pub(super) mod figures;
 pub(super) mod login;
 pub(super) mod pedido;
 pub(super) mod review;
@@ -77,10 +80,9 @@ pub(super) fn query_value(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
+/// A time as the e-mail shows it (the report's format), in `tz`.
 pub(super) fn time(t: DateTime<Utc>, tz: Tz) -> String {
-    t.with_timezone(&tz)
-        .format("%Y-%m-%d %H:%M:%S %:z")
-        .to_string()
+    crate::services::report::render::time(t, tz)
 }
 
 /// Which part of the console a page belongs to, for the navigation bar.
@@ -93,6 +95,21 @@ pub(super) enum Part {
 
 /// A page of a logged-in account: the navigation, who is logged in, the logout form.
 pub(super) fn layout(title: &str, part: Part, session: &Session, body: Markup) -> Markup {
+    page(title, part, session, body, false)
+}
+
+/// As [`layout`], for a page that shows something still changing (a running execution): it
+/// reloads itself every few seconds, without a script (`<meta http-equiv="refresh">`).
+pub(super) fn layout_refreshing(
+    title: &str,
+    part: Part,
+    session: &Session,
+    body: Markup,
+) -> Markup {
+    page(title, part, session, body, true)
+}
+
+fn page(title: &str, part: Part, session: &Session, body: Markup, refresh: bool) -> Markup {
     let link = |href: &str, label: &str, this: Part| {
         html! {
             @if part == this { a href=(href) aria-current="page" { (label) } }
@@ -102,12 +119,7 @@ pub(super) fn layout(title: &str, part: Part, session: &Session, body: Markup) -
     html! {
         (DOCTYPE)
         html lang="pt-BR" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · replay-ledger" }
-                link rel="stylesheet" href="/console.css";
-            }
+            (head(title, refresh))
             body {
                 header.top {
                     span.brand { "replay-ledger" }
@@ -128,35 +140,77 @@ pub(super) fn layout(title: &str, part: Part, session: &Session, body: Markup) -
     }
 }
 
+/// A page's `<head>`: the one stylesheet; `refresh` reloads the page every 5 s.
+fn head(title: &str, refresh: bool) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            @if refresh { meta http-equiv="refresh" content="5"; }
+            title { (title) " · replay-ledger" }
+            link rel="stylesheet" href="/console.css";
+        }
+    }
+}
+
 /// A page without the navigation (login, errors).
 pub(super) fn bare(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="pt-BR" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · replay-ledger" }
-                link rel="stylesheet" href="/console.css";
-            }
+            (head(title, false))
             body { main.narrow { h1 { (title) } (body) } }
         }
     }
 }
 
-/// The page of an error status.
+/// The page of an error status: its code and name in Portuguese, why, and the navigation (the
+/// links only: an error page may have no session to show).
 pub(super) fn error_page(status: StatusCode, message: &str) -> Markup {
-    bare(
-        &format!(
-            "{} {}",
-            status.as_u16(),
-            status.canonical_reason().unwrap_or("")
-        ),
-        html! {
-            p.error { (message) }
-            p { a href="/" { "Voltar às execuções" } }
-        },
-    )
+    let title = format!("{} {}", status.as_u16(), status_name(status));
+    html! {
+        (DOCTYPE)
+        html lang="pt-BR" {
+            (head(&title, false))
+            body {
+                header.top {
+                    span.brand { "replay-ledger" }
+                    nav {
+                        a href="/" { "Execuções" }
+                        a href="/review" { "Revisão" }
+                        a href="/audit" { "Auditoria" }
+                    }
+                }
+                main.narrow {
+                    h1 { (title) }
+                    p.error { (message) }
+                    p { a href="/" { "Voltar às execuções" } }
+                }
+            }
+        }
+    }
+}
+
+/// A status's name in Portuguese.
+fn status_name(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "Pedido inválido",
+        401 => "Sessão necessária",
+        403 => "Acesso negado",
+        404 => "Não encontrado",
+        405 => "Método não aceito",
+        409 => "Conflito",
+        413 => "Conteúdo grande demais",
+        414 => "Endereço longo demais",
+        415 => "Formato não aceito",
+        422 => "Dados inválidos",
+        429 => "Tentativas demais",
+        431 => "Cabeçalhos grandes demais",
+        500 => "Erro interno",
+        503 => "Indisponível",
+        code if code < 500 => "Pedido recusado",
+        _ => "Erro do servidor",
+    }
 }
 
 /// A label/value table.

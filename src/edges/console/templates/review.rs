@@ -1,11 +1,10 @@
-//! The review queue (with the keys queued for a resend), the confirmation of one decision for
-//! several keys, and the audit trail.
+//! The review queue (with the keys queued for a resend) and the confirmation of one decision for
+//! several keys.
 
 use chrono_tz::Tz;
 use maud::{html, Markup};
 
 use super::super::session::Session;
-use super::super::views::{Action, AuditRow};
 use super::{layout, segment, submits_exactly, time, Attr, Inert, Part};
 use crate::shared::money::brl;
 use crate::tables::ledger::{Resolution, ReviewFilter, ReviewItem, QUEUED};
@@ -18,8 +17,8 @@ pub(in crate::edges::console) struct Review<'a> {
     pub filter: &'a ReviewFilter,
     /// The age filter as typed.
     pub older_than: Option<String>,
-    /// The key just resolved, and how.
-    pub done: Option<(&'a str, Resolution)>,
+    /// The keys just resolved, and how, as recorded.
+    pub done: &'a [(String, Resolution)],
 }
 
 fn reason(item: &ReviewItem) -> String {
@@ -45,7 +44,7 @@ fn age(seconds: i64) -> String {
 pub(in crate::edges::console) fn list(r: &Review<'_>) -> Markup {
     let may_resolve = r.session.role.may_resolve();
     let body = html! {
-        @if let Some((key, outcome)) = r.done {
+        @for (key, outcome) in r.done {
             p.ok role="status" { (Inert(key)) ": "
                 @match outcome {
                     Resolution::Sent => "registrado como enviado (concluido).",
@@ -65,7 +64,7 @@ pub(in crate::edges::console) fn list(r: &Review<'_>) -> Markup {
         }
         p #review-count { (r.items.len()) " efeito(s)." }
         @if !r.items.is_empty() {
-            table.data #review {
+            div.scroll { table.data #review {
                 thead { tr {
                     @if may_resolve { th { "Escolher" } }
                     th { "Chave" } th { "Pedido" } th.num { "Valor" } th { "Situação" } th { "Tipo" } th { "Execução" } th { "Motivo" } th.num { "Idade" }
@@ -73,7 +72,7 @@ pub(in crate::edges::console) fn list(r: &Review<'_>) -> Markup {
                     @if may_resolve { th { "Decisão" } }
                 } }
                 tbody { @for item in r.items { (row(r, item, may_resolve)) } }
-            }
+            } }
             @if may_resolve {
                 form #bulk method="get" action="/review/confirm" {
                     "Escolhidos: "
@@ -153,7 +152,7 @@ pub(in crate::edges::console) fn confirm(
     };
     let body = html! {
         p { "Confirme que estes " (items.len()) " efeito(s) " (said) "." }
-        table.data #confirm {
+        div.scroll { table.data #confirm {
             thead { tr { th { "Chave" } th { "Pedido" } th.num { "Valor" } th { "Execução" } th { "Incerto desde" } } }
             tbody { @for item in items { tr {
                 td.key { (Inert(&item.key)) }
@@ -162,7 +161,7 @@ pub(in crate::edges::console) fn confirm(
                 td { (Inert(&item.execucao_id)) }
                 td { (time(item.desde, tz)) }
             } } }
-        }
+        } }
         form.resolve method="post" action="/review/resolve" {
             input type="hidden" name="csrf_token" value=(session.csrf);
             @for item in items { input type="hidden" name="key" value=(Attr(&item.key)); }
@@ -173,49 +172,4 @@ pub(in crate::edges::console) fn confirm(
         p { a href="/review" { "Cancelar" } }
     };
     layout("Confirmar decisão", Part::Review, session, body)
-}
-
-fn action(action: Action) -> &'static str {
-    match action {
-        Action::Login => "entrou",
-        Action::LoginRefused => "entrada recusada",
-        Action::Logout => "saiu",
-        Action::Approval => "aprovou",
-        Action::Resolution => "resolveu",
-        Action::UserCreated => "conta criada",
-        Action::UserChanged => "conta alterada",
-        Action::UserRemoved => "conta removida",
-    }
-}
-
-/// `GET /audit`.
-pub(in crate::edges::console) fn audit(
-    session: &Session,
-    tz: Tz,
-    rows: &[AuditRow],
-    page: i64,
-) -> Markup {
-    let body = html! {
-        p { "Entradas, aprovações, resoluções e contas: quem, o quê, quando. Mais recentes primeiro." }
-        @if rows.is_empty() { p { "Nada registrado." } }
-        @else {
-            table.data #audit {
-                thead { tr { th { "Quando" } th { "Quem" } th { "O quê" } th { "Alvo" } th { "Detalhe" } th { "Endereço" } } }
-                tbody { @for row in rows { tr {
-                    td { (time(row.em, tz)) }
-                    td { (Inert(&row.quem)) }
-                    td { (action(row.acao)) }
-                    td { (Inert(row.alvo.as_deref().unwrap_or("-"))) }
-                    td { (Inert(row.detalhe.as_deref().unwrap_or(""))) }
-                    td { (Inert(row.endereco.as_deref().unwrap_or(""))) }
-                } } }
-            }
-            @if rows.len() as i64 == page {
-                @if let Some(last) = rows.last() {
-                    p { a href={ "/audit?before=" (last.id) } { "mais antigos →" } }
-                }
-            }
-        }
-    };
-    layout("Auditoria", Part::Audit, session, body)
 }

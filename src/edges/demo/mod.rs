@@ -2,6 +2,10 @@
 //! of 2026-10-14 with the commission bug already applied and ~30 % of the seller notifications
 //! missing; a loopback webhook that records every key; then a simulation, the real run, and a
 //! second real run that sends nothing. It checks what it shows and exits 1 if a check fails.
+//! With `--console` ([`console`]) it then serves the web console over the scratch database until
+//! Ctrl-C, and removes the database after.
+
+mod console;
 
 use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
@@ -22,8 +26,8 @@ use crate::shared::shutdown::Shutdown;
 use crate::shared::summary::StateOutcome;
 use crate::{shared::money, tables::db};
 
-const EFFECTS_YAML: &str = include_str!("../../jobs/effects.yaml");
-const REPLAY_YAML: &str = include_str!("../../jobs/replay-2026-10-14.yaml");
+const EFFECTS_YAML: &str = include_str!("../../../jobs/effects.yaml");
+const REPLAY_YAML: &str = include_str!("../../../jobs/replay-2026-10-14.yaml");
 
 /// Where the demo's data lives, and how to clean it up.
 enum Scratch {
@@ -34,8 +38,13 @@ enum Scratch {
     },
 }
 
-/// Runs the story on a scratch database; whether every check held.
-pub async fn run(database_url: Option<&str>, events: u32) -> anyhow::Result<bool> {
+/// Runs the story on a scratch database; whether every check held. With `console`, the console
+/// then serves that database at the address until a stop signal.
+pub async fn run(
+    database_url: Option<&str>,
+    events: u32,
+    console: Option<std::net::SocketAddr>,
+) -> anyhow::Result<bool> {
     let events = events.max(100);
     println!("replay-ledger demo: the 2026-10-14 commission bug, replayed\n");
     let (scratch, url) = match database_url {
@@ -52,7 +61,12 @@ pub async fn run(database_url: Option<&str>, events: u32) -> anyhow::Result<bool
             (Scratch::Cluster(cluster), url)
         }
     };
-    let result = story(&url, events).await;
+    let mut result = story(&url, events).await;
+    if let (Ok(true), Some(addr)) = (&result, console) {
+        if let Err(e) = console::serve(&url, addr).await {
+            result = Err(e);
+        }
+    }
     match scratch {
         Scratch::Cluster(mut cluster) => cluster.stop().await,
         Scratch::Database { admin, name } => {
@@ -272,6 +286,15 @@ fn example_jobs(sink: &Sink) -> anyhow::Result<(tempfile::TempDir, config::Job, 
         .clone();
     let effects = Effects::from_catalog(&loaded.effects).context("providers")?;
     Ok((jobs, job, effects))
+}
+
+/// The example jobs for the console: the same files, so its pages show times in the job's
+/// timezone (their providers are never called: the console needs no secret).
+fn jobs_for_console() -> anyhow::Result<tempfile::TempDir> {
+    let jobs = tempfile::tempdir()?;
+    std::fs::write(jobs.path().join("effects.yaml"), EFFECTS_YAML)?;
+    std::fs::write(jobs.path().join("replay-2026-10-14.yaml"), REPLAY_YAML)?;
+    Ok(jobs)
 }
 
 async fn execute(

@@ -1,0 +1,44 @@
+//! The diff as a spreadsheet (`GET /executions/{id}/diff.xlsx`): what a pt-BR spreadsheet opens
+//! without an import dialog, where the CSV of integer cents needs one.
+//!
+//! One sheet `diff`: a header row (`pedido_id`, `antes (R$)`, `depois (R$)`, `diferença (R$)`),
+//! frozen and filterable (an autofilter over the whole table), then one row per order. Amounts are
+//! numbers in reais (cents / 100, shown with two decimals by the cell format, so the spreadsheet
+//! sums them); an order without a commission before has an empty `antes`. Ids are written as text
+//! cells, never formulas, whatever they start with.
+
+use rust_xlsxwriter::{Format, Workbook, XlsxError};
+
+use crate::tables::commission::DiffRow;
+
+/// The header row.
+pub const HEADER: [&str; 4] = ["pedido_id", "antes (R$)", "depois (R$)", "diferença (R$)"];
+
+/// The workbook's bytes.
+pub fn render(rows: &[DiffRow]) -> Result<Vec<u8>, XlsxError> {
+    let mut workbook = Workbook::new();
+    let sheet = workbook.add_worksheet();
+    sheet.set_name("diff")?;
+    let bold = Format::new().set_bold();
+    let money = Format::new().set_num_format("#,##0.00");
+    for (col, title) in (0u16..).zip(HEADER) {
+        sheet.write_string_with_format(0, col, title, &bold)?;
+    }
+    let reais = |cents: i64| cents as f64 / 100.0;
+    for (row, r) in (1u32..).zip(rows) {
+        sheet.write_string(row, 0, &r.pedido_id)?;
+        if let Some(antes) = r.antes {
+            sheet.write_number_with_format(row, 1, reais(antes), &money)?;
+        }
+        sheet.write_number_with_format(row, 2, reais(r.depois), &money)?;
+        sheet.write_number_with_format(row, 3, reais(r.diferenca()), &money)?;
+    }
+    let last = u32::try_from(rows.len()).unwrap_or(u32::MAX);
+    sheet.autofilter(0, 0, last, 3)?;
+    sheet.set_freeze_panes(1, 0)?;
+    sheet.set_column_width(0, 24)?;
+    for col in 1..=3 {
+        sheet.set_column_width(col, 16)?;
+    }
+    workbook.save_to_buffer()
+}

@@ -1,0 +1,63 @@
+//! `demo --console` (issue 24, point 6): the real process runs the story, keeps its scratch
+//! database, serves the console on loopback with two printed accounts; a login with the printed
+//! password works; SIGINT stops it, exit 0, and the scratch database is gone.
+
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::*;
+
+#[tokio::test]
+async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(bin())
+        .args(["demo", "--events", "200", "--console", "--console-addr"])
+        .arg(free_addr().to_string())
+        .current_dir(cwd.path())
+        .env("DATABASE_URL", crate::helpers::server_url())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn demo --console");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut database, mut url, mut finance) = (None, None, None);
+    let read = tokio::time::timeout(PROCESS_LIMIT, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.strip_prefix("database: scratch database ") {
+                database = rest.split_whitespace().next().map(str::to_string);
+            }
+            if let Some(rest) = line.strip_prefix("console: ") {
+                url = rest.split_whitespace().next().map(str::to_string);
+            }
+            if line.trim_start().starts_with("finance ") {
+                finance = line.rsplit("password: ").next().map(str::to_string);
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the demo printed its console and accounts");
+    let (database, url, password) = (database.unwrap(), url.unwrap(), finance.unwrap());
+    let mut browser = Client::at(url.trim_end_matches('/'));
+    let login = browser.login("financeiro@demo.example", &password).await;
+    let page = browser.get("/").await;
+
+    assert_eq!(login.status, 303, "{}", login.body);
+    assert!(page.body.contains("replay-2026-10-14"), "{}", page.body);
+    send_signal(&child, Signal::SIGINT);
+    let status = tokio::time::timeout(PROCESS_LIMIT, child.wait())
+        .await
+        .expect("the demo stops on SIGINT")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let admin = TestDb::attach(&crate::helpers::server_url()).await;
+    let left: i64 = sqlx::query_scalar("select count(*) from pg_database where datname = $1")
+        .bind(&database)
+        .fetch_one(&admin.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the scratch database {database} is removed");
+}
