@@ -126,10 +126,12 @@ async fn the_diff_sorts_by_any_column_both_ways() {
     let s = simulated().await;
     let (_console, viewer) = signed_in(&s, "vera@example.com", "viewer").await;
     let page = format!("/executions/{JOB}:simulacao");
+    // The first row's order: the text of its first cell (a link to the order's page).
     let first_row = |body: &str| {
         let diff = &body[body.find("id=\"diff\"").unwrap()..];
-        let at = diff.find("<tbody><tr><td>").unwrap() + 15;
-        diff[at..at + diff[at..].find('<').unwrap()].to_string()
+        let cell = &diff[diff.find("<tbody><tr><td>").unwrap() + 15..];
+        let text = &cell[cell.find("\">").unwrap() + 2..];
+        text[..text.find('<').unwrap()].to_string()
     };
 
     let by_difference = viewer.get(&format!("{page}?sort=diferenca&dir=desc")).await;
