@@ -36,9 +36,14 @@ create trigger efeito_aplicado_incerto_desde
 create index if not exists efeito_aplicado_incerto_desde_idx
   on efeito_aplicado (incerto_desde) where incerto_desde is not null;
 
--- Room on every page for the completed version of the rows reserved there: a reservation and its
--- completion follow each other within seconds, so the new version finds space beside the old.
-alter table efeito_aplicado set (fillfactor = 80);
+-- Room on every page for the completed version of every row reserved there, so a completion
+-- is HOT even when no earlier version can be pruned yet (a reservation and its completion follow
+-- each other within seconds, while other transactions of the run still see the old version): at
+-- 45 % a page keeps ~20 reservations and room for all their completed versions. Measured at
+-- 1,000,000 effects: 100 % of completions HOT and 676 bytes of WAL per effect, against 22-29 %
+-- and 854 bytes at 80 %. The price is space: the ledger takes about 1.8 times the pages it would
+-- at 80 % (`alter table efeito_aplicado set (fillfactor = 80)` trades back).
+alter table efeito_aplicado set (fillfactor = 45);
 
 -- The attempt history, whole: `efeito_tentativa` keeps the attempts that tell something (a
 -- failure, a retry, an uncertain outcome), and a first-try success is implied by the ledger row

@@ -298,7 +298,7 @@ pub enum ReviewAction {
         /// It went out: the effect becomes `concluido`.
         #[arg(long, group = "decision")]
         sent: bool,
-        /// It did not go out: the row is removed, so the next run performs it.
+        /// It did not go out: the key is queued, and the next `sweep` performs it, once.
         #[arg(long, group = "decision")]
         not_sent: bool,
         /// A note kept with the decision (at most 500 characters, no control characters). Who
