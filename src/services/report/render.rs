@@ -499,8 +499,8 @@ pub fn time(t: DateTime<Utc>, tz: Tz) -> String {
         .to_string()
 }
 
-/// `3 min`, `2 h 05 min`, `4 d 3 h`.
-fn age(seconds: i64) -> String {
+/// `3 min`, `2 h 05 min`, `4 d 3 h`: how old a review item is, in the report and the console.
+pub fn age(seconds: i64) -> String {
     let s = seconds.max(0);
     let (d, h, m) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60);
     match (d, h) {

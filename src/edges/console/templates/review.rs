@@ -6,6 +6,7 @@ use maud::{html, Markup};
 
 use super::super::session::Session;
 use super::{layout, segment, submits_exactly, time, Attr, Inert, Part};
+use crate::services::report::render::age;
 use crate::shared::money::brl;
 use crate::tables::ledger::{Resolution, ReviewFilter, ReviewItem, QUEUED};
 
@@ -26,17 +27,6 @@ fn reason(item: &ReviewItem) -> String {
         (Some(m), Some(status)) => format!("{m} ({status})"),
         (Some(m), None) => m.to_string(),
         (None, _) => "-".into(),
-    }
-}
-
-/// `3 min`, `2 h 05 min`, `4 d 3 h`.
-fn age(seconds: i64) -> String {
-    let s = seconds.max(0);
-    let (d, h, m) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60);
-    match (d, h) {
-        (0, 0) => format!("{m} min"),
-        (0, _) => format!("{h} h {m:02} min"),
-        _ => format!("{d} d {h} h"),
     }
 }
 
