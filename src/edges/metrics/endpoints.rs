@@ -119,9 +119,33 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
+impl HttpState {
+    /// The database as both endpoints tell it: the gauges of the last reading, unless that
+    /// reading failed or is stale, or this process's own database steps are failing right now —
+    /// so `/metrics` never says `replay_ledger_database_up 1` while `/healthz` says the database
+    /// is away.
+    fn database(&self) -> Result<Arc<DbGauges>, String> {
+        usable(
+            self.db.current(Instant::now(), self.db_max_age),
+            crate::tables::db::trouble(self.db_max_age),
+        )
+    }
+}
+
+/// A reading is usable when it is current and no step of this process is failing.
+fn usable(
+    reading: Result<Arc<DbGauges>, String>,
+    trouble: Option<String>,
+) -> Result<Arc<DbGauges>, String> {
+    let gauges = reading?;
+    match trouble {
+        Some(cause) => Err(format!("database: {cause}")),
+        None => Ok(gauges),
+    }
+}
+
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
-    let db = state.db.current(Instant::now(), state.db_max_age);
-    let body = state.metrics.render(db.ok().as_deref());
+    let body = state.metrics.render(state.database().ok().as_deref());
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], body)
 }
 
@@ -139,10 +163,7 @@ async fn healthz(State(state): State<HttpState>) -> impl IntoResponse {
 /// steps are not failing (a server that can be read but refuses writes, for want of disk), and
 /// the heartbeat is recent.
 fn health(state: &HttpState) -> Result<(), String> {
-    state.db.current(Instant::now(), state.db_max_age)?;
-    if let Some(cause) = crate::tables::db::trouble(state.db_max_age) {
-        return Err(format!("database: {cause}"));
-    }
+    state.database()?;
     match state.metrics.heartbeat_age(Utc::now()) {
         Some(age) if age <= state.heartbeat_max_age => Ok(()),
         Some(age) => Err(format!("scheduler: last heartbeat {}s ago", age.as_secs())),
@@ -285,5 +306,21 @@ mod tests {
             reason(&snapshot, at + Duration::from_secs(40)),
             "database: last read 40s ago"
         );
+    }
+
+    #[test]
+    fn a_fresh_reading_is_not_usable_while_the_process_own_steps_fail() {
+        let fresh = || Ok(Arc::new(DbGauges::default()));
+        let failing = Some("the server's disk is full".to_string());
+
+        let verdict = usable(fresh(), failing);
+
+        assert_eq!(
+            verdict.as_ref().map(|_| ()).unwrap_err(),
+            "database: the server's disk is full"
+        );
+        let exposition = Metrics::default().render(verdict.ok().as_deref());
+        assert!(exposition.contains("replay_ledger_database_up 0\n"));
+        assert!(usable(fresh(), None).is_ok());
     }
 }

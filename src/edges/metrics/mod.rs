@@ -36,7 +36,7 @@ impl Metrics {
         out.family(
             "replay_ledger_database_up",
             "gauge",
-            "1 when the last read of the database gauges below succeeded and is recent, else 0 (and they are absent).",
+            "1 when the last read of the database gauges below succeeded and is recent and this process's own database steps are not failing (what /healthz says of the database), else 0 (and they are absent).",
         );
         out.sample("replay_ledger_database_up", &[], i32::from(db.is_some()));
         if let Some(db) = db {
