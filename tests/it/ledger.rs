@@ -215,3 +215,74 @@ async fn a_retried_reservation_statement_recovers_the_keys_its_own_claim_already
         "a statement retried after a lost connection must not lose its keys"
     );
 }
+
+/// A batch's reservation and its completions find their keys by the primary key, whatever the
+/// ledger's size: neither statement reads the whole ledger (a scan per batch would make a run's
+/// cost grow with the square of the ledger). Counted by PostgreSQL itself (`seq_scan` of
+/// `efeito_aplicado`), on one connection whose statistics are flushed before each reading.
+#[tokio::test]
+async fn a_batch_is_reserved_and_completed_without_reading_the_whole_ledger() {
+    let db = TestDb::new().await;
+    let one = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url)
+        .await
+        .unwrap();
+    sqlx::query(
+        r#"
+        insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id)
+        select 'old-' || i || ':notificar-vendedor', 'old-' || i, 'notificar-vendedor',
+               'concluido', 'earlier'
+        from generate_series(1, 100000) i
+        "#,
+    )
+    .execute(&one)
+    .await
+    .unwrap();
+    sqlx::query("analyze efeito_aplicado")
+        .execute(&one)
+        .await
+        .unwrap();
+    let scans = || async {
+        sqlx::query("select pg_stat_force_next_flush()")
+            .execute(&one)
+            .await
+            .unwrap();
+        sqlx::query_scalar::<_, i64>(
+            "select seq_scan from pg_stat_user_tables where relname = 'efeito_aplicado'",
+        )
+        .fetch_one(&one)
+        .await
+        .unwrap()
+    };
+    let before = scans().await;
+
+    let claim = Claim::new("replay");
+    let fresh = keys(5_000);
+    let old: Vec<String> = (1..=5_000)
+        .map(|i| format!("old-{i}:notificar-vendedor"))
+        .collect();
+    for _ in 0..6 {
+        let held = ledger::reserve(&one, &claim, &items(&old), STALE)
+            .await
+            .unwrap();
+        assert!(held.is_empty(), "a concluded key was reserved again");
+    }
+    let held = ledger::reserve(&one, &claim, &items(&fresh), STALE)
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 5_000);
+    for group in fresh.chunks(1_000) {
+        let results = vec![Some(serde_json::json!({"ok": true})); group.len()];
+        let done = ledger::complete(&one, &claim, group, &results, &[])
+            .await
+            .unwrap();
+        assert_eq!(done.len(), group.len());
+    }
+
+    assert_eq!(
+        scans().await - before,
+        0,
+        "the reservation or the completion read the whole ledger"
+    );
+}

@@ -145,14 +145,7 @@ async fn upsert_with_before(
     recording: Option<commission::Recording<'_>>,
 ) -> Result<(HashMap<String, commission::Current>, Vec<String>, Summary), sqlx::Error> {
     let upserted = commission::upsert_guarded(tx, rows, recording).await?;
-    let untouched: Vec<String> = {
-        let written: HashSet<&str> = upserted.written.iter().map(|(id, _)| id.as_str()).collect();
-        ids.iter()
-            .filter(|id| !written.contains(id.as_str()))
-            .cloned()
-            .collect()
-    };
-    let mut current = commission::current(tx, &untouched).await?;
+    let mut current = upserted.untouched;
     let mut written = Vec::with_capacity(upserted.written.len());
     for (id, before) in upserted.written {
         if let Some(before) = before {
@@ -160,10 +153,19 @@ async fn upsert_with_before(
         }
         written.push(id);
     }
+    // Orders another writer changed between the statement's read and its write: read now.
+    let seen: HashSet<&str> = written.iter().map(String::as_str).collect();
+    let changed_meanwhile: Vec<String> = ids
+        .iter()
+        .filter(|id| !seen.contains(id.as_str()) && !current.contains_key(id.as_str()))
+        .cloned()
+        .collect();
+    if !changed_meanwhile.is_empty() {
+        current.extend(commission::current(tx, &changed_meanwhile).await?);
+    }
     Ok((current, written, upserted.figures))
 }
 
-/// The diff rows a simulation writes: every order whose current row is not newer.
 fn would_write(
     rows: &[CommissionRow],
     current: &HashMap<String, commission::Current>,

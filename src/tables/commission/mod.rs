@@ -94,6 +94,10 @@ pub struct Recording<'a> {
 pub struct Upserted {
     /// The orders written, each with the row it replaced (`None`: the order had none).
     pub written: Vec<(String, Option<Current>)>,
+    /// The orders the statement left alone because their row already held this value and
+    /// version or a newer version, with that row as it read it. An order neither written nor
+    /// here met a row another writer changed meanwhile; [`current`] reads it.
+    pub untouched: HashMap<String, Current>,
     /// What the corrections recorded added to the pass's figures (orders changed, totals before
     /// and after); zero when none are recorded.
     pub figures: Summary,
@@ -101,16 +105,17 @@ pub struct Upserted {
 
 /// The version-guarded upsert of the seed, for a whole batch: a row is overwritten only by an
 /// event of the same or a newer version (invariant 4). A row that already holds exactly this
-/// value and version is left untouched (a replay of a correct day changes nothing, not even
-/// `atualizado_em`).
+/// value and version, or a newer version, is left untouched — not even locked: a replay of a
+/// correct day writes nothing, not even `atualizado_em` or a row lock. Each order's row is
+/// looked up once, by the primary key (a lateral subquery the planner cannot turn into a scan).
 ///
 /// Returns the orders written, each with the row it replaced: the version the upsert itself
 /// locked and overwrote, so the before-values stay true whatever another writer committed
-/// meanwhile, with no read of the rows first. With `recording`, the same statement records the
-/// corrections (every order written whose value changed), per order, in the pass that changed
-/// it: the value before the pass's first change (kept when a later batch of the same pass
-/// changes the order again), the value after, the version. Only rows the upsert changed are
-/// recorded, so a batch read again adds nothing to the figures.
+/// meanwhile. The orders left untouched come back with the row the statement read. With `recording`, the same statement records the corrections
+/// (every order written whose value changed), per order, in the pass that changed it: the value
+/// before the pass's first change (kept when a later batch of the same pass changes the order
+/// again), the value after, the version. Only rows the upsert changed are recorded, so a batch
+/// read again adds nothing to the figures.
 pub async fn upsert_guarded(
     conn: &mut PgConnection,
     rows: &[CommissionRow],
@@ -118,6 +123,7 @@ pub async fn upsert_guarded(
 ) -> Result<Upserted, sqlx::Error> {
     type Row = (
         String,
+        bool,
         Option<i64>,
         Option<i64>,
         bool,
@@ -126,11 +132,30 @@ pub async fn upsert_guarded(
         Option<i64>,
     );
     let (ids, valores, versoes) = columns(rows);
+    // An order whose row already holds this value and version, or a newer version, would be
+    // refused by the guard after locking its row: it is left out of the insert instead, so it
+    // is read once and neither locked nor logged. Leaving it out is the same as this statement
+    // running before any writer that changes the row after the statement's snapshot.
     let returned: Vec<Row> = sqlx::query_as(
         r#"
-        with gravadas as (
+        with entrada as materialized (
+            select e.pedido_id, e.valor_centavos, e.versao_evento, a.valor_atual, a.versao_atual,
+                   coalesce(a.versao_atual > e.versao_evento
+                            or (a.valor_atual = e.valor_centavos
+                                and a.versao_atual = e.versao_evento), false) as intacta
+            from unnest($1::text[], $2::bigint[], $3::bigint[])
+                as e(pedido_id, valor_centavos, versao_evento)
+            left join lateral (
+                select c.valor_centavos as valor_atual, c.versao_evento as versao_atual
+                from comissao c where c.pedido_id = e.pedido_id
+                offset 0
+            ) a on true
+        ),
+        gravadas as (
             insert into comissao (pedido_id, valor_centavos, versao_evento)
-            select * from unnest($1::text[], $2::bigint[], $3::bigint[])
+            select pedido_id, valor_centavos, versao_evento
+            from entrada
+            where not intacta
             on conflict (pedido_id) do update
             set valor_centavos = excluded.valor_centavos,
                 versao_evento = excluded.versao_evento,
@@ -161,10 +186,14 @@ pub async fn upsert_guarded(
         -- An inserted `comissao` row leaves both `_anterior` columns null; an overwritten one
         -- sets both (from not-null columns). A correction's `depois_anterior` is null for an
         -- order new to the pass (inserted, or taken over from an earlier pass), else the value
-        -- this pass had written before.
-        select g.pedido_id, g.valor_anterior, g.versao_anterior, c.pedido_id is not null,
+        -- this pass had written before. Then the orders left untouched, as read.
+        select g.pedido_id, true, g.valor_anterior, g.versao_anterior, c.pedido_id is not null,
                c.antes, c.depois, c.depois_anterior
         from gravadas g left join corrigidas c on c.pedido_id = g.pedido_id
+        union all
+        select pedido_id, false, valor_atual, versao_atual, false,
+               null::bigint, null::bigint, null::bigint
+        from entrada where intacta
         "#,
     )
     .bind(ids)
@@ -176,7 +205,19 @@ pub async fn upsert_guarded(
     .await?;
     let mut upserted = Upserted::default();
     let mut figures = PassFigures::default();
-    for (id, valor, versao, corrected, antes, depois, depois_anterior) in returned {
+    for (id, written, valor, versao, corrected, antes, depois, depois_anterior) in returned {
+        if !written {
+            if let Some((valor_centavos, versao_evento)) = valor.zip(versao) {
+                upserted.untouched.insert(
+                    id,
+                    Current {
+                        valor_centavos,
+                        versao_evento,
+                    },
+                );
+            }
+            continue;
+        }
         if corrected {
             figures.add(antes, depois.unwrap_or(0), depois_anterior);
         }

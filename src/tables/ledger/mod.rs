@@ -12,7 +12,10 @@
 //! someone else has since retaken (invariant 8).
 //!
 //! The changes that name their keys (here, and the sweeper's in `sweep`) find their rows by one
-//! probe of the primary key per key. They say
+//! probe of the primary key per key. A batch's statements pass their keys as an array the planner
+//! cannot size (`any(array(select unnest($1)))`) or look each up in a lateral subquery, so it
+//! plans probes whatever the ledger's size and statistics: given a known array of thousands of
+//! keys, it read the whole ledger once per batch instead. They say
 //! `estado is not distinct from 'reservado'` (the same test: `estado` is never null), a habit
 //! from when partial indexes on `estado = 'reservado'` existed and the planner, whose statistics
 //! rarely see a reservation, took them for empty and read every reservation in flight to settle
@@ -128,25 +131,35 @@ pub async fn reserve(
     let keys: Vec<&str> = items.iter().map(|r| r.key).collect();
     let eventos: Vec<&str> = items.iter().map(|r| r.evento_id).collect();
     let tipos: Vec<&str> = items.iter().map(|r| r.tipo_efeito).collect();
-    // One statement, on its snapshot. A key missing from the ledger is found by one probe of
-    // the primary key that needs no row (an index-only anti-join: a window whose effects are all
-    // done reads no row of the ledger) and inserted (`do nothing` on a conflict with a concurrent
-    // insert). Only a key still `reservado` may be retaken: the update probes the primary key
-    // for each key and checks its conditions on the row it locks. The update cannot see the rows
-    // the insert adds, so no key is touched twice; a queued key is found among the few queued rows
-    // (a partial index on `reenvio_pedido_em`). An owner's claim reserves only while its epoch owns the
-    // execution (`confirmar_dono`, evaluated once; it fails the statement otherwise).
+    // One statement, on its snapshot. Each key is looked up once, by one probe of the primary
+    // key (a lateral subquery the planner cannot turn into a scan of the ledger); a key missing
+    // from the ledger is inserted (`do nothing` on a conflict with a concurrent insert). Only a
+    // key found `reservado` may be retaken, and one queued for a resend taken back: those few
+    // are updated by key, their conditions checked again on the row each update locks. The
+    // updates cannot see the rows the insert adds, so no key is touched twice. An owner's claim
+    // reserves only while its epoch owns the execution (`confirmar_dono`, evaluated once; it
+    // fails the statement otherwise).
     sqlx::query_scalar(
         r#"
         with dono as materialized (
             select $8::text is null or confirmar_dono($8, $9) as ok
         ),
+        lidas as materialized (
+            select u.k, u.e, u.t, a.achada, a.estado, a.reserva_id, a.atualizado_em,
+                   a.reenvio_pedido_em
+            from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
+            left join lateral (
+                select true as achada, estado, reserva_id, atualizado_em, reenvio_pedido_em
+                from efeito_aplicado a where a.chave = u.k
+                offset 0
+            ) a on true
+            where (select ok from dono)
+        ),
         novas as (
             insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id)
             select k, e, t, 'reservado', $4, $5
-            from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
-            where (select ok from dono)
-              and not exists (select 1 from efeito_aplicado a where a.chave = u.k)
+            from lidas
+            where achada is null
             order by k
             on conflict (chave) do nothing
             returning chave
@@ -154,8 +167,11 @@ pub async fn reserve(
         retomadas as (
             update efeito_aplicado
             set execucao_id = $4, reserva_id = $5, atualizado_em = now()
-            where (select ok from dono)
-              and chave = any($1::text[])
+            where chave = any(array(
+                    select k from lidas
+                    where estado = 'reservado'
+                      and (reserva_id = $5
+                           or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))))
               and estado = 'reservado'
               and (reserva_id = $5
                    or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))
@@ -167,9 +183,11 @@ pub async fn reserve(
                 reenvio_pedido_em = null, reenvio_desde = now(), incerto_desde = null,
                 motivo_incerto = null,
                 status_http_incerto = null
-            where (select ok from dono)
+            where chave = any(array(
+                    select k from lidas
+                    where reenvio_pedido_em is not null
+                      and estado is not distinct from 'incerto'))
               and reenvio_pedido_em is not null
-              and chave = any($1::text[])
               and estado is not distinct from 'incerto'
             returning chave
         )
@@ -218,24 +236,36 @@ async fn mark_done<'c>(
     keys: &[String],
     results: &[Option<Value>],
 ) -> Result<Vec<String>, sqlx::Error> {
-    let results: Vec<&Value> = results
-        .iter()
-        .map(|r| r.as_ref().unwrap_or(&Value::Null))
-        .collect();
+    // The keys' rows are found by the primary key (the keys as an array whose length the planner
+    // does not know: it plans a few probes, never a scan — free to join the answers to the
+    // ledger as it liked, it took a scan of the whole ledger when its statistics saw few
+    // reservations), each answer looked up by its key in one JSON object.
     sqlx::query_scalar(
         r#"
         update efeito_aplicado e
-        set estado = 'concluido', resultado = nullif(u.r, 'null'::jsonb), atualizado_em = now()
-        from unnest($1::text[], $2::jsonb[]) as u(k, r)
-        where e.chave = u.k and e.estado is not distinct from 'reservado' and e.reserva_id = $3
+        set estado = 'concluido', atualizado_em = now(),
+            resultado = nullif($2::jsonb -> e.chave, 'null'::jsonb)
+        where e.chave = any(array(select unnest($1::text[])))
+          and e.estado is not distinct from 'reservado' and e.reserva_id = $3
         returning e.chave
         "#,
     )
     .bind(keys)
-    .bind(results)
+    .bind(sqlx::types::Json(AnswersByKey(keys, results)))
     .bind(claim.token)
     .fetch_all(db)
     .await
+}
+
+/// The providers' answers as one JSON object keyed by effect key, written straight from the
+/// slices (`null` where there was none).
+struct AnswersByKey<'a>(&'a [String], &'a [Option<Value>]);
+
+impl serde::Serialize for AnswersByKey<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let answers = self.1.iter().map(|r| r.as_ref().unwrap_or(&Value::Null));
+        serializer.collect_map(self.0.iter().zip(answers))
+    }
 }
 
 /// Deletes reservations of `claim` after a failed call of an idempotent type (`release`), so a
@@ -318,7 +348,10 @@ async fn settle_held(
 /// but a key queued for a resend: the real run would perform it.
 pub async fn registered(pool: &PgPool, keys: &[String]) -> Result<HashSet<String>, sqlx::Error> {
     let rows: Vec<String> = sqlx::query_scalar(
-        "select chave from efeito_aplicado where chave = any($1) and reenvio_pedido_em is null",
+        r#"
+        select chave from efeito_aplicado
+        where chave = any(array(select unnest($1::text[]))) and reenvio_pedido_em is null
+        "#,
     )
     .bind(keys)
     .fetch_all(pool)
@@ -337,7 +370,8 @@ pub async fn registered_by(
     let rows: Vec<(String, State)> = sqlx::query_as(
         r#"
         select chave, estado from efeito_aplicado
-        where chave = any($1) and execucao_id = $2 and criado_em >= $3
+        where chave = any(array(select unnest($1::text[])))
+          and execucao_id = $2 and criado_em >= $3
         "#,
     )
     .bind(keys)
