@@ -91,6 +91,10 @@ impl Args {
     }
 }
 
+/// The binary's allocator, so the engine is measured as it runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
