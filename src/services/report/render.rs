@@ -15,6 +15,7 @@ use crate::shared::money::{brl, brl_signed, group_thousands};
 use crate::shared::summary::{EffectOutcome, Summary, Totals};
 use crate::tables::commission::DiffRow;
 use crate::tables::execution::{Mode, State};
+use crate::tables::ledger::{ReviewItem, QUEUED};
 
 /// `[replay-ledger] replay-2026-10-14-v2 (simulação): 4.812 pedidos, +R$ 38.211,40`.
 pub fn subject(report: &Report) -> String {
@@ -425,6 +426,7 @@ fn review(report: &Report) -> Section {
         .map(|i| {
             vec![
                 i.key.clone(),
+                state_of(i).to_string(),
                 i.tipo_efeito.clone(),
                 i.execucao_id.clone(),
                 age(i.idade_segundos),
@@ -438,6 +440,14 @@ fn review(report: &Report) -> Section {
         lines.push("Vazia: nenhum efeito com resultado desconhecido.".to_string());
     } else {
         lines.push("Resultado desconhecido: nunca reenviados automaticamente. Quem confirmar o que aconteceu registra com `replay-ledger review resolve CHAVE --sent` (saiu) ou `--not-sent` (não saiu; a próxima varredura o envia).".to_string());
+        let queued = report.review.iter().filter(|i| i.status == QUEUED).count();
+        if queued > 0 {
+            lines.push(format!(
+                "{} com reenvio pendente: a próxima varredura {}, sem esperar decisão.",
+                group_thousands(queued as u64),
+                if queued == 1 { "o envia" } else { "os envia" }
+            ));
+        }
         if report.review_total > rows.len() {
             lines.push(format!(
                 "Os {} mais antigos de {} (`replay-ledger review list`).",
@@ -455,15 +465,26 @@ fn review(report: &Report) -> Section {
         table: (!rows.is_empty()).then(|| Table {
             headers: vec![
                 "chave",
+                "situação",
                 "tipo",
                 "execução",
                 "idade",
                 "tentativas",
                 "último erro",
             ],
-            right: vec![false, false, false, true, true, false],
+            right: vec![false, false, false, false, true, true, false],
             rows,
         }),
+    }
+}
+
+/// A review item's state in the words the console uses: waiting for a decision, or queued by
+/// one (`--not-sent`) for the next sweep.
+fn state_of(item: &ReviewItem) -> &'static str {
+    if item.status == QUEUED {
+        "reenvio pendente"
+    } else {
+        "incerto"
     }
 }
 

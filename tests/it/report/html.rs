@@ -245,6 +245,38 @@ fn a_report_of_the_review_queue_alone_reads_as_before() {
 }
 
 #[test]
+fn a_key_an_operator_said_was_not_sent_reads_as_a_pending_resend_not_as_awaiting_a_decision() {
+    let mut queued = review_item(2, Some("resposta HTTP 502"));
+    queued.status = replay_ledger::tables::ledger::QUEUED.into();
+    let report = report(None, vec![review_item(1, None), queued]);
+
+    let text = render::text(&report);
+    let html = render::html(&report);
+
+    let row = |key: &str| {
+        text.lines()
+            .find(|l| l.contains(key))
+            .unwrap_or_else(|| panic!("no row for {key} in:\n{text}"))
+            .to_string()
+    };
+    assert!(
+        row("evt-0000001:").contains(" incerto "),
+        "{}",
+        row("evt-0000001:")
+    );
+    assert!(
+        row("evt-0000002:").contains("reenvio pendente"),
+        "{}",
+        row("evt-0000002:")
+    );
+    assert!(
+        text.contains("1 com reenvio pendente: a próxima varredura o envia, sem esperar decisão."),
+        "{text}"
+    );
+    assert!(html.contains("reenvio pendente"));
+}
+
+#[test]
 fn a_report_of_an_empty_review_queue_with_a_console_reads_as_before() {
     let report =
         report(None, Vec::new()).with_console_url(Some("https://console.example.com".into()));
