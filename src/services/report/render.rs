@@ -223,11 +223,19 @@ fn summary(e: &ExecutionReport) -> Section {
 }
 
 /// An execution's figures (its tallies) as the report and the console both show them, label and
-/// value: one list, so the two say the same. A real run's "Pedidos no diff" are its corrections.
+/// value: one list, so the two say the same. A real run's "Pedidos no diff" are its corrections;
+/// events read in an older payload shape (upcast) are counted when there were any.
 pub fn figure_rows(mode: Mode, s: &Summary) -> Vec<(&'static str, String)> {
     let t = Totals::of_summary(mode == Mode::Simulation, s);
-    vec![
-        ("Eventos lidos", group_thousands(s.events_read)),
+    let mut rows = vec![("Eventos lidos", group_thousands(s.events_read))];
+    // Only when there were some: most windows hold only today's shape.
+    if s.events_upcast > 0 {
+        rows.push((
+            "Eventos em formato antigo (convertidos)",
+            group_thousands(s.events_upcast),
+        ));
+    }
+    rows.extend([
         (
             "Eventos ignorados (outros tipos)",
             group_thousands(s.events_skipped),
@@ -238,7 +246,8 @@ pub fn figure_rows(mode: Mode, s: &Summary) -> Vec<(&'static str, String)> {
         ("Comissões antes", brl(t.before_centavos)),
         ("Comissões depois", brl(t.after_centavos)),
         ("Diferença", brl_signed(t.difference())),
-    ]
+    ]);
+    rows
 }
 
 /// What a real run of an approved simulation says about the approval, as the report and the

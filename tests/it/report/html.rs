@@ -245,6 +245,22 @@ fn a_report_of_the_review_queue_alone_reads_as_before() {
 }
 
 #[test]
+fn events_read_in_an_older_shape_are_counted_in_the_report_and_only_when_there_are_some() {
+    let mut old_shapes = simulation(rows(), Vec::new());
+    old_shapes.summary.events_upcast = 1_204;
+
+    let text = render::text(&report(Some(old_shapes), Vec::new()));
+    let none = render::text(&report(Some(simulation(rows(), Vec::new())), Vec::new()));
+
+    let line = text
+        .lines()
+        .find(|l| l.contains("formato antigo"))
+        .unwrap_or_else(|| panic!("no line on older shapes in:\n{text}"));
+    assert!(line.contains("1.204"), "{line}");
+    assert!(!none.contains("formato antigo"), "{none}");
+}
+
+#[test]
 fn a_key_an_operator_said_was_not_sent_reads_as_a_pending_resend_not_as_awaiting_a_decision() {
     let mut queued = review_item(2, Some("resposta HTTP 502"));
     queued.status = replay_ledger::tables::ledger::QUEUED.into();
