@@ -166,6 +166,7 @@ async fn upsert_with_before(
     Ok((current, written, upserted.figures))
 }
 
+/// The diff rows a simulation writes: every order whose current row is not newer.
 fn would_write(
     rows: &[CommissionRow],
     current: &HashMap<String, commission::Current>,
