@@ -154,8 +154,10 @@ impl Provider for WebhookProvider {
     }
 }
 
-/// The largest answer body kept as `resultado`.
-const MAX_RESULT_BYTES: usize = 1 << 20;
+/// The largest answer body kept as `resultado`: a receipt, not an archive. A group commit of
+/// completions carries its answers as one jsonb value, which PostgreSQL caps at 256 MiB; the
+/// group's size is checked against this bound where groups are made.
+pub(crate) const MAX_RESULT_BYTES: usize = 64 << 10;
 
 /// The result of a successful call: its JSON body, when there is one that the ledger can store. A
 /// body that is not JSON, is larger than [`MAX_RESULT_BYTES`] (read no further), nests deeper than

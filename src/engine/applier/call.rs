@@ -242,6 +242,13 @@ pub(super) const PERSISTENT: Backoff = Backoff {
     max: std::time::Duration::from_secs(10),
 };
 
+/// The most completions one group commit writes.
+const GROUP: usize = 1000;
+
+// A group's answers travel as one jsonb object (`ledger::complete`), which PostgreSQL caps at
+// 2^28 bytes: a full group of the largest answers kept stays within half of it.
+const _: () = assert!(GROUP * crate::engine::effects::MAX_RESULT_BYTES * 2 < 1 << 28);
+
 /// Group commit of completions: whatever has arrived is written in one statement, then the next
 /// group. A completion is retried until written (for minutes, not seconds): the provider has
 /// acknowledged it, and losing it would turn a done effect into an `incerto` one.
@@ -250,7 +257,6 @@ pub(super) async fn complete_as_they_arrive(
     claim: Claim,
     mut done: mpsc::UnboundedReceiver<Done>,
 ) -> Result<u64, sqlx::Error> {
-    const GROUP: usize = 1000;
     let mut lost = 0u64;
     while let Some(first) = done.recv().await {
         let mut keys = vec![first.0];

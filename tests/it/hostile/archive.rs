@@ -466,3 +466,30 @@ async fn a_hostile_provider_answer_never_keeps_a_sent_effect_from_being_recorded
         );
     }
 }
+
+/// An answer is kept as `resultado` up to 64 KiB: a receipt, small enough that a group commit of
+/// a thousand completions stays within what one jsonb value may hold. A larger one is dropped,
+/// and the effect is still recorded as sent.
+#[tokio::test]
+async fn a_providers_answer_is_kept_up_to_64_kib_and_a_larger_one_dropped() {
+    let answer = |bytes: usize| format!(r#"{{"x": "{}"}}"#, "y".repeat(bytes)).into_bytes();
+    for (what, body, kept) in [
+        ("60 KiB", answer(60 << 10), true),
+        ("100 KiB", answer(100 << 10), false),
+    ] {
+        let db = TestDb::new().await;
+        insert(&db.pool, &paid_orders(3)).await;
+        let url = provider_answering(body).await;
+
+        let ended = run_to_the_end(&db, &JobSpec::default(), &url).await;
+
+        assert_eq!(ended, Ended::Finished, "{what}");
+        let stored: Vec<bool> = sqlx::query_scalar(
+            "select resultado is not null from efeito_aplicado where estado = 'concluido'",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(stored, vec![kept; 3], "{what}");
+    }
+}
