@@ -60,15 +60,7 @@ async fn without_a_session_a_page_redirects_to_login_and_a_post_gets_401() {
 #[tokio::test]
 async fn every_answer_carries_the_security_headers() {
     let s = simulated().await;
-    add_user(
-        &s.db.url,
-        s.jobs.path(),
-        "ana@financeiro.example",
-        "finance",
-    )
-    .await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let finance = Client::logged_in(&console, "ana@financeiro.example").await;
+    let (console, finance) = signed_in(&s, FINANCE, "finance").await;
 
     for answer in [
         Client::new(&console).get("/login").await,

@@ -258,6 +258,9 @@ pub(crate) async fn simulated() -> Simulated {
     Simulated { db, jobs }
 }
 
+/// The finance account most console tests sign in as.
+pub(crate) const FINANCE: &str = "ana@financeiro.example";
+
 /// A console over `s` and a browser logged in as a new account `email` of `role`.
 pub(crate) async fn signed_in(s: &Simulated, email: &str, role: &str) -> (ConsoleProc, Client) {
     add_user(&s.db.url, s.jobs.path(), email, role).await;

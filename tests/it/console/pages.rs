@@ -10,15 +10,7 @@ use super::*;
 #[tokio::test]
 async fn finance_approves_in_the_console_as_its_account_and_the_gate_lets_the_real_run_through() {
     let s = simulated().await;
-    add_user(
-        &s.db.url,
-        s.jobs.path(),
-        "ana@financeiro.example",
-        "finance",
-    )
-    .await;
-    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let finance = Client::logged_in(&console, "ana@financeiro.example").await;
+    let (_console, finance) = signed_in(&s, FINANCE, "finance").await;
     let page = format!("/executions/{JOB}:simulacao");
 
     let before = finance.get(&page).await;

@@ -10,13 +10,7 @@ use super::*;
 #[tokio::test]
 async fn the_login_returns_to_the_page_the_link_pointed_at_and_only_to_a_local_one() {
     let s = simulated().await;
-    add_user(
-        &s.db.url,
-        s.jobs.path(),
-        "ana@financeiro.example",
-        "finance",
-    )
-    .await;
+    add_user(&s.db.url, s.jobs.path(), FINANCE, "finance").await;
     let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
     let page = format!("/executions/{JOB}:simulacao");
     let anonymous = Client::new(&console);
@@ -179,15 +173,9 @@ async fn the_list_counts_each_state_and_filters_the_simulations_awaiting_approva
 #[tokio::test]
 async fn the_audit_filters_by_who_and_what() {
     let s = simulated().await;
-    add_user(
-        &s.db.url,
-        s.jobs.path(),
-        "ana@financeiro.example",
-        "finance",
-    )
-    .await;
+    add_user(&s.db.url, s.jobs.path(), FINANCE, "finance").await;
     let (console, _) = signed_in(&s, "otto@example.com", "operator").await;
-    let ana = Client::logged_in(&console, "ana@financeiro.example").await;
+    let ana = Client::logged_in(&console, FINANCE).await;
 
     let logins_of_otto = ana.get("/audit?quem=otto&acao=login").await;
 
@@ -202,13 +190,7 @@ async fn the_audit_filters_by_who_and_what() {
 #[tokio::test]
 async fn the_console_checks_an_approval_without_the_providers_secrets() {
     let s = simulated().await;
-    add_user(
-        &s.db.url,
-        s.jobs.path(),
-        "ana@financeiro.example",
-        "finance",
-    )
-    .await;
+    add_user(&s.db.url, s.jobs.path(), FINANCE, "finance").await;
     let effects = s.jobs.path().join("effects.yaml");
     let text = std::fs::read_to_string(&effects).unwrap();
     std::fs::write(
@@ -217,7 +199,7 @@ async fn the_console_checks_an_approval_without_the_providers_secrets() {
     )
     .unwrap();
     let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
-    let finance = Client::logged_in(&console, "ana@financeiro.example").await;
+    let finance = Client::logged_in(&console, FINANCE).await;
     let page = format!("/executions/{JOB}:simulacao");
 
     let confirmation = finance.get(&format!("{page}/approve")).await;
