@@ -9,11 +9,12 @@ use serde_json::Value;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
+use super::resend::{reserve_call_once, Queued, Resent};
 use crate::config::{EffectPolicy, OnFailure};
 use crate::engine::effects::{Effect, EffectError};
 use crate::shared::shutdown::Shutdown;
 use crate::tables::db::{self, Backoff};
-use crate::tables::ledger::{self, Attempt, Claim, Reservation, Why};
+use crate::tables::ledger::{self, Attempt, Claim};
 
 /// One effect to perform.
 #[derive(Clone)]
@@ -168,8 +169,10 @@ async fn provider_still_deduplicates(pool: &PgPool, task: &Task) -> bool {
     }
 }
 
-/// A non-idempotent key: take a slot, reserve, call once, hand the result on. The slot is held
-/// from the reservation to the call's answer.
+/// A non-idempotent key: take a slot, reserve, call once, settle — as the sweeper resends a
+/// queued key ([`super::resend::reserve_call_once`]). The slot is held from the reservation to
+/// the settlement: at no moment are more than `concurrency` keys of this type `reservado`, so a
+/// crash leaves at most that many `incerto`.
 pub(super) async fn reserve_then_call(
     task: Task,
     _slot: OwnedSemaphorePermit,
@@ -181,57 +184,23 @@ pub(super) async fn reserve_then_call(
     if shutdown.is_triggered() {
         return (task, Ended::NotStarted { reserved: false });
     }
-    let item = [Reservation {
+    let queued = Queued {
         key: &task.key,
         evento_id: &task.evento_id,
-        tipo_efeito: &task.effect.config.name,
-    }];
-    let held = db::retry("reserve", db_backoff, || {
-        ledger::reserve(&pool, &claim, &item, None)
-    })
-    .await;
-    match held {
-        Ok(held) if held.is_empty() => (task, Ended::AlreadyRegistered),
-        Ok(_) => {
-            // Settled while the slot is still held: at no moment are more than `concurrency`
-            // keys of this type `reservado`, so a crash leaves at most that many `incerto`.
-            let started = std::time::Instant::now();
-            let answer = task.effect.call(&task.key, &task.body).await;
-            let keys = std::slice::from_ref(&task.key);
-            let settled = match &answer {
-                Ok(result) => {
-                    let tries = [Attempt::new(&task.key, started, None)];
-                    let results = std::slice::from_ref(result);
-                    db::retry("complete", PERSISTENT, || {
-                        ledger::complete(&pool, &claim, keys, results, &tries)
-                    })
-                    .await
-                }
-                Err(err) => {
-                    let tries = [Attempt::new(
-                        &task.key,
-                        started,
-                        Some(err.class().to_string()),
-                    )];
-                    tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
-                    let why = [Why::of_failure(err.class())];
-                    db::retry("mark uncertain", PERSISTENT, || {
-                        ledger::mark_uncertain(&pool, &claim, keys, &why, &tries)
-                    })
-                    .await
-                }
-            };
-            match (settled, answer) {
-                (Ok(_), Ok(_)) => (task, Ended::Completed { retried: 0 }),
-                (Ok(_), Err(_)) => (task, Ended::Uncertain),
-                (Err(err), _) => (task, Ended::Database(err)),
-            }
-        }
+        body: &task.body,
+    };
+    let ended = match reserve_call_once(&pool, &claim, &task.effect, queued, db_backoff).await {
+        Ok(Resent::Taken) => Ended::AlreadyRegistered,
+        Ok(Resent::Sent) => Ended::Completed { retried: 0 },
+        Ok(Resent::Uncertain) => Ended::Uncertain,
+        // Only an idempotent type's failure is kept reserved; this path takes the others.
+        Ok(Resent::Kept) => Ended::Uncertain,
         Err(err) => {
-            tracing::warn!(key = %task.key, error = %err, "could not reserve effect");
-            (task, Ended::Database(err))
+            tracing::warn!(key = %task.key, error = %err, "could not reserve or settle effect");
+            Ended::Database(err)
         }
-    }
+    };
+    (task, ended)
 }
 
 /// Completions are retried until written (for minutes, not seconds): the provider has

@@ -46,12 +46,27 @@ pub async fn resend(
     // The slot is held from the reservation to the settlement: at most `concurrency` keys of the
     // type are reserved but not yet sent (invariant 2).
     let _slot = effect.slot().await;
+    reserve_call_once(pool, claim, effect, queued, Backoff::default()).await
+}
+
+/// One key, once: reserve it (`Taken` when someone else holds it), call the provider, and
+/// settle — `concluido` with the answer, or, on a failure, `incerto` with its reason when the
+/// provider cannot deduplicate, else the key stays reserved with the try recorded. The caller
+/// holds the type's concurrency slot throughout. A replay's non-idempotent effects and the
+/// sweeper's resends both go through here.
+pub(super) async fn reserve_call_once(
+    pool: &PgPool,
+    claim: &Claim,
+    effect: &Effect,
+    queued: Queued<'_>,
+    reserve_backoff: Backoff,
+) -> Result<Resent, sqlx::Error> {
     let item = [Reservation {
         key: queued.key,
         evento_id: queued.evento_id,
         tipo_efeito: &effect.config.name,
     }];
-    let held = db::retry("reserve", Backoff::default(), || {
+    let held = db::retry("reserve", reserve_backoff, || {
         ledger::reserve(pool, claim, &item, None)
     })
     .await?;
@@ -73,13 +88,14 @@ pub async fn resend(
         Err(err) => {
             let class = err.class().to_string();
             let tries = [Attempt::new(queued.key, started, Some(class.clone()))];
-            tracing::warn!(key = %queued.key, class = %class, "resend failed");
             if effect.config.idempotent {
+                tracing::warn!(key = %queued.key, class = %class, "effect failed; kept reserved for a retake");
                 let mut tx = pool.begin().await?;
                 ledger::record_attempts(&mut tx, claim, &tries).await?;
                 tx.commit().await?;
                 return Ok(Resent::Kept);
             }
+            tracing::warn!(key = %queued.key, class = %class, "effect failed with unknown outcome: incerto");
             let why = [Why::of_failure(&class)];
             db::retry("mark uncertain", PERSISTENT, || {
                 ledger::mark_uncertain(pool, claim, &keys, &why, &tries)
