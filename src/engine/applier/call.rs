@@ -4,17 +4,17 @@
 //! Completions of idempotent keys are group-committed as they arrive.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value;
 use sqlx::PgPool;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
-use super::resend::{reserve_call_once, Queued, Resent};
 use crate::config::{EffectPolicy, OnFailure};
 use crate::engine::effects::{Effect, EffectError};
 use crate::shared::shutdown::Shutdown;
 use crate::tables::db::{self, Backoff};
-use crate::tables::ledger::{self, Attempt, Claim};
+use crate::tables::ledger::{self, Attempt, Claim, Reservation, Why};
 
 /// One effect to perform.
 #[derive(Clone)]
@@ -170,7 +170,7 @@ async fn provider_still_deduplicates(pool: &PgPool, task: &Task) -> bool {
 }
 
 /// A non-idempotent key: take a slot, reserve, call once, settle — as the sweeper resends a
-/// queued key ([`super::resend::reserve_call_once`]). The slot is held from the reservation to
+/// queued key ([`reserve_call_once`]). The slot is held from the reservation to
 /// the settlement: at no moment are more than `concurrency` keys of this type `reservado`, so a
 /// crash leaves at most that many `incerto`.
 pub(super) async fn reserve_then_call(
@@ -201,6 +201,83 @@ pub(super) async fn reserve_then_call(
         }
     };
     (task, ended)
+}
+
+/// How a key called once ended (a sweeper's resend, a replay's non-idempotent effect).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resent {
+    /// The provider acknowledged it: `concluido`.
+    Sent,
+    /// Someone else reserved the key first (a replay, the live consumer, another sweeper).
+    Taken,
+    /// The call failed and the provider cannot deduplicate: `incerto` again, with its reason.
+    Uncertain,
+    /// The call failed and the provider deduplicates: kept reserved for a later retake.
+    Kept,
+}
+
+/// A queued key and what its call carries, rebuilt from the archived event.
+pub struct Queued<'a> {
+    pub key: &'a str,
+    pub evento_id: &'a str,
+    pub body: &'a Value,
+}
+
+/// One key, once: reserve it (`Taken` when someone else holds it), call the provider, and
+/// settle — `concluido` with the answer, or, on a failure, `incerto` with its reason when the
+/// provider cannot deduplicate, else the key stays reserved with the try recorded. The caller
+/// holds the type's concurrency slot throughout. A replay's non-idempotent effects and the
+/// sweeper's resends both go through here.
+pub(super) async fn reserve_call_once(
+    pool: &PgPool,
+    claim: &Claim,
+    effect: &Effect,
+    queued: Queued<'_>,
+    reserve_backoff: Backoff,
+) -> Result<Resent, sqlx::Error> {
+    let item = [Reservation {
+        key: queued.key,
+        evento_id: queued.evento_id,
+        tipo_efeito: &effect.config.name,
+    }];
+    let held = db::retry("reserve", reserve_backoff, || {
+        ledger::reserve(pool, claim, &item, None)
+    })
+    .await?;
+    if held.is_empty() {
+        return Ok(Resent::Taken);
+    }
+    let keys = [queued.key.to_string()];
+    let started = Instant::now();
+    match effect.call(queued.key, queued.body).await {
+        Ok(result) => {
+            let tries = [Attempt::new(queued.key, started, None)];
+            let results = [result];
+            db::retry("complete", PERSISTENT, || {
+                ledger::complete(pool, claim, &keys, &results, &tries)
+            })
+            .await?;
+            Ok(Resent::Sent)
+        }
+        Err(err) => {
+            let class = err.class().to_string();
+            let tries = [Attempt::new(queued.key, started, Some(class.clone()))];
+            if effect.config.idempotent {
+                tracing::warn!(key = %queued.key, class = %class, "effect failed; kept reserved for a retake");
+                let mut tx = pool.begin().await?;
+                ledger::record_attempts(&mut tx, claim, &tries).await?;
+                tx.commit().await?;
+                return Ok(Resent::Kept);
+            }
+            tracing::warn!(key = %queued.key, class = %class, "effect failed with unknown outcome: incerto");
+            let why = [Why::of_failure(&class)];
+            db::retry("mark uncertain", PERSISTENT, || {
+                ledger::mark_uncertain(pool, claim, &keys, &why, &tries)
+            })
+            .await?;
+            Ok(Resent::Uncertain)
+        }
+    }
 }
 
 /// Completions are retried until written (for minutes, not seconds): the provider has

@@ -23,8 +23,9 @@ use crate::tables::db::{self, Backoff};
 use crate::tables::execution::{Mode, Rejected};
 use crate::tables::ledger::Claim;
 
+pub use call::{Queued, Resent};
 pub use dispatch::EffectFailure;
-pub use resend::{resend, Queued, Resent};
+pub use resend::resend;
 
 /// What a job says about applying events: the part of a replay job or of the live consumer's
 /// job that the applier follows.
