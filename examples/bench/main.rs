@@ -18,6 +18,9 @@
 //!   engine's concurrency, no database;
 //! - (c) the engine's real run with every effect missing, each call to that sink;
 //! - (g) the same with `comissao` already right: the effects alone, beside (h);
+//! - (j) and (k) an effect's floor by hand: the window read alone, and each effect's reservation
+//!   and completion with the engine's statements (completions in groups of 50 and of 1000), no
+//!   call and no engine;
 //! - (p) the plans of every statement of a real run, as PostgreSQL chose them;
 //! - (v) `verify` over the whole archive, beside (w) its floor: the same counts in one statement;
 //!
@@ -27,6 +30,7 @@
 
 mod cost;
 mod data;
+mod effect_floor;
 mod http;
 mod plans;
 mod reference;
@@ -67,7 +71,7 @@ struct Args {
     /// Requests of the HTTP reference (h); default: as many as (c)'s effects, at most 300,000.
     #[arg(long)]
     http_requests: Option<i64>,
-    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,c,g,v).
+    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,j,k,c,g,v).
     #[arg(long, value_delimiter = ',')]
     only: Vec<char>,
     /// How long (p) runs with every statement explained.
@@ -293,6 +297,14 @@ async fn bench(
         let requests = args.http_requests.unwrap_or(effects_run.min(300_000));
         results.push(measure(http::reference(&sink.url, requests, args.concurrency)).await?);
     }
+    if args.wants('j') {
+        results.push(measure(effect_floor::window_read(&pool, args.batch)).await?);
+    }
+    if args.wants('k') {
+        for group in effect_floor::GROUPS {
+            results.push(measure(effect_floor::floor(&pool, args.batch, group)).await?);
+        }
+    }
     if args.wants('c') {
         data::buggy_state(&pool).await?;
         data::register_none(&pool).await?;
@@ -378,6 +390,16 @@ async fn bench(
         procs_us("(h)"),
         procs_us("(g)") / procs_us("(h)"),
     );
+    let j = procs_us("(j)");
+    for (_, k) in effect_floor::GROUPS {
+        if results.iter().any(|r| r.label == k) {
+            println!(
+                "{k}: {:.1} µs per effect; a bare call, the window read (j) and these writes, ((h) + (j) + (k)) / (h) = {:.2} x",
+                procs_us(k),
+                (procs_us("(h)") + j + procs_us(k)) / procs_us("(h)"),
+            );
+        }
+    }
     let base = scaling.first().map_or(f64::NAN, |s| s.1);
     for (workers, rate) in &scaling {
         println!(

@@ -1,0 +1,153 @@
+//! What an effect costs at the least, whatever the engine around it, measured by hand beside a
+//! bare call of (h), so the engine's (g) has a floor to be set against:
+//!
+//! - (j) the window read: the archive's events, a batch at a time, to the client, each one's
+//!   commission computed — what any run does to know which effects an event asks for;
+//! - (k) the ledger's two writes: each effect's reservation, committed before the call
+//!   (invariant 1), and its completion, conditioned on the claim (invariant 8), with the engine's
+//!   statements, the reservations a batch at a time, the completions in groups of a chosen size.
+
+use std::time::Instant;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::data;
+use crate::Measured;
+
+/// (j) The window's events read a batch at a time, as the engine reads them (keyset on
+/// `posicao`, every column), each one's commission computed; nothing written.
+pub async fn window_read(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> {
+    type Row = (
+        i64,
+        String,
+        String,
+        String,
+        i64,
+        serde_json::Value,
+        chrono::DateTime<chrono::Utc>,
+    );
+    let (from, to) = data::window()?;
+    let t = Instant::now();
+    let (mut after, mut total, mut sum) = (i64::MIN, 0i64, 0i64);
+    loop {
+        let rows: Vec<Row> = sqlx::query_as(
+            "select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em from evento_arquivado where posicao > $1 and ocorrido_em >= $2 and ocorrido_em < $3 order by posicao limit $4",
+        )
+        .bind(after)
+        .bind(from)
+        .bind(to)
+        .bind(batch)
+        .fetch_all(pool)
+        .await?;
+        let Some(last) = rows.last() else {
+            break;
+        };
+        after = last.0;
+        total += rows.len() as i64;
+        sum += rows
+            .iter()
+            .map(|r| replay_ledger::domain::calcular_comissao(&r.5).unwrap_or(0))
+            .sum::<i64>();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!("(j) window read: {total} events in {secs:.2} s (commissions sum {sum})");
+    Ok(Measured::new(
+        "(j) window read alone, batch by batch, by hand",
+        total,
+        secs,
+    ))
+}
+
+/// The completion group sizes measured, with their labels: a few dozen, what a group commit
+/// gathers while the one before it waits for the disk, and the largest group the engine writes.
+pub const GROUPS: [(usize, &str); 2] = [
+    (50, "(k) ledger floor: reserve + complete, groups of 50"),
+    (1000, "(k) ledger floor: reserve + complete, groups of 1000"),
+];
+
+/// Every effect of the window reserved (`batch` keys a statement) and then completed (`group`
+/// keys a statement, each with an answer of the sink's shape), one commit per statement, the
+/// completions' without waiting for the disk, as the engine's; the ledger is left empty of them
+/// again.
+pub async fn floor(
+    pool: &PgPool,
+    batch: i64,
+    (group, label): (usize, &'static str),
+) -> anyhow::Result<Measured> {
+    data::register_none(pool).await?;
+    let (from, to) = data::window()?;
+    let ids: Vec<String> = sqlx::query_scalar(
+        "select id from evento_arquivado where ocorrido_em >= $1 and ocorrido_em < $2 order by posicao",
+    )
+    .bind(from)
+    .bind(to)
+    .fetch_all(pool)
+    .await?;
+    let token = Uuid::new_v4();
+    let t = Instant::now();
+    for chunk in ids.chunks(usize::try_from(batch)?.max(1)) {
+        let keys: Vec<String> = chunk
+            .iter()
+            .map(|id| format!("{id}:notificar-vendedor"))
+            .collect();
+        let reserved: Vec<String> = sqlx::query_scalar(
+            r#"
+            insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id)
+            select k, e, 'notificar-vendedor', 'reservado', 'piso', $3
+            from unnest($1::text[], $2::text[]) as u(k, e)
+            order by k
+            on conflict (chave) do nothing
+            returning chave
+            "#,
+        )
+        .bind(&keys)
+        .bind(chunk)
+        .bind(token)
+        .fetch_all(pool)
+        .await?;
+        anyhow::ensure!(reserved.len() == keys.len(), "a key was already reserved");
+        for keys in keys.chunks(group.max(1)) {
+            let answers: serde_json::Map<String, serde_json::Value> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    (
+                        k.clone(),
+                        serde_json::json!({"id": i.to_string(), "recebido": true}),
+                    )
+                })
+                .collect();
+            let mut tx = pool.begin().await?;
+            sqlx::query("set local synchronous_commit = off")
+                .execute(&mut *tx)
+                .await?;
+            let done = sqlx::query(
+                r#"
+                update efeito_aplicado e
+                set estado = 'concluido', atualizado_em = now(),
+                    resultado = nullif($2::jsonb -> e.chave, 'null'::jsonb)
+                where e.chave = any(array(select unnest($1::text[])))
+                  and e.estado is not distinct from 'reservado' and e.reserva_id = $3
+                "#,
+            )
+            .bind(keys)
+            .bind(sqlx::types::Json(answers))
+            .bind(token)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            anyhow::ensure!(
+                done.rows_affected() == keys.len() as u64,
+                "a completion missed"
+            );
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let n = ids.len() as i64;
+    println!(
+        "(k) ledger floor: {n} effects reserved {batch} a statement, completed {group} a statement, in {secs:.2} s"
+    );
+    data::register_none(pool).await?;
+    Ok(Measured::new(label, n, secs))
+}
