@@ -228,6 +228,37 @@ pub async fn complete(
     Ok(changed)
 }
 
+/// [`complete`] for keys of a type whose provider deduplicates, committed without waiting for
+/// the server to flush it to disk (`synchronous_commit = off` for this transaction alone).
+///
+/// Only a crash of the server itself can lose such a commit — at most the last few hundred
+/// milliseconds of them — and never without every later commit, since the log is written and
+/// flushed in order: a checkpoint that passed these keys, or anyone's commit made after seeing
+/// them `concluido`, survives only with them (invariant 7). A lost
+/// completion leaves its key `reservado` under the claim, and the key is retaken and called again
+/// (the settlement at take, or the sweeper), which the provider deduplicates (invariant 3). The
+/// commit a server crash cannot lose is the reservation's, before the call (invariant 1); a
+/// non-idempotent key's completion goes through [`complete`], since losing it would turn a sent
+/// effect into a false `incerto`.
+pub async fn complete_deduplicated(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    results: &[Option<Value>],
+    tries: &[Attempt],
+) -> Result<Vec<String>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("set local synchronous_commit = off")
+        .execute(&mut *tx)
+        .await?;
+    let changed = mark_done(&mut *tx, claim, keys, results).await?;
+    if attempts::any_telling(tries) {
+        attempts::record(&mut tx, claim, tries).await?;
+    }
+    tx.commit().await?;
+    Ok(changed)
+}
+
 /// The completion itself: `concluido` with the answer, only where `claim` still holds the
 /// reservation. It changes no indexed column, so PostgreSQL can make it a HOT update.
 async fn mark_done<'c>(
