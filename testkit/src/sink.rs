@@ -165,6 +165,9 @@ struct Recorder {
     deliveries: HashMap<String, Delivery>,
     delivery_total: usize,
     next_id: u64,
+    /// Requests received and not yet answered, and the most there ever were at once.
+    in_flight: usize,
+    peak_in_flight: usize,
 }
 
 #[derive(Debug)]
@@ -256,6 +259,12 @@ impl Sink {
         self.lock().requests
     }
 
+    /// The most requests the sink has held at once, received and not yet answered (a `delay`
+    /// holds each one for that long).
+    pub fn peak_in_flight(&self) -> usize {
+        self.lock().peak_in_flight
+    }
+
     pub fn behavior(&self) -> Behavior {
         (*self.lock().behavior).clone()
     }
@@ -312,6 +321,8 @@ impl Recorder {
             deliveries: HashMap::new(),
             delivery_total: 0,
             next_id: 0,
+            in_flight: 0,
+            peak_in_flight: 0,
         }
     }
 
@@ -325,6 +336,8 @@ impl Recorder {
     ) -> Answer {
         let answer = self.decide(&key, body.is_some());
         self.requests += 1;
+        self.in_flight += 1;
+        self.peak_in_flight = self.peak_in_flight.max(self.in_flight);
         if !self.record {
             return answer;
         }
@@ -410,6 +423,15 @@ impl Recorder {
     }
 }
 
+/// A request counted in flight until it is answered, or its connection is gone.
+struct InFlight<'a>(&'a Shared);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        lock(self.0).in_flight -= 1;
+    }
+}
+
 async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
@@ -429,6 +451,8 @@ async fn handle(
     let authorization = text(header::AUTHORIZATION.as_str());
     let json = serde_json::from_slice::<Value>(&body).ok();
     let answer = lock(&shared).record(key, json, authorization);
+    // Answered (or abandoned by the client) when this is dropped.
+    let _in_flight = InFlight(&shared);
     if !answer.delay.is_zero() {
         let mut stopping = shared.stopping.clone();
         tokio::select! {
@@ -436,6 +460,7 @@ async fn handle(
             _ = stopping.wait_for(|s| *s) => {}
         }
     }
+
     tracing::trace!(status = answer.status, outcome = ?answer.outcome, "sink answered");
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = (

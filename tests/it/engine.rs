@@ -143,6 +143,48 @@ async fn a_real_run_corrects_commissions_and_sends_only_the_missing_keys() {
 }
 
 #[tokio::test]
+async fn an_idempotent_type_has_at_most_concurrency_calls_in_flight_while_batches_overlap() {
+    let db = TestDb::new().await;
+    let events = paid_orders(240);
+    insert(&db.pool, &events).await;
+    let provider = sink(Behavior {
+        delay: std::time::Duration::from_millis(20),
+        ..dedup()
+    })
+    .await;
+    // Batches of 40 keys each, two in flight at once (the runner's pipeline), each with more
+    // keys than the type's 4 slots.
+    let jobs = jobs_dir(
+        &provider.url(),
+        &JobSpec {
+            batch_size: 40,
+            concurrency: 4,
+            ..JobSpec::default()
+        },
+    );
+
+    let report = run_job(&db, jobs.path(), "replay-2026-10-14-v2", None, false)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        provider.peak_in_flight(),
+        4,
+        "the type's concurrency, reached and never passed"
+    );
+    assert_eq!(provider.delivery_count(), 240);
+    assert!(provider.deliveries().values().all(|n| *n == 1));
+    assert_eq!(
+        report.summary.effects.get(&EffectOutcome::Applied),
+        Some(&240)
+    );
+    assert!(ledger(&db.pool)
+        .await
+        .iter()
+        .all(|(_, estado)| estado == "concluido"));
+}
+
+#[tokio::test]
 async fn the_provider_gets_the_ledger_key_the_body_and_the_configured_headers() {
     let db = TestDb::new().await;
     let event = paid(7, "ped-7", 1, 12_345, 2.5);
