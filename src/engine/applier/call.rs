@@ -3,6 +3,7 @@
 //! once — never retried, whatever the failure — and settled while its concurrency slot is held.
 //! Completions of idempotent keys are group-committed as they arrive.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -52,6 +53,10 @@ pub(super) enum Ended {
 /// A completion on its way to the group commit.
 pub(super) type Done = (String, Option<Value>, Vec<Attempt>);
 
+/// A caller hands its completions to the group commit this many at a time (and the rest when
+/// its queue is empty), so the group commit is woken once per chunk, not once per call.
+const CHUNK: usize = 16;
+
 /// How an idempotent call is retried: the type's `retry` (or `policy`, which overrides every
 /// type's), and the pool to look up the provider's `dedup_window` before a retry.
 pub(super) struct Retrying {
@@ -59,17 +64,49 @@ pub(super) struct Retrying {
     pub(super) policy: Option<Backoff>,
 }
 
+/// The keys of one idempotent type that a batch holds, shared by the batch's callers.
+pub(super) type Queue = Arc<std::sync::Mutex<VecDeque<Task>>>;
+
+/// One of a batch's callers of an idempotent type: it holds one of the type's slots while it
+/// calls the queue's keys one after another, until the queue is empty. A batch starts at most
+/// `concurrency` of them, so a batch of thousands of keys makes a few dozen tasks, and a call's
+/// end wakes nobody but the caller that goes on to the next key.
+pub(super) async fn call_queued(
+    queue: Queue,
+    effect: Arc<Effect>,
+    shutdown: Shutdown,
+    done: mpsc::UnboundedSender<Vec<Done>>,
+    retrying: Retrying,
+) -> Vec<(Task, Ended)> {
+    let _slot = effect.slot().await;
+    let (mut ended, mut completed) = (Vec::new(), Vec::with_capacity(CHUNK));
+    loop {
+        let next = queue.lock().expect("no caller panics").pop_front();
+        let Some(task) = next else {
+            break;
+        };
+        ended.push(call_reserved(task, &shutdown, &mut completed, &retrying).await);
+        if completed.len() >= CHUNK {
+            let _ = done.send(std::mem::replace(&mut completed, Vec::with_capacity(CHUNK)));
+        }
+    }
+    if !completed.is_empty() {
+        let _ = done.send(completed);
+    }
+    ended
+}
+
 /// An idempotent key already reserved: call it, retrying under `release` (the provider
 /// deduplicates, so a retry cannot duplicate the effect). A retry waits the type's backoff, or
 /// longer when the provider asked (`Retry-After`); it is not made when the provider asked for
 /// longer than `max_backoff`, when the key's first attempt is past the provider's
-/// `dedup_window`, or once shutdown is asked for — which also ends a pause in progress.
-pub(super) async fn call_reserved(
+/// `dedup_window`, or once shutdown is asked for — which also ends a pause in progress. The
+/// caller holds the type's slot; a success joins `completed`.
+async fn call_reserved(
     task: Task,
-    _slot: OwnedSemaphorePermit,
-    shutdown: Shutdown,
-    done: mpsc::UnboundedSender<Done>,
-    retrying: Retrying,
+    shutdown: &Shutdown,
+    completed: &mut Vec<Done>,
+    retrying: &Retrying,
 ) -> (Task, Ended) {
     if shutdown.is_triggered() {
         return (task, Ended::NotStarted { reserved: true });
@@ -86,7 +123,7 @@ pub(super) async fn call_reserved(
             Ok(result) => {
                 tries.push(Attempt::new(&task.key, started, None));
                 let retried = tries.len() as u64 - 1;
-                let _ = done.send((task.key.clone(), result, tries));
+                completed.push((task.key.clone(), result, tries));
                 return (task, Ended::Completed { retried });
             }
             Err(err) => err,
@@ -96,7 +133,7 @@ pub(super) async fn call_reserved(
         let Some(pause) = next_pause(&task, &err, tries.len(), attempts, &policy) else {
             return (task, Ended::Failed(err, tries));
         };
-        if !pause_unless_shutdown(pause, &shutdown).await {
+        if !pause_unless_shutdown(pause, shutdown).await {
             return (task, Ended::Stopped(tries));
         }
         if !provider_still_deduplicates(&retrying.pool, &task).await {
@@ -292,8 +329,9 @@ pub(super) const PERSISTENT: Backoff = Backoff {
 const GROUP: usize = 1000;
 
 // A group's answers travel as one jsonb object (`ledger::complete`), which PostgreSQL caps at
-// 2^28 bytes: a full group of the largest answers kept stays within half of it.
-const _: () = assert!(GROUP * crate::engine::effects::MAX_RESULT_BYTES * 2 < 1 << 28);
+// 2^28 bytes: a full group (and the chunk that filled it) of the largest answers kept stays
+// within half of it.
+const _: () = assert!((GROUP + CHUNK) * crate::engine::effects::MAX_RESULT_BYTES * 2 < 1 << 28);
 
 /// How long a group commit waits for more completions after its first, unless the group fills
 /// or the batch's calls are all done first. Each statement and commit costs the server as much
@@ -302,31 +340,34 @@ const _: () = assert!(GROUP * crate::engine::effects::MAX_RESULT_BYTES * 2 < 1 <
 const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Group commit of completions of keys whose provider deduplicates: what arrives within
-/// [`LINGER`] of a group's first completion (at most [`GROUP`]) is written in one statement,
+/// [`LINGER`] of a group's first completion (until [`GROUP`] is reached) is written in one statement,
 /// committed without waiting for the disk ([`ledger::complete_deduplicated`] says why that is
 /// safe), then the next group. A completion is retried until written (for minutes, not seconds):
 /// the provider has acknowledged it, and losing it would mean calling it again.
 pub(super) async fn complete_as_they_arrive(
     pool: PgPool,
     claim: Claim,
-    mut done: mpsc::UnboundedReceiver<Done>,
+    mut done: mpsc::UnboundedReceiver<Vec<Done>>,
 ) -> Result<u64, sqlx::Error> {
     let mut lost = 0u64;
-    while let Some(first) = done.recv().await {
+    while let Some(mut group) = done.recv().await {
         let until = tokio::time::Instant::now() + LINGER;
-        let mut keys = vec![first.0];
-        let mut results = vec![first.1];
-        let mut tries = first.2;
-        while keys.len() < GROUP {
+        while group.len() < GROUP {
             match tokio::time::timeout_at(until, done.recv()).await {
-                Ok(Some((key, result, more))) => {
-                    keys.push(key);
-                    results.push(result);
-                    tries.extend(more);
-                }
+                Ok(Some(more)) => group.extend(more),
                 // Every call of the batch has ended, or the group has waited long enough.
                 Ok(None) | Err(_) => break,
             }
+        }
+        let (mut keys, mut results, mut tries) = (
+            Vec::with_capacity(group.len()),
+            Vec::with_capacity(group.len()),
+            Vec::new(),
+        );
+        for (key, result, more) in group {
+            keys.push(key);
+            results.push(result);
+            tries.extend(more);
         }
         let changed = db::retry("complete", PERSISTENT, || {
             ledger::complete_deduplicated(&pool, &claim, &keys, &results, &tries)

@@ -9,14 +9,14 @@
 //!   kept until its call returns, so at most `concurrency` keys are reserved but not yet sent: a
 //!   crash can leave at most that many false `incerto` (invariant 2).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::call::{
-    call_reserved, complete_as_they_arrive, reserve_then_call, Ended, Retrying, Task,
+    call_queued, complete_as_they_arrive, reserve_then_call, Ended, Queue, Retrying, Task,
 };
 use super::{Applier, ApplyError, Decided};
 use crate::config::OnFailure;
@@ -56,41 +56,53 @@ pub(super) async fn perform(
         config.claim.clone(),
         done_rx,
     ));
-    let mut running: JoinSet<(Task, Ended)> = JoinSet::new();
+    let mut running: JoinSet<Vec<(Task, Ended)>> = JoinSet::new();
     // Keys the ledger already held: before this execution, or from an earlier attempt of it.
     let mut registered: Vec<String> = Vec::new();
     for (tipo, tasks) in by_type {
-        if tasks[0].effect.config.idempotent {
+        let effect = Arc::clone(&tasks[0].effect);
+        if effect.config.idempotent {
             let (held, expired) = reserve_for_calls(applier, tipo, &tasks, summary).await?;
+            let mut queue = VecDeque::with_capacity(held.len());
             for task in tasks {
                 if expired.contains(&task.key) {
                     continue;
                 }
                 if held.contains(&task.key) {
-                    // The slot is taken before the task exists, so at most `concurrency` call
-                    // futures are alive at once, whatever the batch size.
-                    let slot = task.effect.slot().await;
-                    let done = done_tx.clone();
-                    let retrying = Retrying {
-                        pool: applier.pool.clone(),
-                        policy: config.retries.call_backoff,
-                    };
-                    running.spawn(call_reserved(task, slot, shutdown.clone(), done, retrying));
+                    queue.push_back(task);
                 } else {
                     registered.push(task.key);
                 }
             }
+            // At most `concurrency` callers, each holding a slot: at most that many calls at
+            // once, whatever the batch size.
+            let callers = queue.len().min(effect.config.concurrency);
+            let queue: Queue = Arc::new(std::sync::Mutex::new(queue));
+            for _ in 0..callers {
+                let retrying = Retrying {
+                    pool: applier.pool.clone(),
+                    policy: config.retries.call_backoff,
+                };
+                running.spawn(call_queued(
+                    Arc::clone(&queue),
+                    Arc::clone(&effect),
+                    shutdown.clone(),
+                    done_tx.clone(),
+                    retrying,
+                ));
+            }
         } else {
             for task in tasks {
                 let slot = task.effect.slot().await;
-                running.spawn(reserve_then_call(
+                let call = reserve_then_call(
                     task,
                     slot,
                     applier.pool.clone(),
                     config.claim.clone(),
                     config.retries.db_backoff,
                     shutdown.clone(),
-                ));
+                );
+                running.spawn(async move { vec![call.await] });
             }
         }
     }
@@ -98,11 +110,12 @@ pub(super) async fn perform(
 
     let mut ended = Collected::default();
     while let Some(joined) = running.join_next().await {
-        let (task, end) = joined.expect("effect tasks do not panic");
-        if matches!(end, Ended::AlreadyRegistered) {
-            registered.push(task.key);
-        } else {
-            ended.take(task, end, summary);
+        for (task, end) in joined.expect("effect tasks do not panic") {
+            if matches!(end, Ended::AlreadyRegistered) {
+                registered.push(task.key);
+            } else {
+                ended.take(task, end, summary);
+            }
         }
     }
     count_registered(applier, &registered, summary).await?;
