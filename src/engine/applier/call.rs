@@ -1,7 +1,8 @@
-//! One effect call as a task of its own: an idempotent key already reserved is called (and
-//! retried under `release`, as its type's `retry` says); a non-idempotent key is reserved, called
-//! once — never retried, whatever the failure — and settled while its concurrency slot is held.
-//! Completions of idempotent keys are group-committed as they arrive.
+//! The calls: idempotent keys already reserved are called by a batch's callers, one slot each,
+//! one key after another (and retried under `release`, as the type's `retry` says); a
+//! non-idempotent key is a task of its own, reserved, called once — never retried, whatever the
+//! failure — and settled while its concurrency slot is held. Completions of idempotent keys are
+//! group-committed as they arrive.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! transaction: the reservation commits first (so others see it and a crash leaves a trace), the
 //! settlement is a separate write conditioned on the claim.
 //!
-//! - Idempotent types: one set-based reservation for the batch, calls under the type's
-//!   concurrency limit, retried with backoff under `release`; completions group-committed as they
-//!   arrive.
+//! - Idempotent types: one set-based reservation for the batch, then at most `concurrency`
+//!   callers, each holding a slot of the type, calling the batch's keys in turn, retried with
+//!   backoff under `release`; completions group-committed as they arrive.
 //! - Non-idempotent types: a key is reserved only once a concurrency slot is held, and the slot is
 //!   kept until its call returns, so at most `concurrency` keys are reserved but not yet sent: a
 //!   crash can leave at most that many false `incerto` (invariant 2).

@@ -218,14 +218,7 @@ pub async fn complete(
     results: &[Option<Value>],
     tries: &[Attempt],
 ) -> Result<Vec<String>, sqlx::Error> {
-    if !attempts::any_telling(tries) {
-        return mark_done(pool, claim, keys, results).await;
-    }
-    let mut tx = pool.begin().await?;
-    let changed = mark_done(&mut *tx, claim, keys, results).await?;
-    attempts::record(&mut tx, claim, tries).await?;
-    tx.commit().await?;
-    Ok(changed)
+    complete_with(pool, claim, keys, results, tries, Durable::OnCommit).await
 }
 
 /// [`complete`] for keys of a type whose provider deduplicates, committed without waiting for
@@ -234,12 +227,12 @@ pub async fn complete(
 /// Only a crash of the server itself can lose such a commit — at most the last few hundred
 /// milliseconds of them — and never without every later commit, since the log is written and
 /// flushed in order: a checkpoint that passed these keys, or anyone's commit made after seeing
-/// them `concluido`, survives only with them (invariant 7). A lost
-/// completion leaves its key `reservado` under the claim, and the key is retaken and called again
-/// (the settlement at take, or the sweeper), which the provider deduplicates (invariant 3). The
-/// commit a server crash cannot lose is the reservation's, before the call (invariant 1); a
-/// non-idempotent key's completion goes through [`complete`], since losing it would turn a sent
-/// effect into a false `incerto`.
+/// them `concluido`, survives only with them (invariant 7). A lost completion leaves its key
+/// `reservado` under the claim, and the key is retaken and called again (the settlement at take,
+/// or the sweeper), which the provider deduplicates (invariant 3). The commit a server crash
+/// cannot lose is the reservation's, before the call (invariant 1); a non-idempotent key's
+/// completion goes through [`complete`], since losing it would turn a sent effect into a false
+/// `incerto`.
 pub async fn complete_deduplicated(
     pool: &PgPool,
     claim: &Claim,
@@ -247,12 +240,38 @@ pub async fn complete_deduplicated(
     results: &[Option<Value>],
     tries: &[Attempt],
 ) -> Result<Vec<String>, sqlx::Error> {
+    complete_with(pool, claim, keys, results, tries, Durable::Soon).await
+}
+
+/// When a completion's commit reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durable {
+    /// Before the commit returns (the server's `synchronous_commit`).
+    OnCommit,
+    /// Within the WAL writer's next flush, and before any later commit's.
+    Soon,
+}
+
+async fn complete_with(
+    pool: &PgPool,
+    claim: &Claim,
+    keys: &[String],
+    results: &[Option<Value>],
+    tries: &[Attempt],
+    durable: Durable,
+) -> Result<Vec<String>, sqlx::Error> {
+    let telling = attempts::any_telling(tries);
+    if !telling && durable == Durable::OnCommit {
+        return mark_done(pool, claim, keys, results).await;
+    }
     let mut tx = pool.begin().await?;
-    sqlx::query("set local synchronous_commit = off")
-        .execute(&mut *tx)
-        .await?;
+    if durable == Durable::Soon {
+        sqlx::query("set local synchronous_commit = off")
+            .execute(&mut *tx)
+            .await?;
+    }
     let changed = mark_done(&mut *tx, claim, keys, results).await?;
-    if attempts::any_telling(tries) {
+    if telling {
         attempts::record(&mut tx, claim, tries).await?;
     }
     tx.commit().await?;
