@@ -4,13 +4,14 @@
 //! - (j) the window read: the archive's events, a batch at a time, to the client, each one's
 //!   commission computed — what any run does to know which effects an event asks for;
 //! - (k) the ledger's two writes: each effect's reservation, committed before the call
-//!   (invariant 1), and its completion, conditioned on the claim (invariant 8), with the engine's
-//!   statements, the reservations a batch at a time, the completions in groups of a chosen size.
+//!   (invariant 1), and its completion, conditioned on the claim (invariant 8), by the ledger's
+//!   own functions, the reservations a batch at a time, the completions in groups of a chosen
+//!   size.
 
 use std::time::Instant;
 
+use replay_ledger::tables::ledger::{self, Claim, Reservation};
 use sqlx::PgPool;
-use uuid::Uuid;
 
 use crate::data;
 use crate::Measured;
@@ -67,9 +68,8 @@ pub const GROUPS: [(usize, &str); 2] = [
 ];
 
 /// Every effect of the window reserved (`batch` keys a statement) and then completed (`group`
-/// keys a statement, each with an answer of the sink's shape), one commit per statement, the
-/// completions' without waiting for the disk, as the engine's; the ledger is left empty of them
-/// again.
+/// keys a statement, each with an answer of the sink's shape) by the ledger's own functions, as
+/// the engine calls them for a deduplicating type; the ledger is left empty of them again.
 pub async fn floor(
     pool: &PgPool,
     batch: i64,
@@ -84,63 +84,31 @@ pub async fn floor(
     .bind(to)
     .fetch_all(pool)
     .await?;
-    let token = Uuid::new_v4();
+    let claim = Claim::new("piso");
+    let stale_after = Some(std::time::Duration::from_secs(300));
     let t = Instant::now();
     for chunk in ids.chunks(usize::try_from(batch)?.max(1)) {
         let keys: Vec<String> = chunk
             .iter()
             .map(|id| format!("{id}:notificar-vendedor"))
             .collect();
-        let reserved: Vec<String> = sqlx::query_scalar(
-            r#"
-            insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id)
-            select k, e, 'notificar-vendedor', 'reservado', 'piso', $3
-            from unnest($1::text[], $2::text[]) as u(k, e)
-            order by k
-            on conflict (chave) do nothing
-            returning chave
-            "#,
-        )
-        .bind(&keys)
-        .bind(chunk)
-        .bind(token)
-        .fetch_all(pool)
-        .await?;
+        let items: Vec<Reservation<'_>> = keys
+            .iter()
+            .zip(chunk)
+            .map(|(key, evento_id)| Reservation {
+                key,
+                evento_id,
+                tipo_efeito: "notificar-vendedor",
+            })
+            .collect();
+        let reserved = ledger::reserve(pool, &claim, &items, stale_after).await?;
         anyhow::ensure!(reserved.len() == keys.len(), "a key was already reserved");
         for keys in keys.chunks(group.max(1)) {
-            let answers: serde_json::Map<String, serde_json::Value> = keys
-                .iter()
-                .enumerate()
-                .map(|(i, k)| {
-                    (
-                        k.clone(),
-                        serde_json::json!({"id": i.to_string(), "recebido": true}),
-                    )
-                })
+            let answers: Vec<Option<serde_json::Value>> = (0..keys.len())
+                .map(|i| Some(serde_json::json!({"id": i.to_string(), "recebido": true})))
                 .collect();
-            let mut tx = pool.begin().await?;
-            sqlx::query("set local synchronous_commit = off")
-                .execute(&mut *tx)
-                .await?;
-            let done = sqlx::query(
-                r#"
-                update efeito_aplicado e
-                set estado = 'concluido', atualizado_em = now(),
-                    resultado = nullif($2::jsonb -> e.chave, 'null'::jsonb)
-                where e.chave = any(array(select unnest($1::text[])))
-                  and e.estado is not distinct from 'reservado' and e.reserva_id = $3
-                "#,
-            )
-            .bind(keys)
-            .bind(sqlx::types::Json(answers))
-            .bind(token)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            anyhow::ensure!(
-                done.rows_affected() == keys.len() as u64,
-                "a completion missed"
-            );
+            let done = ledger::complete_deduplicated(pool, &claim, keys, &answers, &[]).await?;
+            anyhow::ensure!(done.len() == keys.len(), "a completion missed");
         }
     }
     let secs = t.elapsed().as_secs_f64();

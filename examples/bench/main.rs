@@ -18,8 +18,8 @@
 //!   engine's concurrency, no database;
 //! - (c) the engine's real run with every effect missing, each call to that sink;
 //! - (g) the same with `comissao` already right: the effects alone, beside (h);
-//! - (j) and (k) an effect's floor by hand: the window read alone, and each effect's reservation
-//!   and completion with the engine's statements (completions in groups of 50 and of 1000), no
+//! - (j) and (k) an effect's floor: the window read alone, by hand, and each effect's reservation
+//!   and completion by the ledger's own functions (completions in groups of 50 and of 1000), no
 //!   call and no engine;
 //! - (p) the plans of every statement of a real run, as PostgreSQL chose them;
 //! - (v) `verify` over the whole archive, beside (w) its floor: the same counts in one statement;
