@@ -8,6 +8,18 @@ use sqlx::PgPool;
 pub const DAY_START: &str = "2026-10-14T00:00:00-03:00";
 pub const DAY_END: &str = "2026-10-15T00:00:00-03:00";
 
+/// An archived event as the harness reads it: `posicao`, `id`, `tipo`, `pedido_id`, `versao`,
+/// `payload`, `ocorrido_em`.
+pub type EventRow = (
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    serde_json::Value,
+    chrono::DateTime<chrono::Utc>,
+);
+
 pub fn window() -> anyhow::Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> {
     Ok((
         chrono::DateTime::parse_from_rfc3339(DAY_START)?.into(),

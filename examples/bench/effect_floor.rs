@@ -19,20 +19,11 @@ use crate::Measured;
 /// (j) The window's events read a batch at a time, as the engine reads them (keyset on
 /// `posicao`, every column), each one's commission computed; nothing written.
 pub async fn window_read(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> {
-    type Row = (
-        i64,
-        String,
-        String,
-        String,
-        i64,
-        serde_json::Value,
-        chrono::DateTime<chrono::Utc>,
-    );
     let (from, to) = data::window()?;
     let t = Instant::now();
     let (mut after, mut total, mut sum) = (i64::MIN, 0i64, 0i64);
     loop {
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows: Vec<data::EventRow> = sqlx::query_as(
             "select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em from evento_arquivado where posicao > $1 and ocorrido_em >= $2 and ocorrido_em < $3 order by posicao limit $4",
         )
         .bind(after)

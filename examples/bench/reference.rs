@@ -89,16 +89,7 @@ pub async fn floor(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> {
     let mut after = first - 1;
     let mut total = 0i64;
     loop {
-        type Row = (
-            i64,
-            String,
-            String,
-            String,
-            i64,
-            serde_json::Value,
-            chrono::DateTime<chrono::Utc>,
-        );
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows: Vec<data::EventRow> = sqlx::query_as(
             "select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em from evento_arquivado where posicao > $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4 order by posicao limit $5",
         )
         .bind(after)
