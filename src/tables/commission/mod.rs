@@ -111,11 +111,12 @@ pub struct Upserted {
 ///
 /// Returns the orders written, each with the row it replaced: the version the upsert itself
 /// locked and overwrote, so the before-values stay true whatever another writer committed
-/// meanwhile. The orders left untouched come back with the row the statement read. With `recording`, the same statement records the corrections
-/// (every order written whose value changed), per order, in the pass that changed it: the value
-/// before the pass's first change (kept when a later batch of the same pass changes the order
-/// again), the value after, the version. Only rows the upsert changed are recorded, so a batch
-/// read again adds nothing to the figures.
+/// meanwhile. The orders left untouched come back with the row the statement read. With
+/// `recording`, the same statement records the corrections (every order written whose value
+/// changed), per order, in the pass that changed it: the value before the pass's first change
+/// (kept when a later batch of the same pass changes the order again), the value after, the
+/// version. Only rows the upsert changed are recorded, so a batch read again adds nothing to the
+/// figures.
 pub async fn upsert_guarded(
     conn: &mut PgConnection,
     rows: &[CommissionRow],
