@@ -392,6 +392,57 @@ async fn a_failing_provider_under_release_stops_the_run_before_the_failing_event
 }
 
 #[tokio::test]
+async fn a_done_key_is_recorded_while_the_next_key_of_its_caller_waits_out_a_retry() {
+    let db = TestDb::new().await;
+    let events = paid_orders(2);
+    insert(&db.pool, &events).await;
+    let (done, failing) = (key(&events[0]), key(&events[1]));
+    let provider = sink(Behavior {
+        dedup: true,
+        fail_keys: [failing.clone()].into_iter().collect(),
+        ..Default::default()
+    })
+    .await;
+    // One caller: it sends the first key, then the second, which fails and waits 3 s to retry.
+    let jobs = jobs_dir(
+        &provider.url(),
+        &JobSpec {
+            concurrency: 1,
+            ..JobSpec::default()
+        },
+    );
+    let slow = replay_ledger::tables::db::Backoff {
+        attempts: 2,
+        base: std::time::Duration::from_secs(3),
+        max: std::time::Duration::from_secs(3),
+    };
+    let run = run_job_retrying(&db, jobs.path(), "replay-2026-10-14-v2", None, false, slow);
+    let watch = async {
+        wait_until("the second key's first try", || async {
+            provider.received().iter().any(|r| r.key == failing)
+        })
+        .await;
+        // Well within the 3 s pause before the second key's retry.
+        eventually(std::time::Duration::from_secs(2), || async {
+            keys_in_state(&db.pool, "concluido").await == vec![done.clone()]
+        })
+        .await
+    };
+
+    let (ran, recorded) = tokio::join!(run, watch);
+
+    assert!(
+        recorded,
+        "the first key is concluido while the second waits to be retried"
+    );
+    let Err(RunError::EffectFailed(failure)) = ran else {
+        panic!("expected the second key to fail the run, got {ran:?}")
+    };
+    assert_eq!(failure.key, failing);
+    assert_eq!(keys_in_state(&db.pool, "concluido").await, vec![done]);
+}
+
+#[tokio::test]
 async fn a_failing_provider_under_keep_leaves_the_key_incerto_and_the_run_goes_on() {
     let db = TestDb::new().await;
     let events = paid_orders(6);

@@ -314,10 +314,26 @@ pub async fn run_job(
     simulate: Option<bool>,
     restart: bool,
 ) -> Result<replay_ledger::services::runner::RunReport, replay_ledger::services::runner::RunError> {
+    let fast = replay_ledger::tables::db::Backoff {
+        attempts: 3,
+        base: Duration::from_millis(10),
+        max: Duration::from_millis(50),
+    };
+    run_job_retrying(db, jobs, job, simulate, restart, fast).await
+}
+
+/// Runs a job in this process, its calls retried as `calls` says.
+pub async fn run_job_retrying(
+    db: &TestDb,
+    jobs: &Path,
+    job: &str,
+    simulate: Option<bool>,
+    restart: bool,
+    calls: replay_ledger::tables::db::Backoff,
+) -> Result<replay_ledger::services::runner::RunReport, replay_ledger::services::runner::RunError> {
     use replay_ledger::config;
     use replay_ledger::engine::plan::{Asked, Plan};
     use replay_ledger::services::runner::{self, RunnerConfig};
-    use replay_ledger::tables::db::Backoff;
     let (catalog, job) = config::find_job(jobs, job).expect("the job loads");
     let asked = Asked {
         simulate,
@@ -327,15 +343,10 @@ pub async fn run_job(
     let plan = Plan::new(&job, asked).expect("a replay job");
     let effects =
         replay_ledger::engine::effects::Effects::from_catalog(&catalog).expect("providers");
-    let fast = Backoff {
-        attempts: 3,
-        base: Duration::from_millis(10),
-        max: Duration::from_millis(50),
-    };
     let config = RunnerConfig {
         started_by: "test".into(),
         retries: replay_ledger::engine::applier::Retries {
-            call_backoff: Some(fast),
+            call_backoff: Some(calls),
             ..Default::default()
         },
         progress: false,

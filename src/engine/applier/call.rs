@@ -54,9 +54,47 @@ pub(super) enum Ended {
 /// A completion on its way to the group commit.
 pub(super) type Done = (String, Option<Value>, Vec<Attempt>);
 
-/// A caller hands its completions to the group commit this many at a time (and the rest when
-/// its queue is empty), so the group commit is woken once per chunk, not once per call.
+/// A caller hands its completions to the group commit this many at a time, so the group commit
+/// is woken once per chunk, not once per call.
 const CHUNK: usize = 16;
+
+/// A caller's completions on their way to the group commit: sent a chunk at a time, and whatever
+/// is held before the caller pauses for a retry or ends, so no acknowledged call waits on
+/// another key's backoff to be recorded.
+pub(super) struct Completions {
+    held: Vec<Done>,
+    to: mpsc::UnboundedSender<Vec<Done>>,
+}
+
+impl Completions {
+    pub(super) fn new(to: mpsc::UnboundedSender<Vec<Done>>) -> Self {
+        Completions {
+            held: Vec::with_capacity(CHUNK),
+            to,
+        }
+    }
+
+    fn push(&mut self, done: Done) {
+        self.held.push(done);
+        if self.held.len() >= CHUNK {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.held.is_empty() {
+            let chunk = std::mem::replace(&mut self.held, Vec::with_capacity(CHUNK));
+            // The group commit ends only once every sender is gone: it is there to receive.
+            let _ = self.to.send(chunk);
+        }
+    }
+}
+
+impl Drop for Completions {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
 
 /// How an idempotent call is retried: the type's `retry` (or `policy`, which overrides every
 /// type's), and the pool to look up the provider's `dedup_window` before a retry.
@@ -76,25 +114,18 @@ pub(super) async fn call_queued(
     queue: Queue,
     effect: Arc<Effect>,
     shutdown: Shutdown,
-    done: mpsc::UnboundedSender<Vec<Done>>,
+    mut completions: Completions,
     retrying: Retrying,
 ) -> Vec<(Task, Ended)> {
     let _slot = effect.slot().await;
-    let (mut ended, mut completed) = (Vec::new(), Vec::with_capacity(CHUNK));
+    let mut ended = Vec::new();
     loop {
         let next = queue.lock().expect("no caller panics").pop_front();
         let Some(task) = next else {
-            break;
+            return ended;
         };
-        ended.push(call_reserved(task, &shutdown, &mut completed, &retrying).await);
-        if completed.len() >= CHUNK {
-            let _ = done.send(std::mem::replace(&mut completed, Vec::with_capacity(CHUNK)));
-        }
+        ended.push(call_reserved(task, &shutdown, &mut completions, &retrying).await);
     }
-    if !completed.is_empty() {
-        let _ = done.send(completed);
-    }
-    ended
 }
 
 /// An idempotent key already reserved: call it, retrying under `release` (the provider
@@ -102,11 +133,11 @@ pub(super) async fn call_queued(
 /// longer when the provider asked (`Retry-After`); it is not made when the provider asked for
 /// longer than `max_backoff`, when the key's first attempt is past the provider's
 /// `dedup_window`, or once shutdown is asked for — which also ends a pause in progress. The
-/// caller holds the type's slot; a success joins `completed`.
+/// caller holds the type's slot; a success joins `completions`.
 async fn call_reserved(
     task: Task,
     shutdown: &Shutdown,
-    completed: &mut Vec<Done>,
+    completions: &mut Completions,
     retrying: &Retrying,
 ) -> (Task, Ended) {
     if shutdown.is_triggered() {
@@ -124,7 +155,7 @@ async fn call_reserved(
             Ok(result) => {
                 tries.push(Attempt::new(&task.key, started, None));
                 let retried = tries.len() as u64 - 1;
-                completed.push((task.key.clone(), result, tries));
+                completions.push((task.key.clone(), result, tries));
                 return (task, Ended::Completed { retried });
             }
             Err(err) => err,
@@ -134,6 +165,7 @@ async fn call_reserved(
         let Some(pause) = next_pause(&task, &err, tries.len(), attempts, &policy) else {
             return (task, Ended::Failed(err, tries));
         };
+        completions.flush();
         if !pause_unless_shutdown(pause, shutdown).await {
             return (task, Ended::Stopped(tries));
         }

@@ -16,7 +16,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::call::{
-    call_queued, complete_as_they_arrive, reserve_then_call, Ended, Queue, Retrying, Task,
+    call_queued, complete_as_they_arrive, reserve_then_call, Completions, Ended, Queue, Retrying,
+    Task,
 };
 use super::{Applier, ApplyError, Decided};
 use crate::config::OnFailure;
@@ -87,7 +88,7 @@ pub(super) async fn perform(
                     Arc::clone(&queue),
                     Arc::clone(&effect),
                     shutdown.clone(),
-                    done_tx.clone(),
+                    Completions::new(done_tx.clone()),
                     retrying,
                 ));
             }
