@@ -8,6 +8,7 @@
 //! offering the button.
 
 use axum::extract::{Path, State};
+use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use chrono::Utc;
@@ -18,7 +19,7 @@ use super::session::Session;
 use super::views::{Gate, Standing};
 use super::Console;
 use crate::config::{self, JobKind};
-use crate::engine::approval::{self, Approval, ApprovalError, RunStart, Target};
+use crate::engine::approval::{self, sends, Approval, ApprovalError, RunStart, Target};
 use crate::engine::effects::Effects;
 use crate::engine::plan::Plan;
 use crate::tables::execution::{self, Execution, Mode, State as Run};
@@ -123,6 +124,13 @@ fn refusal(err: ApprovalError) -> Result<Standing, PageError> {
         ApprovalError::Unfinished { .. } | ApprovalError::NoSimulation { .. } => {
             Ok(Standing::Unfinished)
         }
+        // Said only by a post: what was shown is no longer what an approval would record.
+        refused @ (ApprovalError::Stale { .. } | ApprovalError::AlreadyApproved { .. }) => {
+            Ok(Standing::Changed {
+                what: crate::shared::text::inert(&refused.to_string()),
+                fields: Vec::new(),
+            })
+        }
         ApprovalError::Note(e) => Err(PageError::BadRequest(e.to_string())),
         ApprovalError::Database(e) => Err(e.into()),
     }
@@ -150,6 +158,15 @@ pub(super) async fn confirm(
             })?;
     let definition =
         crate::engine::definition::Definition::from_json(simulation.definition.as_ref());
+    let c = configured(&console, &simulation).ok().flatten();
+    let seen = match (&standing, &c) {
+        (Standing::Approvable, Some(c)) => seen_now(&console, c, &simulation).await?,
+        _ => None,
+    };
+    let sends = match &c {
+        Some(c) => Some(sends::count_by_type(&console.pool, &c.plan, &simulation).await?),
+        None => None,
+    };
     let markup = super::templates::approve::confirm(super::templates::approve::Confirm {
         session: &session,
         tz: console.timezone_of(&simulation.job),
@@ -157,8 +174,94 @@ pub(super) async fn confirm(
         report: &report,
         standing: &standing,
         definition: definition.as_ref(),
+        seen: seen.as_ref(),
+        sends: sends.as_ref(),
     });
     Ok(super::templates::html(markup).into_response())
+}
+
+/// What the confirmation binds its form to: the pass whose figures it shows and the fingerprint
+/// an approval would record now. `None` when the simulation can no longer be approved (the page
+/// then says why, from its standing, on the next load).
+async fn seen_now(
+    console: &Console,
+    c: &Configured,
+    shown: &Execution,
+) -> Result<Option<(i32, String)>, PageError> {
+    match approval::candidate(&console.pool, c.target()).await {
+        Ok(candidate) => Ok(Some((shown.pass, candidate.fingerprint.short()))),
+        Err(ApprovalError::Database(e)) => Err(e.into()),
+        Err(_) => Ok(None),
+    }
+}
+
+/// `GET /executions/{id}/effects.csv`: the messages approving the simulation will send.
+pub(super) async fn effects_csv(
+    State(console): State<Console>,
+    _session: Session,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let (key, list) = messages(&console, &id).await?;
+    Ok(download(
+        "text/csv; charset=utf-8",
+        &format!("{}-mensagens.csv", super::executions::download_name(&key)),
+        crate::services::report::sends::csv(&list),
+    ))
+}
+
+/// `GET /executions/{id}/effects.xlsx`: the same list as a spreadsheet.
+pub(super) async fn effects_xlsx(
+    State(console): State<Console>,
+    _session: Session,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let (key, list) = messages(&console, &id).await?;
+    let bytes = crate::services::report::sends::xlsx(&list).map_err(|e| {
+        tracing::warn!(error = %e, "console: the spreadsheet could not be written");
+        PageError::Refused(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "A planilha não pôde ser gerada; use o CSV.".into(),
+        )
+    })?;
+    Ok(download(
+        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        &format!("{}-mensagens.xlsx", super::executions::download_name(&key)),
+        bytes,
+    ))
+}
+
+/// The simulation of `id` and every message its approval would send now.
+async fn messages(console: &Console, id: &str) -> Result<(String, Vec<sends::Send>), PageError> {
+    let key = execution::checkpoint_key(execution::execution_id_of(id), Mode::Simulation);
+    let simulation = execution::load(&console.pool, &key)
+        .await?
+        .ok_or_else(|| no_simulation(&key))?;
+    let c = match configured(console, &simulation) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return Err(PageError::NotFound(
+                "O job desta simulação não exige aprovação.".into(),
+            ))
+        }
+        Err(why) => return Err(PageError::NotFound(why)),
+    };
+    let mut list = Vec::new();
+    sends::each(&console.pool, &c.plan, &simulation, |s| list.push(s)).await?;
+    Ok((key, list))
+}
+
+fn download(content_type: &str, name: &str, bytes: Vec<u8>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        bytes,
+    )
+        .into_response()
 }
 
 fn no_simulation(key: &str) -> PageError {
@@ -173,6 +276,31 @@ fn no_simulation(key: &str) -> PageError {
 pub(super) struct ApproveForm {
     csrf_token: Option<String>,
     note: Option<String>,
+    /// The simulation pass the confirmation showed.
+    pass: Option<String>,
+    /// The fingerprint the confirmation showed ([`approval::Fingerprint::short`]).
+    fingerprint: Option<String>,
+}
+
+impl ApproveForm {
+    /// What the confirmation showed, when the form says it: the browser's form always does. A
+    /// post without both (a script's, like `replay-ledger approve`) approves the latest
+    /// finished pass after the same checks; one with only one of them, or a pass that is not a
+    /// number, is refused.
+    fn seen(&self) -> Result<Option<approval::Seen<'_>>, PageError> {
+        match (self.pass.as_deref(), self.fingerprint.as_deref()) {
+            (None, None) => Ok(None),
+            (Some(pass), Some(fingerprint)) => {
+                let pass = pass.trim().parse().map_err(|_| {
+                    PageError::BadRequest("O campo pass não é um número de passagem.".into())
+                })?;
+                Ok(Some(approval::Seen { pass, fingerprint }))
+            }
+            _ => Err(PageError::BadRequest(
+                "O formulário traz só um de pass e fingerprint: abra a confirmação de novo.".into(),
+            )),
+        }
+    }
 }
 
 /// `POST /executions/{id}/approve`: 401 without a session, 403 without the CSRF token or the
@@ -190,8 +318,9 @@ pub(super) async fn approve(
             "só uma conta de finanças (finance) aprova simulações",
         ));
     }
-    let note = form.note.filter(|n| !n.trim().is_empty());
-    if let Some(Err(e)) = note.as_deref().map(crate::shared::identity::check_note) {
+    let seen = form.seen()?;
+    let note = form.note.as_deref().filter(|n| !n.trim().is_empty());
+    if let Some(Err(e)) = note.map(crate::shared::identity::check_note) {
         return Err(PageError::BadRequest(format!("Nota recusada: {e}")));
     }
     let key = execution::checkpoint_key(execution::execution_id_of(&id), Mode::Simulation);
@@ -211,7 +340,8 @@ pub(super) async fn approve(
         &console.pool,
         session.for_database(console.config.idle_timeout),
         c.target(),
-        note.as_deref(),
+        seen,
+        note,
         Utc::now(),
     )
     .await;
@@ -225,6 +355,13 @@ pub(super) async fn approve(
         ),
         Err(ApprovalError::Database(e)) => Err(e.into()),
         Err(ApprovalError::Note(e)) => Err(PageError::BadRequest(format!("Nota recusada: {e}"))),
+        Err(ApprovalError::Stale { pass, .. }) => Err(PageError::Conflict(format!(
+            "A simulação mudou desde que você a abriu (agora é a passagem {pass}, com outros números ou outros dados): nada foi aprovado. Abra a confirmação de novo e revise."
+        ))),
+        Err(ApprovalError::AlreadyApproved { pass, by, .. }) => Err(PageError::Conflict(format!(
+            "Esta simulação (passagem {pass}) já aprovada por {}: nada foi registrado de novo.",
+            crate::shared::text::inert(&by)
+        ))),
         Err(refused) => Err(PageError::Conflict(crate::shared::text::inert(
             &refused.to_string(),
         ))),

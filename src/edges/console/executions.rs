@@ -233,7 +233,7 @@ pub(super) async fn diff_xlsx(
 }
 
 /// A file name that travels in a header as it is.
-fn download_name(name: &str) -> String {
+pub(super) fn download_name(name: &str) -> String {
     name.chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
         .collect()

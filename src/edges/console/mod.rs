@@ -166,6 +166,8 @@ impl Console {
                 get(approve::confirm).post(approve::approve),
             )
             .route("/executions/{id}/diff.xlsx", get(executions::diff_xlsx))
+            .route("/executions/{id}/effects.csv", get(approve::effects_csv))
+            .route("/executions/{id}/effects.xlsx", get(approve::effects_xlsx))
             .route("/pedidos/{pedido_id}", get(pedidos::detail))
             .route("/review", get(review::list))
             .route("/review/confirm", get(review::confirm))

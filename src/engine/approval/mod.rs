@@ -13,6 +13,7 @@
 //!   is not gated again: it continues the pass the gate let through (whose own writes change
 //!   `comissao`). Refusals are [`GateError`]s; `run` exits 1 with the message.
 
+pub mod sends;
 mod store;
 
 use chrono::{DateTime, Utc};
@@ -130,10 +131,33 @@ pub enum ApprovalError {
         /// The same, field by field (empty when the simulation recorded no definition).
         fields: Vec<FieldChange>,
     },
+    #[error("{execution}: the simulation changed since it was shown (pass {seen_pass}, {seen_fingerprint} shown; pass {pass}, {fingerprint} now): review it again")]
+    Stale {
+        execution: String,
+        seen_pass: i32,
+        seen_fingerprint: String,
+        pass: i32,
+        fingerprint: String,
+    },
+    #[error("{execution}: simulation pass {pass} is already approved (by {by})")]
+    AlreadyApproved {
+        execution: String,
+        pass: i32,
+        by: String,
+    },
     #[error(transparent)]
     Note(#[from] crate::shared::identity::NoteError),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
+}
+
+/// What a person was shown when they chose to approve: the simulation's pass and the
+/// [`Fingerprint::short`] of what the approval would bind. An approval given for it records
+/// exactly that or nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    pub pass: i32,
+    pub fingerprint: &'a str,
 }
 
 /// Why the real run may not start.
@@ -201,18 +225,31 @@ pub struct ConsoleSession<'a> {
 /// plan's execution, recorded as the finance account of a console session (`console:<email>`)
 /// by the `security definer` function `console_aprovar`, which refuses with 42501 unless the
 /// session is live and its account is a finance one.
+///
+/// With `seen` (the confirmation page's form), it records only an approval of exactly that pass
+/// and fingerprint: anything else is [`ApprovalError::Stale`]. A pass approved already is never
+/// approved again ([`ApprovalError::AlreadyApproved`]), however many times, or at once, the same
+/// form is posted: the check and the insert hold one lock per execution.
 #[tracing::instrument(skip_all, fields(job = %target.plan.job.name))]
 pub async fn approve_in_console(
     pool: &PgPool,
     session: ConsoleSession<'_>,
     target: Target<'_>,
+    seen: Option<Seen<'_>>,
     note: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Approval, ApprovalError> {
     let note = note.map(crate::shared::identity::check_note).transpose()?;
+    refuse_if_approved(pool, target.plan.execution_id(), seen.map(|s| s.pass)).await?;
     let candidate = candidate(pool, target).await?;
+    if let Some(seen) = seen {
+        candidate.matches(seen)?;
+    }
     let record = candidate.to_record(note.as_deref(), now);
-    let approval = store::insert_in_console(pool, session, record).await?;
+    let approval = match store::insert_in_console_once(pool, session, record).await? {
+        store::Once::Recorded(approval) => approval,
+        store::Once::Already(approval) => return Err(already(&approval)),
+    };
     tracing::info!(execution = %target.plan.execution_id(), pass = approval.simulation_pass, approval = approval.id, "simulation approved in the console");
     Ok(approval)
 }
@@ -236,6 +273,21 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// Whether this is what `seen` showed: the same simulation pass, the same fingerprint.
+    pub fn matches(&self, seen: Seen<'_>) -> Result<(), ApprovalError> {
+        let fingerprint = self.fingerprint.short();
+        if seen.pass == self.simulation.pass && seen.fingerprint == fingerprint {
+            return Ok(());
+        }
+        Err(ApprovalError::Stale {
+            execution: self.execution_id.clone(),
+            seen_pass: seen.pass,
+            seen_fingerprint: crate::shared::text::inert(seen.fingerprint),
+            pass: self.simulation.pass,
+            fingerprint,
+        })
+    }
+
     fn to_record(&self, note: Option<&str>, now: DateTime<Utc>) -> store::NewApproval {
         store::NewApproval {
             execution_id: self.execution_id.clone(),
@@ -294,6 +346,30 @@ pub async fn candidate(pool: &PgPool, target: Target<'_>) -> Result<Candidate, A
         simulation,
         fingerprint,
     })
+}
+
+/// Refuses when the latest approval of the execution is of the simulation pass `pass` (of the
+/// execution's latest simulation when `None`), so a form posted again records nothing.
+async fn refuse_if_approved(
+    pool: &PgPool,
+    execution_id: &str,
+    pass: Option<i32>,
+) -> Result<(), ApprovalError> {
+    let Some(approval) = latest(pool, execution_id).await? else {
+        return Ok(());
+    };
+    match pass {
+        Some(pass) if approval.simulation_pass == pass => Err(already(&approval)),
+        _ => Ok(()),
+    }
+}
+
+fn already(approval: &Approval) -> ApprovalError {
+    ApprovalError::AlreadyApproved {
+        execution: approval.execution_id.clone(),
+        pass: approval.simulation_pass,
+        by: approval.by.clone(),
+    }
 }
 
 /// The plan's finished simulation, or why there is none.

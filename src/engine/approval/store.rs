@@ -85,14 +85,41 @@ pub(super) async fn insert(pool: &PgPool, a: NewApproval) -> Result<Approval, sq
     Ok(row.into_approval())
 }
 
+/// What [`insert_in_console_once`] did.
+pub(super) enum Once {
+    Recorded(Approval),
+    /// The latest approval of the execution is of this very simulation pass: nothing recorded.
+    Already(Approval),
+}
+
 /// Records an approval as the finance account of a console session, through
-/// `console_aprovar` (42501 unless the session is live and its account may approve), and returns
-/// it as stored.
-pub(super) async fn insert_in_console(
+/// `console_aprovar` (42501 unless the session is live and its account may approve), unless the
+/// latest approval of the execution is of the same simulation pass. The check and the insert run
+/// in one transaction under a lock of the execution, so forms posted at once record one approval.
+pub(super) async fn insert_in_console_once(
     pool: &PgPool,
     session: super::ConsoleSession<'_>,
     a: NewApproval,
-) -> Result<Approval, sqlx::Error> {
+) -> Result<Once, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "select pg_advisory_xact_lock(hashtextextended('reprocessamento_aprovacao:' || $1, 0))",
+    )
+    .bind(&a.execution_id)
+    .execute(&mut *tx)
+    .await?;
+    let sql = format!("{SELECT_APPROVAL} where execucao_id = $1 order by id desc limit 1");
+    let latest: Option<ApprovalRow> = sqlx::query_as(&sql)
+        .bind(&a.execution_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if let Some(latest) = latest.map(ApprovalRow::into_approval) {
+        if latest.simulation_pass == a.simulation_pass
+            && latest.simulation_finished_at == a.simulation_finished_at
+        {
+            return Ok(Once::Already(latest));
+        }
+    }
     let row = serde_json::json!({
         "execucao_id": a.execution_id,
         "job": a.job,
@@ -115,11 +142,12 @@ pub(super) async fn insert_in_console(
             .bind(session.token_digest)
             .bind(session.idle_timeout.as_secs_f64())
             .bind(row)
-            .fetch_one(pool)
+            .fetch_one(&mut *tx)
             .await?;
     let sql = format!("{SELECT_APPROVAL} where id = $1");
-    let row: ApprovalRow = sqlx::query_as(&sql).bind(id).fetch_one(pool).await?;
-    Ok(row.into_approval())
+    let row: ApprovalRow = sqlx::query_as(&sql).bind(id).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(Once::Recorded(row.into_approval()))
 }
 
 struct ApprovalRow {

@@ -19,6 +19,7 @@ pub mod jobs;
 pub mod links;
 pub mod mail;
 pub mod render;
+pub mod sends;
 mod smtp_url;
 mod store;
 mod table;

@@ -12,6 +12,7 @@ mod live;
 mod payload;
 pub mod reconcile;
 pub mod snapshot;
+pub mod unsent;
 pub use live::{newest_below, pending, read_round, Applied, LivePosition, Pending};
 use payload::Payload;
 

@@ -4,6 +4,7 @@
 //! HTTP client that keeps one session's cookie and never follows redirects, accounts made with
 //! `users add`.
 
+mod approval_binding;
 mod browser;
 mod demo;
 mod hostile;
@@ -134,7 +135,13 @@ impl Answer {
 
     /// The value of the first hidden `csrf_token` field of the page.
     pub fn csrf(&self) -> Option<String> {
-        let at = self.body.find("name=\"csrf_token\" value=\"")? + 25;
+        self.field("csrf_token")
+    }
+
+    /// The value of the first input named `name` on the page (a form's hidden field).
+    pub fn field(&self, name: &str) -> Option<String> {
+        let marker = format!("name=\"{name}\" value=\"");
+        let at = self.body.find(&marker)? + marker.len();
         let end = self.body[at..].find('"')?;
         Some(self.body[at..at + end].to_string())
     }

@@ -1,5 +1,7 @@
 //! The confirmation before an approval: what it binds and what the real run will apply.
 
+use std::collections::BTreeMap;
+
 use chrono_tz::Tz;
 use maud::{html, Markup};
 
@@ -9,7 +11,7 @@ use super::{facts, layout, segment, time, Inert, Part};
 use crate::engine::definition::Definition;
 use crate::services::report::render::figure_rows;
 use crate::services::report::ExecutionReport;
-use crate::shared::money::{brl, brl_signed};
+use crate::shared::money::{brl, brl_signed, group_thousands};
 use crate::tables::execution::Execution;
 
 /// What the confirmation page shows.
@@ -21,6 +23,33 @@ pub(in crate::edges::console) struct Confirm<'a> {
     pub standing: &'a Standing,
     /// The job's definition recorded with the simulation (what the approval binds).
     pub definition: Option<&'a Definition>,
+    /// The pass shown and the fingerprint an approval would record: the form carries both, so
+    /// the approval is of exactly this or nothing. `None` when no approval can be given now.
+    pub seen: Option<&'a (i32, String)>,
+    /// The messages the real run would send now, by effect type (`None`: the job is not gated).
+    pub sends: Option<&'a BTreeMap<String, u64>>,
+}
+
+/// What approving will send: the count by effect type, and the list as files.
+fn messages(page: &str, sends: &BTreeMap<String, u64>) -> Markup {
+    let total: u64 = sends.values().sum();
+    html! {
+        section #sends {
+            h2 { "Mensagens que a aprovação enviará" }
+            @if total == 0 {
+                p { "Nenhuma: todos os efeitos desta janela já estão no livro de efeitos." }
+            } @else {
+                ul { @for (tipo, n) in sends { li {
+                    (group_thousands(*n)) " " (if *n == 1 { "mensagem" } else { "mensagens" })
+                    " de " (Inert(tipo))
+                } } }
+                p { "A lista: "
+                    a href={ (page) "/effects.csv" } { "CSV" } " · "
+                    a href={ (page) "/effects.xlsx" } { "XLSX" }
+                    ". São as chaves que o livro de efeitos ainda não tem, agora; se o consumidor ao vivo ou outra execução enviar alguma antes, a execução real envia menos, nunca mais." }
+            }
+        }
+    }
 }
 
 /// `GET /executions/{id}/approve`.
@@ -34,7 +63,11 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
             h2 { "O que será aplicado" }
             (facts(&figure_rows(e.mode, &e.summary)))
             p { "Simulação concluída em " (e.finished_at.map_or("-".into(), |t| time(t, c.tz))) "." }
+            p #window { "Janela: de " (e.window_from.map_or("-".into(), |t| time(t, c.tz)))
+                " a " (e.window_to.map_or("-".into(), |t| time(t, c.tz)))
+                " (" (c.tz.name()) "). Regra: " code { (crate::domain::RULE_VERSION) } "." }
         }
+        @if let Some(sends) = c.sends { (messages(&page, sends)) }
         section #largest {
             h2 { "Maiores alterações" }
             @if c.report.largest.is_empty() { p { "Nenhuma." } }
@@ -65,6 +98,11 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
                 Standing::Approvable if c.session.role.may_approve() => {
                     form.approve method="post" action={ (page) "/approve" } {
                         input type="hidden" name="csrf_token" value=(c.session.csrf);
+                        @if let Some((pass, fingerprint)) = c.seen {
+                            input type="hidden" name="pass" value=(pass);
+                            input type="hidden" name="fingerprint" value=(fingerprint);
+                            p.fingerprint { "Você aprova a passagem " (pass) " desta simulação, impressão digital " code { (fingerprint) } ". Se ela mudar antes de você confirmar, nada é aprovado e a página pede que você revise de novo." }
+                        }
                         label for="note" { "Nota (opcional)" }
                         input #note type="text" name="note" maxlength="500";
                         button type="submit" { "Confirmar a aprovação" }
