@@ -145,6 +145,9 @@ pub(super) async fn detail(
     Path(id): Path<String>,
     Query(query): Query<DetailQuery>,
 ) -> Result<Response, PageError> {
+    if id == crate::services::consumer::LIVE_EXECUTION {
+        return super::live::page(&console, &session).await;
+    }
     let execution = execution::load(&console.pool, &id)
         .await?
         .ok_or_else(|| no_execution(&id))?;

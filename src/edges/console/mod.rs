@@ -29,6 +29,7 @@ mod error;
 mod executions;
 mod guard;
 mod headers;
+mod live;
 mod pedidos;
 mod review;
 mod session;

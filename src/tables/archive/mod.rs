@@ -177,6 +177,20 @@ pub async fn by_ids(pool: &PgPool, ids: &[String]) -> Result<Vec<Event>, sqlx::E
     Ok(rows.into_iter().map(into_event).collect())
 }
 
+/// The event at `posicao`, if the archive holds one (the live consumer's last applied event).
+pub async fn at(pool: &PgPool, posicao: i64) -> Result<Option<Event>, sqlx::Error> {
+    let row: Option<EventRow> = sqlx::query_as(
+        r#"
+            select posicao, id, tipo, pedido_id, versao, 'null'::jsonb, ocorrido_em
+            from evento_arquivado where posicao = $1
+            "#,
+    )
+    .bind(posicao)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(into_event))
+}
+
 /// Every event of one order, in `posicao` order (an order's story: `explain`), found by the hash
 /// index on `pedido_id`.
 pub async fn of_order(pool: &PgPool, pedido_id: &str) -> Result<Vec<Event>, sqlx::Error> {

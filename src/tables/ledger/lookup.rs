@@ -98,3 +98,19 @@ pub async fn of_keys(pool: &PgPool, keys: &[String]) -> Result<Vec<OrderEffect>,
     .fetch_all(pool)
     .await
 }
+
+/// How many keys an execution holds in each state (`reservado`, `concluido`, `incerto`).
+pub async fn states_of_execution(
+    pool: &PgPool,
+    execucao_id: &str,
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select estado, count(*)::bigint from efeito_aplicado
+        where execucao_id = $1 group by estado order by estado
+        "#,
+    )
+    .bind(execucao_id)
+    .fetch_all(pool)
+    .await
+}

@@ -33,7 +33,7 @@ pub use attempts::{
     history as attempt_history, past_dedup_window, record as record_attempts, within_dedup_window,
     Attempt,
 };
-pub use lookup::{entry, of_keys as effects_of_keys, Entry, OrderEffect};
+pub use lookup::{entry, of_keys as effects_of_keys, states_of_execution, Entry, OrderEffect};
 pub use review::{
     decision_of, last_decision_on, resolve, resolve_in_console, review_list, review_list_filtered,
     Resolution, ReviewError, ReviewFilter, ReviewItem, QUEUED,

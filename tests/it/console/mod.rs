@@ -9,6 +9,7 @@ mod browser;
 mod demo;
 mod hostile;
 mod http;
+mod live;
 mod orders;
 mod pages;
 mod phone;

@@ -8,6 +8,7 @@ pub(super) mod approve;
 pub(super) mod audit;
 pub(super) mod executions;
 pub(super) mod figures;
+pub(super) mod live;
 pub(super) mod login;
 pub(super) mod pedido;
 pub(super) mod review;

@@ -1,0 +1,50 @@
+//! `GET /executions/ao-vivo`: the live consumer's page — whether it runs and where (the host
+//! that holds it), its position and the last event it applied, how far behind it is (events
+//! archived and not applied, the age of the oldest, the transaction its checkpoint waits for),
+//! its last error and its figures, and the ledger's keys of `ao-vivo` by state. It answers even
+//! when `replay-ledger consume` never ran on this database: the `ao-vivo` keys may come from
+//! another consumer (the seed's JavaScript one), and the page says so instead of a 404.
+
+use axum::response::{IntoResponse, Response};
+
+use super::error::PageError;
+use super::session::Session;
+use super::Console;
+use crate::domain::Event;
+use crate::services::consumer::horizon::HorizonWatch;
+use crate::services::consumer::{lag, Lag, LIVE_EXECUTION};
+use crate::tables::archive;
+use crate::tables::execution::{self, Execution};
+use crate::tables::ledger;
+
+/// What the live consumer's page shows.
+pub(super) struct LiveView {
+    /// Its execution row; `None` when `consume` never ran here.
+    pub execution: Option<Execution>,
+    pub lag: Option<Lag>,
+    /// The event at its checkpoint.
+    pub last_event: Option<Event>,
+    /// Keys of `ao-vivo` by ledger state.
+    pub keys: Vec<(String, i64)>,
+}
+
+/// Reads the live consumer's page.
+pub(super) async fn page(console: &Console, session: &Session) -> Result<Response, PageError> {
+    let pool = &console.pool;
+    let execution = execution::load(pool, LIVE_EXECUTION).await?;
+    let lag = lag(pool, &HorizonWatch::new(None)).await?;
+    let last_event = match &lag {
+        Some(l) => archive::at(pool, l.checkpoint.posicao).await?,
+        None => None,
+    };
+    let keys = ledger::states_of_execution(pool, LIVE_EXECUTION).await?;
+    let view = LiveView {
+        execution,
+        lag,
+        last_event,
+        keys,
+    };
+    let tz = console.config.timezone;
+    let markup = super::templates::live::page(session, tz, &view);
+    Ok(super::templates::html(markup).into_response())
+}
