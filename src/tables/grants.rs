@@ -43,6 +43,7 @@ const TABLES: &[&str] = &[
     "consumo_ao_vivo",
     "reprocessamento_dono",
     "reprocessamento_passagem",
+    "reprocessamento_progresso",
 ];
 
 const SEQUENCES: &[&str] = &[
@@ -102,6 +103,7 @@ const WORKER: &[(&str, &[&str])] = &[
             "reprocessamento_checkpoint",
             "reprocessamento_diff",
             "reprocessamento_contagem",
+            "reprocessamento_progresso",
         ],
     ),
     ("select, insert, delete", &["evento_rejeitado"]),

@@ -8,7 +8,6 @@
 //! offering the button.
 
 use axum::extract::{Path, State};
-use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Form;
 use chrono::Utc;
@@ -202,9 +201,9 @@ pub(super) async fn effects_csv(
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
     let (key, list) = messages(&console, &id).await?;
-    Ok(download(
+    Ok(super::download::attachment(
         "text/csv; charset=utf-8",
-        &format!("{}-mensagens.csv", super::executions::download_name(&key)),
+        &format!("{}-mensagens.csv", super::download::name(&key)),
         crate::services::report::sends::csv(&list),
     ))
 }
@@ -223,9 +222,9 @@ pub(super) async fn effects_xlsx(
             "A planilha não pôde ser gerada; use o CSV.".into(),
         )
     })?;
-    Ok(download(
+    Ok(super::download::attachment(
         "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-        &format!("{}-mensagens.xlsx", super::executions::download_name(&key)),
+        &format!("{}-mensagens.xlsx", super::download::name(&key)),
         bytes,
     ))
 }
@@ -248,20 +247,6 @@ async fn messages(console: &Console, id: &str) -> Result<(String, Vec<sends::Sen
     let mut list = Vec::new();
     sends::each(&console.pool, &c.plan, &simulation, |s| list.push(s)).await?;
     Ok((key, list))
-}
-
-fn download(content_type: &str, name: &str, bytes: Vec<u8>) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, content_type.to_string()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{name}\""),
-            ),
-        ],
-        bytes,
-    )
-        .into_response()
 }
 
 fn no_simulation(key: &str) -> PageError {

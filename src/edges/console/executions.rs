@@ -99,6 +99,9 @@ pub(super) async fn list(
     Ok(templates::html(markup).into_response())
 }
 
+/// A pace older than this is not shown: no runner is publishing it any more.
+const PACE_FRESH_SECS: f64 = 30.0;
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(super) struct DetailQuery {
@@ -168,6 +171,12 @@ pub(super) async fn detail(
     let standing = approve::standing(&console, &execution).await?;
     let search = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
     let sort = query.sort()?;
+    let paces = match execution.state {
+        Run::Running => {
+            execution::progress::of_execution(&console.pool, &id, PACE_FRESH_SECS).await?
+        }
+        _ => Vec::new(),
+    };
     let markup = page::detail(page::Detail {
         session: &session,
         tz,
@@ -178,6 +187,7 @@ pub(super) async fn detail(
         page: query.page.unwrap_or(1).max(1),
         passes: &passes,
         sort,
+        paces: &paces,
     });
     Ok(templates::html(markup).into_response())
 }
@@ -189,7 +199,7 @@ pub(super) async fn diff_csv(
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
     let report = load_report(&console, &id).await?;
-    let name = download_name(&render::csv_name(&report));
+    let name = super::download::name(&render::csv_name(&report));
     Ok((
         [
             (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
@@ -218,7 +228,7 @@ pub(super) async fn diff_xlsx(
             "A planilha não pôde ser gerada; use o CSV.".into(),
         )
     })?;
-    let name = download_name(&render::csv_name(&report)).replace(".csv", ".xlsx");
+    let name = super::download::name(&render::csv_name(&report)).replace(".csv", ".xlsx");
     Ok((
         [
             (
@@ -233,13 +243,6 @@ pub(super) async fn diff_xlsx(
         bytes,
     )
         .into_response())
-}
-
-/// A file name that travels in a header as it is.
-pub(super) fn download_name(name: &str) -> String {
-    name.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-        .collect()
 }
 
 async fn load_report(console: &Console, key: &str) -> Result<ExecutionReport, PageError> {

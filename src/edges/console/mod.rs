@@ -25,6 +25,7 @@ mod approve;
 mod audit;
 mod auth;
 mod csrf;
+mod download;
 mod error;
 mod executions;
 mod guard;

@@ -67,13 +67,14 @@ impl<'a> Batches<'a> {
             Some(from) => archive::remaining(pool, window, from).await?,
             None => 0,
         };
-        let progress = Progress::new(
+        let mut progress = Progress::new(
             &key,
             window.count.max(0) as u64,
             (window.count - remaining).max(0) as u64,
             config.progress,
             held.applier().effects().clone(),
         );
+        progress.publish_to(pool.clone(), held.applier().effects().clone());
         Ok(Batches {
             pool,
             held,

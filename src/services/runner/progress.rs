@@ -3,14 +3,21 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sqlx::PgPool;
+
 use crate::engine::effects::{CallCount, Effects};
+use crate::tables::execution::progress;
 
 /// How often the log line is written off a terminal.
 const LOG_EVERY: Duration = Duration::from_secs(5);
 /// How often the bar's effects/s is sampled on a terminal.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+/// How often the pace is published for the console.
+pub(super) const PUBLISH_EVERY: Duration = Duration::from_secs(2);
 
 /// Progress: a bar on a terminal, a log line every few seconds otherwise.
 pub(super) struct Progress {
@@ -18,6 +25,9 @@ pub(super) struct Progress {
     key: String,
     total: u64,
     done: u64,
+    /// `done`, for the task that publishes the pace to the database.
+    shared_done: Arc<AtomicU64>,
+    publisher: Option<tokio::task::JoinHandle<()>>,
     started: Instant,
     start_done: u64,
     calls: CallRate,
@@ -43,6 +53,8 @@ impl Progress {
             key: key.to_string(),
             total,
             done,
+            shared_done: Arc::new(AtomicU64::new(done)),
+            publisher: None,
             started: Instant::now(),
             start_done: done,
             calls: CallRate::new(effects),
@@ -51,6 +63,7 @@ impl Progress {
 
     pub(super) fn advance(&mut self, n: u64) {
         self.done += n;
+        self.shared_done.store(self.done, Ordering::Relaxed);
         if let Some(bar) = &self.bar {
             bar.set_position(self.done);
             if let Some(sample) = self.calls.sample(SAMPLE_EVERY) {
@@ -85,6 +98,63 @@ impl Progress {
     pub(super) fn finish(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
+        }
+        if let Some(publisher) = self.publisher.take() {
+            publisher.abort();
+        }
+    }
+
+    /// From now until [`Progress::finish`] (or drop), publishes the pace to
+    /// `reprocessamento_progresso` every [`PUBLISH_EVERY`]: events/s over the pass, effect
+    /// calls/s over the last interval (these move inside a batch), the ETA and the rate limit that
+    /// holds the run back, for the console. A failed write is logged at debug and tried again at
+    /// the next tick: the pace is informational.
+    pub(super) fn publish_to(&mut self, pool: PgPool, effects: Effects) {
+        let (key, total, done) = (self.key.clone(), self.total, self.shared_done.clone());
+        let start_done = self.done;
+        self.publisher = Some(tokio::spawn(async move {
+            let started = Instant::now();
+            let base = effects.call_counts();
+            let mut calls = CallRate::new(effects.clone());
+            let mut tick = tokio::time::interval(PUBLISH_EVERY);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(sample) = calls.sample(Duration::ZERO) else {
+                    continue;
+                };
+                let now_done = done.load(Ordering::Relaxed);
+                let rate = now_done.saturating_sub(start_done) as f64
+                    / started.elapsed().as_secs_f64().max(1e-3);
+                let made: u64 = effects
+                    .call_counts()
+                    .iter()
+                    .map(|(t, c)| c.calls - base.get(t).map_or(0, |b| b.calls))
+                    .sum();
+                let pace = progress::Pace {
+                    key: key.clone(),
+                    events_done: now_done as i64,
+                    events_total: total as i64,
+                    calls: made as i64,
+                    events_per_s: rate,
+                    effects_per_s: sample.per_second,
+                    eta_s: (rate > 0.0)
+                        .then(|| (total.saturating_sub(now_done) as f64 / rate).round() as i64),
+                    rate_limited_by: sample.rate_limited_by,
+                    at: chrono::Utc::now(),
+                };
+                if let Err(e) = progress::publish(&pool, &pace).await {
+                    tracing::debug!(execution = %key, error = %e, "the pace could not be published");
+                }
+            }
+        }));
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(publisher) = self.publisher.take() {
+            publisher.abort();
         }
     }
 }

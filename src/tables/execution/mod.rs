@@ -16,6 +16,7 @@ mod live;
 mod lock;
 mod owner;
 mod passes;
+pub mod progress;
 mod view;
 
 pub use live::{advance_live, ensure_live, live_checkpoint};

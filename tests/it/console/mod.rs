@@ -11,6 +11,7 @@ mod hostile;
 mod http;
 mod live;
 mod orders;
+mod pace;
 mod pages;
 mod phone;
 mod resend_browser;

@@ -143,6 +143,8 @@ pub(in crate::edges::console) struct Detail<'a> {
     pub passes: &'a [PassRecord],
     /// How the diff is ordered (default: by order id, ascending).
     pub sort: Sort,
+    /// A running execution's pace, as its runners published it lately.
+    pub paces: &'a [crate::tables::execution::progress::Pace],
 }
 
 /// A column the diff sorts by (`?sort=pedido|antes|depois|diferenca&dir=asc|desc`).
@@ -218,6 +220,7 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
     let finished = e.state == State::Finished;
     let body = html! {
         (identity(e, d.tz))
+        @if e.state == State::Running { (super::pace::section(d.paces)) }
         (figures::figures(e.mode, &e.summary))
         (approval(d.session, e, d.standing, d.tz))
         @if let Some(report) = d.report {

@@ -10,6 +10,7 @@ pub(super) mod executions;
 pub(super) mod figures;
 pub(super) mod live;
 pub(super) mod login;
+pub(super) mod pace;
 pub(super) mod pedido;
 pub(super) mod review;
 
