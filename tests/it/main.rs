@@ -36,4 +36,5 @@ mod serve;
 mod serve_flood;
 mod upcast;
 mod verify;
+mod verify_apart;
 mod verify_job;

@@ -127,6 +127,19 @@ pub struct Applied<'a> {
     pub round: Option<(&'a Snapshot, LivePosition)>,
 }
 
+impl Applied<'_> {
+    /// Whether the event archived by transaction `xid` at `posicao` is among what the consumer
+    /// has applied: the complement of [`pending`]'s filter, for a reader that has the row.
+    pub fn covers(&self, xid: u64, posicao: i64) -> bool {
+        let at = LivePosition { xid, posicao };
+        at <= self.checkpoint
+            || self.seen.visible(xid)
+            || self
+                .round
+                .is_some_and(|(snapshot, cursor)| snapshot.visible(xid) && at <= cursor)
+    }
+}
+
 /// Events archived (committed) and not yet applied by the live consumer, counted up to a cap.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pending {
