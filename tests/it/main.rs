@@ -13,6 +13,7 @@ mod dst;
 mod engine;
 mod exits;
 mod explain;
+mod explain_inputs;
 mod faults;
 mod figures;
 mod helpers;

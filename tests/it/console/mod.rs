@@ -8,6 +8,7 @@ mod browser;
 mod demo;
 mod hostile;
 mod http;
+mod order_page;
 mod orders;
 mod pages;
 mod phone;
