@@ -210,6 +210,24 @@ impl Scan {
         }
     }
 
+    /// One event's key of one effect type: missing (a difference, or set apart while the live
+    /// consumer has not applied the event) or `incerto`. Only an event the domain accepts asks for
+    /// effects.
+    fn effect(&mut self, day: NaiveDate, row: &reconcile::RangeEvent, live: Option<&Applied<'_>>) {
+        if !(row.effect_missing || row.effect_uncertain)
+            || !matches!(domain::handle(&row.event), Ok(Some(_)))
+        {
+            return;
+        }
+        let applied = live.is_none_or(|l| l.covers(row.xid, row.event.posicao));
+        let (c, set_aside) = self.day(day);
+        match applied {
+            true => c.effects_missing += u64::from(row.effect_missing),
+            false => set_aside.effects_pending_live += u64::from(row.effect_missing),
+        }
+        c.effects_uncertain += u64::from(row.effect_uncertain);
+    }
+
     fn list(&mut self, order: NotReplayable) {
         if self.not_replayable.len() < apart::LISTED {
             self.not_replayable.push(order);
@@ -313,19 +331,8 @@ async fn check_events(
             let Some(day) = request.day_of(row.event.ocorrido_em) else {
                 continue;
             };
-            let (c, set_aside) = scan.day(day);
-            c.events += u64::from(pass == 0);
-            // Only an event the domain accepts asks for effects.
-            if (row.effect_missing || row.effect_uncertain)
-                && matches!(domain::handle(&row.event), Ok(Some(_)))
-            {
-                let applied = live.is_none_or(|l| l.covers(row.xid, row.event.posicao));
-                match applied {
-                    true => c.effects_missing += u64::from(row.effect_missing),
-                    false => set_aside.effects_pending_live += u64::from(row.effect_missing),
-                }
-                c.effects_uncertain += u64::from(row.effect_uncertain);
-            }
+            scan.day(day).0.events += u64::from(pass == 0);
+            scan.effect(day, &row, live);
         }
     }
     Ok(())
