@@ -156,9 +156,25 @@ async fn a_wrong_day_is_still_flagged_while_the_live_consumer_is_behind() {
 }
 
 /// The four days made right, then a row written from a version the archive does not hold
-/// (`d13-2` at version 3) and a row for an order the archive never saw (`ghost-1`, on the 14th).
+/// (`d13-2` at version 3), a row for an order the archive never saw (`ghost-1`, on the 14th) and
+/// a row for an order whose only event the rule rejects (`bad-1`, on the 12th).
 async fn rows_a_replay_cannot_reach(jobs: &Path) -> TestDb {
     let db = right_db(jobs).await;
+    let rejected = json!({"valorCentavos": "mil", "percentual": 5});
+    let bad = order_paid("bad-1", 1, rejected, local(12, 15, 0));
+    insert(
+        &db.pool,
+        &[replay_ledger::domain::Event {
+            posicao: 200,
+            ..bad
+        }],
+    )
+    .await;
+    exec(
+        &db,
+        "insert into comissao (pedido_id, valor_centavos, versao_evento) values ('bad-1', 50, 1)",
+    )
+    .await;
     exec(
         &db,
         "update comissao set valor_centavos = 999, versao_evento = 3 where pedido_id = 'd13-2'",
@@ -199,9 +215,11 @@ async fn rows_newer_than_the_archive_or_without_events_are_listed_apart_with_wha
         1,
         "{json}"
     );
+    assert_eq!(day(&json, "2026-10-12")["orders_without_events"], 1);
     assert_eq!(
         json["not_replayable"],
         json!([
+            {"pedido_id": "bad-1", "day": "2026-10-12", "reason": "without_accepted_events", "versao_evento": 1, "archive_versao": null},
             {"pedido_id": "d13-2", "day": "2026-10-13", "reason": "ahead_of_archive", "versao_evento": 3, "archive_versao": 1},
             {"pedido_id": "ghost-1", "day": "2026-10-14", "reason": "without_events", "versao_evento": 1, "archive_versao": null},
         ])
@@ -225,7 +243,7 @@ async fn rows_newer_than_the_archive_or_without_events_are_listed_apart_with_wha
     )
     .await;
     let text = stdout(&text);
-    assert!(text.contains("2 order(s) a replay cannot fix"), "{text}");
+    assert!(text.contains("3 order(s) a replay cannot fix"), "{text}");
     assert!(
         text.contains(
             "2026-10-13  d13-2  comissao at versao 3, the archive's newest pedido.pago is versao 1"

@@ -29,7 +29,7 @@ pub struct SetAside {
     /// `pedido.pago` of the order (by the day of that event).
     pub orders_ahead_of_archive: u64,
     /// `comissao` rows whose order has no `pedido.pago` archived (by the day the row was last
-    /// written, `atualizado_em`).
+    /// written, `atualizado_em`), or only ones the rule rejects (by the day of the newest).
     pub orders_without_events: u64,
 }
 
@@ -60,6 +60,8 @@ pub enum Unfixable {
     AheadOfArchive,
     /// No `pedido.pago` of the order is archived.
     WithoutEvents,
+    /// Every archived `pedido.pago` of the order is one the rule rejects (it writes nothing).
+    WithoutAcceptedEvents,
 }
 
 /// One order a replay cannot fix.
@@ -80,6 +82,10 @@ impl NotReplayable {
         match (self.reason, self.archive_versao) {
             (Unfixable::AheadOfArchive, Some(v)) => format!(
                 "comissao at versao {}, the archive's newest pedido.pago is versao {v}",
+                self.versao_evento
+            ),
+            (Unfixable::WithoutAcceptedEvents, _) => format!(
+                "comissao at versao {}, the rule rejects every pedido.pago of this order",
                 self.versao_evento
             ),
             _ => format!(

@@ -228,6 +228,25 @@ impl Scan {
         c.effects_uncertain += u64::from(row.effect_uncertain);
     }
 
+    /// An order none of whose `pedido.pago` the rule accepts: a row of it is one no replay writes
+    /// (by the day of its newest event).
+    fn undecided(&mut self, request: &Request, order: OrderSeen) {
+        let (Some((_, versao)), false) = (order.row, order.decided) else {
+            return;
+        };
+        let Some(day) = request.day_of(order.newest) else {
+            return;
+        };
+        self.day(day).1.orders_without_events += 1;
+        self.list(NotReplayable {
+            pedido_id: order.pedido_id,
+            day,
+            reason: Unfixable::WithoutAcceptedEvents,
+            versao_evento: versao,
+            archive_versao: None,
+        });
+    }
+
     fn list(&mut self, order: NotReplayable) {
         if self.not_replayable.len() < apart::LISTED {
             self.not_replayable.push(order);
@@ -245,23 +264,51 @@ async fn check_orders(
 ) -> Result<(), sqlx::Error> {
     let (from, to) = request.bounds();
     let mut rows = reconcile::orders(conn, domain::ORDER_PAID, from, to);
-    let mut decided: Option<String> = None;
+    let mut order: Option<OrderSeen> = None;
     while let Some(row) = rows.try_next().await? {
         progress.advance(1);
-        if decided.as_deref() == Some(row.event.pedido_id.as_str()) {
-            continue;
+        if order.as_ref().map(|o| o.pedido_id.as_str()) != Some(row.event.pedido_id.as_str()) {
+            if let Some(done) = order.take() {
+                scan.undecided(request, done);
+            }
+            order = Some(OrderSeen::first(&row));
         }
+        let Some(seen) = order.as_mut().filter(|o| !o.decided) else {
+            continue;
+        };
         // A rejected event writes nothing: the order's next older event decides.
         let Ok(Some(decision)) = domain::handle(&row.event) else {
             continue;
         };
-        decided = Some(row.event.pedido_id.clone());
+        seen.decided = true;
         if let Some(day) = request.day_of(row.event.ocorrido_em) {
             let applied = live.is_none_or(|l| l.covers(row.xid, row.event.posicao));
             scan.order(day, &row, &decision.commission, applied);
         }
     }
+    if let Some(done) = order {
+        scan.undecided(request, done);
+    }
     Ok(())
+}
+
+/// An order of the stream, from its first (newest) row: whether an accepted event decided it.
+struct OrderSeen {
+    pedido_id: String,
+    row: Option<(i64, i64)>,
+    newest: DateTime<Utc>,
+    decided: bool,
+}
+
+impl OrderSeen {
+    fn first(row: &reconcile::OrderEvent) -> OrderSeen {
+        OrderSeen {
+            pedido_id: row.event.pedido_id.clone(),
+            row: row.row,
+            newest: row.event.ocorrido_em,
+            decided: false,
+        }
+    }
 }
 
 /// The `comissao` rows last written in the range whose order has no `pedido.pago` archived.
