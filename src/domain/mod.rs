@@ -4,7 +4,10 @@
 
 use serde_json::{json, Value};
 
+pub mod inputs;
 pub mod upcast;
+
+pub use inputs::{inputs_of, Inputs};
 
 /// The event type this domain handles.
 pub const ORDER_PAID: &str = "pedido.pago";

@@ -1,13 +1,16 @@
 //! One order's story, the one read model behind `explain PEDIDO` and the console's
 //! `/pedidos/{pedido_id}`: every event of the order with what the domain's rule (the applier's)
 //! makes of it, the `comissao` row beside the value the archive implies, every correction by
-//! execution, and every effect key with its state, execution, attempts and reason.
+//! execution, and every effect key with its state, execution, attempts and reason. Each
+//! `pedido.pago` event carries the inputs the rule read (amount, percentage, payload shape), and
+//! an inconsistent order says why, in words.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::domain::{self, Event};
+use crate::domain::{self, Event, Inputs};
+use crate::shared::money::brl;
 use crate::tables::archive;
 use crate::tables::commission::order::{self, Correction, Stored};
 use crate::tables::ledger::{self, OrderEffect};
@@ -24,6 +27,10 @@ pub struct StoryEvent {
     pub commission_cents: Option<i64>,
     /// Why the rule rejected it.
     pub rejected: Option<String>,
+    /// What the rule read from its payload (a `pedido.pago` only).
+    pub inputs: Option<Inputs>,
+    /// The rule and its version that gave `commission_cents` (a `pedido.pago` only).
+    pub rule: Option<&'static str>,
 }
 
 /// The whole story; JSON keys as DESIGN.md's `explain`.
@@ -36,6 +43,10 @@ pub struct Story {
     pub expected_cents: Option<i64>,
     /// Whether the row holds the expected value and version (no row and nothing expected: yes).
     pub consistent: bool,
+    /// Why the order is inconsistent, in Portuguese; absent from the JSON when it is consistent
+    /// (the keys of a consistent order's story are DESIGN.md's, unchanged).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub corrections: Vec<Correction>,
     pub effects: Vec<OrderEffect>,
 }
@@ -76,19 +87,19 @@ pub async fn story(pool: &PgPool, pedido_id: &str) -> Result<Story, StoryError> 
     let effects = ledger::effects_of_keys(pool, &keys).await?;
     let corrections = order::corrections_of(pool, pedido_id).await?;
     let (told, expected) = tell(&events);
-    let consistent = match (&comissao, &expected) {
-        (Some(row), Some((valor, versao))) => {
-            row.valor_centavos == *valor && row.versao_evento == *versao
-        }
-        (None, None) => true,
-        _ => false,
-    };
+    let reason = reason(
+        comissao
+            .as_ref()
+            .map(|r| (r.valor_centavos, r.versao_evento)),
+        expected,
+    );
     Ok(Story {
         pedido_id: pedido_id.to_string(),
         events: told,
         comissao,
         expected_cents: expected.map(|(valor, _)| valor),
-        consistent,
+        consistent: reason.is_none(),
+        reason,
         corrections,
         effects,
     })
@@ -108,19 +119,96 @@ fn tell(events: &[Event]) -> (Vec<StoryEvent>, Option<(i64, i64)>) {
                     expected = Some((d.commission.valor_centavos, d.commission.versao));
                 }
             }
-            StoryEvent {
-                posicao: event.posicao,
-                id: event.id.clone(),
-                tipo: event.tipo.clone(),
-                versao: event.versao,
-                ocorrido_em: event.ocorrido_em,
-                commission_cents: decided
-                    .as_ref()
-                    .ok()
-                    .and_then(|d| d.as_ref().map(|d| d.commission.valor_centavos)),
-                rejected: decided.err().map(|e| e.to_string()),
-            }
+            tell_one(event, decided)
         })
         .collect();
     (told, expected)
+}
+
+/// One event, with the rule's decision on it and, for a `pedido.pago`, its inputs.
+fn tell_one(
+    event: &Event,
+    decided: Result<Option<domain::Decision>, domain::InvalidPayload>,
+) -> StoryEvent {
+    let paid = event.tipo == domain::ORDER_PAID;
+    StoryEvent {
+        posicao: event.posicao,
+        id: event.id.clone(),
+        tipo: event.tipo.clone(),
+        versao: event.versao,
+        ocorrido_em: event.ocorrido_em,
+        commission_cents: decided
+            .as_ref()
+            .ok()
+            .and_then(|d| d.as_ref().map(|d| d.commission.valor_centavos)),
+        rejected: decided.err().map(|e| e.to_string()),
+        inputs: paid.then(|| domain::inputs_of(&event.payload)),
+        rule: paid.then_some(domain::RULE_VERSION),
+    }
+}
+
+/// Why the row `(valor, versao)` is not what the archive implies, in words; `None` when it is
+/// (no row and nothing implied is consistent too).
+fn reason(row: Option<(i64, i64)>, expected: Option<(i64, i64)>) -> Option<String> {
+    let (valor, versao, expected_valor, expected_versao) = match (row, expected) {
+        (None, None) => return None,
+        (None, Some((v, n))) => {
+            return Some(format!(
+                "nenhuma linha em comissao; o arquivo implica {} (versão {n})",
+                brl(v)
+            ))
+        }
+        (Some((v, n)), None) => {
+            return Some(format!(
+                "linha em comissao ({}, versão {n}), mas o arquivo não tem pedido.pago aceito \
+                 deste pedido",
+                brl(v)
+            ))
+        }
+        (Some((v, n)), Some((ev, en))) => (v, n, ev, en),
+    };
+    let mut why = Vec::new();
+    if versao > expected_versao {
+        why.push(format!(
+            "versão {versao} na tabela, o arquivo só tem a versão {expected_versao}"
+        ));
+    } else if versao < expected_versao {
+        why.push(format!(
+            "versão {versao} na tabela, o arquivo já tem a versão {expected_versao}"
+        ));
+    }
+    if valor != expected_valor {
+        why.push(format!(
+            "valor na tabela {}, o arquivo implica {}",
+            brl(valor),
+            brl(expected_valor)
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reason;
+
+    #[test]
+    fn a_row_newer_than_the_archive_says_which_versions() {
+        assert_eq!(
+            reason(Some((500, 2)), Some((500, 1))).as_deref(),
+            Some("versão 2 na tabela, o arquivo só tem a versão 1")
+        );
+    }
+
+    #[test]
+    fn a_wrong_value_says_both_amounts() {
+        assert_eq!(
+            reason(Some((5, 1)), Some((50, 1))).as_deref(),
+            Some("valor na tabela R$ 0,05, o arquivo implica R$ 0,50")
+        );
+        assert_eq!(reason(Some((50, 1)), Some((50, 1))), None);
+        assert_eq!(reason(None, None), None);
+        assert!(reason(None, Some((50, 1)))
+            .unwrap()
+            .starts_with("nenhuma linha em comissao"));
+    }
 }

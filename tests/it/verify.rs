@@ -12,10 +12,10 @@ use serde_json::{json, Value};
 
 use crate::helpers::*;
 
-const TZ: &str = "America/Sao_Paulo";
+pub(crate) const TZ: &str = "America/Sao_Paulo";
 
 /// `hh:mm` on 2026-10-`day` at -03:00 (São Paulo keeps no summer time since 2019).
-fn local(day: u32, hour: u32, minute: u32) -> DateTime<Utc> {
+pub(crate) fn local(day: u32, hour: u32, minute: u32) -> DateTime<Utc> {
     chrono::FixedOffset::west_opt(3 * 3600)
         .unwrap()
         .with_ymd_and_hms(2026, 10, day, hour, minute, 0)
@@ -23,7 +23,7 @@ fn local(day: u32, hour: u32, minute: u32) -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-fn order_paid(pedido: &str, versao: i64, payload: Value, at: DateTime<Utc>) -> Event {
+pub(crate) fn order_paid(pedido: &str, versao: i64, payload: Value, at: DateTime<Utc>) -> Event {
     Event {
         posicao: 0,
         id: format!("evt-{pedido}-v{versao}"),
@@ -74,7 +74,7 @@ fn four_days() -> Vec<Event> {
 
 /// A jobs dir: the seller webhook, the live consumer's policy, and `fill`, a replay of the four
 /// days that makes the database right.
-fn jobs(sink_url: &str) -> tempfile::TempDir {
+pub(crate) fn jobs(sink_url: &str) -> tempfile::TempDir {
     let dir = jobs_dir(sink_url, &JobSpec::default());
     std::fs::write(
         dir.path().join("live.yaml"),
@@ -90,7 +90,7 @@ fn jobs(sink_url: &str) -> tempfile::TempDir {
 }
 
 /// The four days archived, and replayed for real: every row and every key right.
-async fn right_db(jobs: &Path) -> TestDb {
+pub(crate) async fn right_db(jobs: &Path) -> TestDb {
     let db = TestDb::new().await;
     insert(&db.pool, &four_days()).await;
     assert_success(
@@ -101,7 +101,7 @@ async fn right_db(jobs: &Path) -> TestDb {
 }
 
 /// `verify` over the four days in São Paulo, with `extra` arguments: exit status and JSON.
-async fn verify_json(db: &TestDb, jobs: &Path, extra: &[&str]) -> (i32, Value) {
+pub(crate) async fn verify_json(db: &TestDb, jobs: &Path, extra: &[&str]) -> (i32, Value) {
     let mut args = vec![
         "verify",
         "--from",
@@ -159,7 +159,7 @@ async fn every_table(db: &TestDb) -> BTreeMap<String, Option<String>> {
     sums
 }
 
-async fn exec(db: &TestDb, sql: &str) {
+pub(crate) async fn exec(db: &TestDb, sql: &str) {
     sqlx::query(sql).execute(&db.pool).await.expect(sql);
 }
 

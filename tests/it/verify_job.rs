@@ -141,3 +141,45 @@ async fn a_verify_job_that_finds_the_days_right_mails_nothing() {
     );
     assert!(smtp.messages().is_empty());
 }
+
+#[tokio::test]
+async fn a_verify_jobs_mail_says_how_many_rows_no_replay_can_fix_and_what_to_do() {
+    let (db, jobs, smtp) = setup().await;
+    sqlx::query("delete from comissao where pedido_id = 'ped-2'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("update comissao set versao_evento = 5 where pedido_id = 'ped-3'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let serve = serve(&db, &jobs, &smtp);
+
+    let metrics = after_a_run(&serve).await;
+    wait_until("the first mail arrives", || async {
+        !smtp.messages().is_empty()
+    })
+    .await;
+    serve.terminate().await;
+
+    assert!(
+        metrics.contains(&format!(
+            "replay_ledger_verify_orders_wrong{{job=\"{JOB}\"}} 0"
+        )),
+        "a row ahead of the archive is not a replay's difference: {metrics}"
+    );
+    let mail = parse(&smtp.messages()[0]);
+    assert!(
+        mail.text.contains(
+            "1 pedido(s) com linha em comissao que nenhum replay corrige (versão mais nova que o arquivo"
+        ),
+        "{}",
+        mail.text
+    );
+    assert!(
+        mail.text
+            .contains("Confira o log de origem ou corrija a linha à mão"),
+        "{}",
+        mail.text
+    );
+}

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use super::{connect, Cli, Failure, Outcome};
+use crate::domain::Inputs;
 use crate::services::story::{self, Story, StoryError};
 use crate::shared::money::brl;
 use crate::shared::text::inert;
@@ -46,6 +47,9 @@ fn text(s: &Story) -> String {
             e.versao,
             e.ocorrido_em.format("%Y-%m-%d %H:%M:%S UTC"),
         );
+        if let Some(inputs) = &e.inputs {
+            let _ = writeln!(out, "      inputs: {}", inputs_text(inputs));
+        }
     }
     let row = match &s.comissao {
         Some(c) => format!(
@@ -57,14 +61,14 @@ fn text(s: &Story) -> String {
         None => "no row".into(),
     };
     let expected = s.expected_cents.map_or("nothing".into(), brl);
-    let verdict = if s.consistent {
-        "consistent"
-    } else {
-        "INCONSISTENT"
+    let verdict = match &s.reason {
+        None => "consistent".to_string(),
+        Some(why) => format!("INCONSISTENT: {why}"),
     };
     let _ = write!(
         out,
-        "\ncomissao: {row}\nexpected: {expected} ({verdict})\n\ncorrections ({}):\n",
+        "\ncomissao: {row}\nexpected: {expected} by {} ({verdict})\n\ncorrections ({}):\n",
+        crate::domain::RULE_VERSION,
         s.corrections.len()
     );
     for c in &s.corrections {
@@ -92,4 +96,19 @@ fn text(s: &Story) -> String {
         );
     }
     out
+}
+
+/// An event's inputs on one line: the amount, the percentage, the payload's shape.
+fn inputs_text(i: &Inputs) -> String {
+    let cents = i
+        .valor_centavos
+        .map_or("?".to_string(), |c| format!("valorCentavos {c}"));
+    let percentual = i.percentual.as_deref().map_or("?".into(), inert);
+    match &i.valor {
+        Some(valor) => format!(
+            "valor {} -> {cents}, percentual {percentual} (older shape, upcast on read)",
+            inert(valor)
+        ),
+        None => format!("{cents}, percentual {percentual} (current shape)"),
+    }
 }

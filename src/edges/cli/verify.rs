@@ -163,6 +163,7 @@ fn table(f: &Findings) -> String {
             f.totals.effects_uncertain
         );
     }
+    set_aside(&mut out, f);
     if !differing.is_empty() {
         let _ = writeln!(
             out,
@@ -171,6 +172,37 @@ fn table(f: &Findings) -> String {
         );
     }
     out
+}
+
+/// What is reported apart from the differences: never a job, never exit 3.
+fn set_aside(out: &mut String, f: &Findings) {
+    let t = &f.set_aside_totals;
+    if t.waiting_for_live() > 0 {
+        let _ = writeln!(
+            out,
+            "live consumer behind: {} order(s) and {} effect(s) ainda não aplicados pelo consumidor ao vivo;\n      not differences: verify again once it catches up (replay-ledger status shows its lag)",
+            money::group_thousands(t.pending_live),
+            money::group_thousands(t.effects_pending_live),
+        );
+    }
+    if t.not_replayable() == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{} order(s) a replay cannot fix ({} newer than the archive, {} with no archived event), no job emitted:",
+        money::group_thousands(t.not_replayable()),
+        money::group_thousands(t.orders_ahead_of_archive),
+        money::group_thousands(t.orders_without_events),
+    );
+    for o in &f.not_replayable {
+        let id = crate::shared::text::inert(&o.pedido_id);
+        let _ = writeln!(out, "  {}  {id}  {}", o.day, o.describe());
+    }
+    if (f.not_replayable.len() as u64) < t.not_replayable() {
+        let _ = writeln!(out, "  … the first {} listed", f.not_replayable.len());
+    }
+    let _ = writeln!(out, "what to do: {}", verify::apart::WHAT_TO_DO);
 }
 
 fn row(label: &str, c: &verify::Counts, effects_checked: bool) -> String {

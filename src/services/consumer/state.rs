@@ -53,7 +53,12 @@ fn protocol(err: impl std::fmt::Display) -> sqlx::Error {
 /// every event up to it applied, none after it — the same as a snapshot that sees the
 /// transactions below its xid, with the checkpoint itself for the rest of its transaction.
 pub async fn load(pool: &PgPool, key: &str) -> Result<Option<LiveState>, sqlx::Error> {
-    let Some(checkpoint) = execution::live_checkpoint(pool, key).await? else {
+    load_in(&mut *pool.acquire().await?, key).await
+}
+
+/// As [`load`], on `conn` (inside the caller's transaction, so in its snapshot: `verify`).
+pub async fn load_in(conn: &mut PgConnection, key: &str) -> Result<Option<LiveState>, sqlx::Error> {
+    let Some(checkpoint) = execution::live_checkpoint(&mut *conn, key).await? else {
         return Ok(None);
     };
     type Row = (String, Option<String>, Option<String>, Option<i64>);
@@ -64,7 +69,7 @@ pub async fn load(pool: &PgPool, key: &str) -> Result<Option<LiveState>, sqlx::E
         "#,
     )
     .bind(key)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *conn)
     .await?;
     let Some((seen, round, round_xid, round_posicao)) = row else {
         return Ok(Some(LiveState {

@@ -42,7 +42,8 @@ pub async fn run(
     };
     let findings = super::verify(pool, &request, &mut Progress::shown()).await?;
     let t = &findings.totals;
-    tracing::info!(from = %from, to = %to, clean = findings.clean, orders_wrong = t.orders_wrong, orders_missing = t.orders_missing, effects_missing = t.effects_missing, "verify run");
+    let apart = &findings.set_aside_totals;
+    tracing::info!(from = %from, to = %to, clean = findings.clean, orders_wrong = t.orders_wrong, orders_missing = t.orders_missing, effects_missing = t.effects_missing, pending_live = apart.waiting_for_live(), not_replayable = apart.not_replayable(), "verify run");
     if findings.clean {
         return Ok(VerifyRun {
             findings,
@@ -128,7 +129,22 @@ fn text(f: &Findings, console: Option<&str>) -> String {
         f.to,
         f.timezone
     ));
+    if let Some(note) = not_replayable_note(f) {
+        out.push_str(&format!("\n{note}\n"));
+    }
     out
+}
+
+/// Orders no replay fixes, when there are any: how many, and who must act (the list is in
+/// `replay-ledger verify`'s output).
+fn not_replayable_note(f: &Findings) -> Option<String> {
+    let n = f.set_aside_totals.not_replayable();
+    (n > 0).then(|| {
+        format!(
+            "{n} pedido(s) com linha em comissao que nenhum replay corrige (versão mais nova que o arquivo, ou sem pedido.pago aceito no arquivo): faltam eventos no arquivo. Confira o log de origem ou corrija a linha à mão; a lista sai em replay-ledger verify --from {} --to {}.",
+            f.from, f.to
+        )
+    })
 }
 
 fn html(f: &Findings, console: Option<&str>) -> String {
@@ -146,6 +162,7 @@ fn html(f: &Findings, console: Option<&str>) -> String {
             }
         }
         p { "Diferença líquida (esperado menos atual): " (money::brl_signed(f.totals.difference_cents)) }
+        @if let Some(note) = not_replayable_note(f) { p { (note) } }
     }
     .into_string()
 }

@@ -5,9 +5,15 @@
 //! events: does the ledger hold a row for each effect the job's policy applies, and which are
 //! `incerto`?
 //!
+//! What a replay would not fix is set apart ([`apart`]): orders and effects the live consumer has
+//! not reached yet, rows newer than the archive, rows with no archived event.
+//!
 //! It only reads, in one read-only repeatable-read transaction, streaming row by row: memory
-//! holds one order's events and a counter per day, whatever the range.
+//! holds one order's events, a counter per day and at most [`apart::LISTED`] listed orders,
+//! whatever the range. The live consumer's stored position is read in the same snapshot as the
+//! rows, so "applied" means applied as of that snapshot.
 
+pub mod apart;
 mod emit;
 pub mod job;
 mod progress;
@@ -23,7 +29,9 @@ use sqlx::PgPool;
 use crate::config::EffectMode;
 use crate::domain;
 use crate::engine::applier::Policy;
-use crate::tables::archive::reconcile;
+use crate::services::consumer::{state as live_state, LIVE_EXECUTION};
+use crate::tables::archive::{reconcile, Applied};
+use apart::{NotReplayable, SetAside, Unfixable};
 
 pub use emit::{emit_jobs, EmitSpec};
 pub use progress::Progress;
@@ -80,6 +88,9 @@ pub struct Day {
     pub day: NaiveDate,
     #[serde(flatten)]
     pub counts: Counts,
+    /// What is reported apart, not as differences.
+    #[serde(flatten)]
+    pub set_aside: SetAside,
 }
 
 /// What `verify` found: the JSON of DESIGN.md's `verify` row.
@@ -93,6 +104,10 @@ pub struct Findings {
     /// Every day of the range, in order.
     pub days: Vec<Day>,
     pub totals: Counts,
+    /// The range's counts reported apart (kept out of `totals`, whose fields are the differences).
+    pub set_aside_totals: SetAside,
+    /// The orders a replay cannot fix, by order id (at most [`apart::LISTED`]).
+    pub not_replayable: Vec<NotReplayable>,
 }
 
 impl Findings {
@@ -139,47 +154,189 @@ pub async fn verify(
     request: &Request,
     progress: &mut Progress,
 ) -> Result<Findings, sqlx::Error> {
-    let mut days: BTreeMap<NaiveDate, Counts> = BTreeMap::new();
+    let mut scan = Scan::default();
     let mut tx = pool.begin().await?;
     sqlx::query("set transaction isolation level repeatable read, read only")
         .execute(&mut *tx)
         .await?;
-    check_orders(&mut tx, request, &mut days, progress).await?;
-    check_events(&mut tx, request, &mut days, progress).await?;
+    // No live consumer ever ran: nothing is pending for it.
+    let live = live_state::load_in(&mut tx, LIVE_EXECUTION).await?;
+    let applied = live.as_ref().map(live_state::LiveState::applied);
+    check_orders(&mut tx, request, applied.as_ref(), &mut scan, progress).await?;
+    check_orphans(&mut tx, request, &mut scan).await?;
+    check_events(&mut tx, request, applied.as_ref(), &mut scan, progress).await?;
     tx.rollback().await?;
     progress.finish();
-    Ok(findings(request, days))
+    Ok(findings(request, scan))
+}
+
+/// What the reads gather: per day, the differences and what is set apart; the listed orders.
+#[derive(Default)]
+struct Scan {
+    days: BTreeMap<NaiveDate, (Counts, SetAside)>,
+    not_replayable: Vec<NotReplayable>,
+}
+
+impl Scan {
+    fn day(&mut self, day: NaiveDate) -> &mut (Counts, SetAside) {
+        self.days.entry(day).or_default()
+    }
+
+    /// One order, decided by `expected`, whose event the live consumer has `applied` or not.
+    fn order(
+        &mut self,
+        day: NaiveDate,
+        row: &reconcile::OrderEvent,
+        expected: &domain::CommissionRow,
+        applied: bool,
+    ) {
+        let (c, set_aside) = self.day(day);
+        c.orders += 1;
+        match row.row {
+            Some((valor, versao))
+                if (valor, versao) == (expected.valor_centavos, expected.versao) => {}
+            _ if !applied => set_aside.pending_live += 1,
+            Some((_, versao)) if versao > expected.versao => {
+                set_aside.orders_ahead_of_archive += 1;
+                self.list(NotReplayable {
+                    pedido_id: row.event.pedido_id.clone(),
+                    day,
+                    reason: Unfixable::AheadOfArchive,
+                    versao_evento: versao,
+                    archive_versao: Some(expected.versao),
+                });
+            }
+            current => count_difference(c, expected, current),
+        }
+    }
+
+    /// One event's key of one effect type: missing (a difference, or set apart while the live
+    /// consumer has not applied the event) or `incerto`. Only an event the domain accepts asks for
+    /// effects.
+    fn effect(&mut self, day: NaiveDate, row: &reconcile::RangeEvent, live: Option<&Applied<'_>>) {
+        if !(row.effect_missing || row.effect_uncertain)
+            || !matches!(domain::handle(&row.event), Ok(Some(_)))
+        {
+            return;
+        }
+        let applied = live.is_none_or(|l| l.covers(row.xid, row.event.posicao));
+        let (c, set_aside) = self.day(day);
+        match applied {
+            true => c.effects_missing += u64::from(row.effect_missing),
+            false => set_aside.effects_pending_live += u64::from(row.effect_missing),
+        }
+        c.effects_uncertain += u64::from(row.effect_uncertain);
+    }
+
+    /// An order none of whose `pedido.pago` the rule accepts: a row of it is one no replay writes
+    /// (by the day of its newest event).
+    fn undecided(&mut self, request: &Request, order: OrderSeen) {
+        let (Some((_, versao)), false) = (order.row, order.decided) else {
+            return;
+        };
+        let Some(day) = request.day_of(order.newest) else {
+            return;
+        };
+        self.day(day).1.orders_without_events += 1;
+        self.list(NotReplayable {
+            pedido_id: order.pedido_id,
+            day,
+            reason: Unfixable::WithoutAcceptedEvents,
+            versao_evento: versao,
+            archive_versao: None,
+        });
+    }
+
+    fn list(&mut self, order: NotReplayable) {
+        if self.not_replayable.len() < apart::LISTED {
+            self.not_replayable.push(order);
+        }
+    }
 }
 
 /// Every order with a `pedido.pago` in the range: its newest accepted event against its row.
 async fn check_orders(
     conn: &mut sqlx::PgConnection,
     request: &Request,
-    days: &mut BTreeMap<NaiveDate, Counts>,
+    live: Option<&Applied<'_>>,
+    scan: &mut Scan,
     progress: &mut Progress,
 ) -> Result<(), sqlx::Error> {
     let (from, to) = request.bounds();
     let mut rows = reconcile::orders(conn, domain::ORDER_PAID, from, to);
-    let mut decided: Option<String> = None;
+    let mut order: Option<OrderSeen> = None;
     while let Some(row) = rows.try_next().await? {
         progress.advance(1);
-        if decided.as_deref() == Some(row.event.pedido_id.as_str()) {
-            continue;
+        if order.as_ref().map(|o| o.pedido_id.as_str()) != Some(row.event.pedido_id.as_str()) {
+            if let Some(done) = order.take() {
+                scan.undecided(request, done);
+            }
+            order = Some(OrderSeen::first(&row));
         }
+        let Some(seen) = order.as_mut().filter(|o| !o.decided) else {
+            continue;
+        };
         // A rejected event writes nothing: the order's next older event decides.
         let Ok(Some(decision)) = domain::handle(&row.event) else {
             continue;
         };
-        decided = Some(row.event.pedido_id.clone());
+        seen.decided = true;
         if let Some(day) = request.day_of(row.event.ocorrido_em) {
-            count_order(days.entry(day).or_default(), &decision.commission, row.row);
+            let applied = live.is_none_or(|l| l.covers(row.xid, row.event.posicao));
+            scan.order(day, &row, &decision.commission, applied);
         }
+    }
+    if let Some(done) = order {
+        scan.undecided(request, done);
     }
     Ok(())
 }
 
-fn count_order(c: &mut Counts, expected: &domain::CommissionRow, row: Option<(i64, i64)>) {
-    c.orders += 1;
+/// An order of the stream, from its first (newest) row: whether an accepted event decided it.
+struct OrderSeen {
+    pedido_id: String,
+    row: Option<(i64, i64)>,
+    newest: DateTime<Utc>,
+    decided: bool,
+}
+
+impl OrderSeen {
+    fn first(row: &reconcile::OrderEvent) -> OrderSeen {
+        OrderSeen {
+            pedido_id: row.event.pedido_id.clone(),
+            row: row.row,
+            newest: row.event.ocorrido_em,
+            decided: false,
+        }
+    }
+}
+
+/// The `comissao` rows last written in the range whose order has no `pedido.pago` archived.
+async fn check_orphans(
+    conn: &mut sqlx::PgConnection,
+    request: &Request,
+    scan: &mut Scan,
+) -> Result<(), sqlx::Error> {
+    let (from, to) = request.bounds();
+    let mut rows = reconcile::orphans(conn, domain::ORDER_PAID, from, to);
+    while let Some(orphan) = rows.try_next().await? {
+        let Some(day) = request.day_of(orphan.atualizado_em) else {
+            continue;
+        };
+        scan.day(day).1.orders_without_events += 1;
+        scan.list(NotReplayable {
+            pedido_id: orphan.pedido_id,
+            day,
+            reason: Unfixable::WithoutEvents,
+            versao_evento: orphan.versao_evento,
+            archive_versao: None,
+        });
+    }
+    Ok(())
+}
+
+/// A difference a replay fixes: a missing row, or one older or of another value.
+fn count_difference(c: &mut Counts, expected: &domain::CommissionRow, row: Option<(i64, i64)>) {
     match row {
         None => {
             c.orders_missing += 1;
@@ -199,7 +356,8 @@ fn count_order(c: &mut Counts, expected: &domain::CommissionRow, row: Option<(i6
 async fn check_events(
     conn: &mut sqlx::PgConnection,
     request: &Request,
-    days: &mut BTreeMap<NaiveDate, Counts>,
+    live: Option<&Applied<'_>>,
+    scan: &mut Scan,
     progress: &mut Progress,
 ) -> Result<(), sqlx::Error> {
     let (from, to) = request.bounds();
@@ -220,29 +378,27 @@ async fn check_events(
             let Some(day) = request.day_of(row.event.ocorrido_em) else {
                 continue;
             };
-            let c = days.entry(day).or_default();
-            c.events += u64::from(pass == 0);
-            // Only an event the domain accepts asks for effects.
-            if (row.effect_missing || row.effect_uncertain)
-                && matches!(domain::handle(&row.event), Ok(Some(_)))
-            {
-                c.effects_missing += u64::from(row.effect_missing);
-                c.effects_uncertain += u64::from(row.effect_uncertain);
-            }
+            scan.day(day).0.events += u64::from(pass == 0);
+            scan.effect(day, &row, live);
         }
     }
     Ok(())
 }
 
 /// Every day of the range (zeros where nothing was found), and the totals.
-fn findings(request: &Request, mut found: BTreeMap<NaiveDate, Counts>) -> Findings {
+fn findings(request: &Request, mut scan: Scan) -> Findings {
     let mut days = Vec::new();
-    let mut totals = Counts::default();
+    let (mut totals, mut set_aside_totals) = (Counts::default(), SetAside::default());
     let mut day = request.from;
     while day < request.to {
-        let counts = found.remove(&day).unwrap_or_default();
+        let (counts, set_aside) = scan.days.remove(&day).unwrap_or_default();
         totals.add(&counts);
-        days.push(Day { day, counts });
+        set_aside_totals.add(&set_aside);
+        days.push(Day {
+            day,
+            counts,
+            set_aside,
+        });
         day = day.succ_opt().unwrap_or(request.to);
     }
     Findings {
@@ -253,5 +409,7 @@ fn findings(request: &Request, mut found: BTreeMap<NaiveDate, Counts>) -> Findin
         effects_checked: !request.effect_types().is_empty(),
         days,
         totals,
+        set_aside_totals,
+        not_replayable: scan.not_replayable,
     }
 }

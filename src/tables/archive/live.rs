@@ -127,6 +127,19 @@ pub struct Applied<'a> {
     pub round: Option<(&'a Snapshot, LivePosition)>,
 }
 
+impl Applied<'_> {
+    /// Whether the event archived by transaction `xid` at `posicao` is among what the consumer
+    /// has applied: the complement of [`pending`]'s filter, for a reader that has the row.
+    pub fn covers(&self, xid: u64, posicao: i64) -> bool {
+        let at = LivePosition { xid, posicao };
+        at <= self.checkpoint
+            || self.seen.visible(xid)
+            || self
+                .round
+                .is_some_and(|(snapshot, cursor)| snapshot.visible(xid) && at <= cursor)
+    }
+}
+
 /// Events archived (committed) and not yet applied by the live consumer, counted up to a cap.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pending {
@@ -181,4 +194,33 @@ pub async fn pending(
         events,
         oldest_age_seconds: age.unwrap_or(0.0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(xid: u64, posicao: i64) -> LivePosition {
+        LivePosition { xid, posicao }
+    }
+
+    #[test]
+    fn what_the_consumer_applied_covers_its_checkpoint_its_snapshot_and_its_rounds_done_part() {
+        // Transactions below 10 seen except 7 (running then); a round's snapshot also sees 7
+        // and 12, done up to (7, 40).
+        let seen = Snapshot::parse("5:10:7").unwrap();
+        let round = Snapshot::parse("13:13:").unwrap();
+        let applied = Applied {
+            checkpoint: at(4, 30),
+            seen: &seen,
+            round: Some((&round, at(7, 40))),
+        };
+
+        assert!(applied.covers(3, 99), "below the checkpoint");
+        assert!(applied.covers(9, 1), "seen ended");
+        assert!(applied.covers(7, 40), "the round's done part");
+        assert!(!applied.covers(7, 41), "the round's rest");
+        assert!(!applied.covers(12, 1), "after the round's cursor");
+        assert!(!applied.covers(13, 1), "began after every snapshot");
+    }
 }

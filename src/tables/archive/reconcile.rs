@@ -9,14 +9,16 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use sqlx::PgConnection;
 
-use super::into_event;
 use super::payload::Payload;
+use super::{into_event, parse_xid};
 use crate::domain::Event;
 
 /// One `pedido.pago` event of an order, with the order's `comissao` row (on every row of it).
 #[derive(Debug)]
 pub struct OrderEvent {
     pub event: Event,
+    /// The transaction that archived it (`xid_insercao`): whether the live consumer applied it.
+    pub xid: u64,
     /// `(valor_centavos, versao_evento)` of the order's row; `None` when it has none.
     pub row: Option<(i64, i64)>,
 }
@@ -27,6 +29,8 @@ pub struct RangeEvent {
     /// The payload is `null` unless the event is of a handled type and its key is missing or
     /// `incerto` (only then does the caller need the domain's decision).
     pub event: Event,
+    /// The transaction that archived it (`xid_insercao`).
+    pub xid: u64,
     pub effect_missing: bool,
     pub effect_uncertain: bool,
 }
@@ -38,6 +42,7 @@ type OrderRow = (
     i64,
     Payload,
     DateTime<Utc>,
+    String,
     Option<i64>,
     Option<i64>,
 );
@@ -54,7 +59,7 @@ pub fn orders<'c>(
     sqlx::query_as::<_, OrderRow>(
         r#"
         select e.pedido_id, e.posicao, e.id, e.versao, e.payload, e.ocorrido_em,
-               c.valor_centavos, c.versao_evento
+               e.xid_insercao::text, c.valor_centavos, c.versao_evento
         from evento_arquivado e
         left join comissao c on c.pedido_id = e.pedido_id
         where e.tipo = $3
@@ -67,8 +72,10 @@ pub fn orders<'c>(
     .bind(to)
     .bind(tipo)
     .fetch(conn)
-    .map_ok(
-        |(pedido_id, posicao, id, versao, payload, ocorrido_em, valor, versao_evento)| OrderEvent {
+    .map(|row| {
+        let (pedido_id, posicao, id, versao, payload, ocorrido_em, xid, valor, versao_evento) =
+            row?;
+        Ok(OrderEvent {
             event: into_event((
                 posicao,
                 id,
@@ -78,9 +85,10 @@ pub fn orders<'c>(
                 payload,
                 ocorrido_em,
             )),
+            xid: parse_xid(&xid)?,
             row: valor.zip(versao_evento),
-        },
-    )
+        })
+    })
     .boxed()
 }
 
@@ -92,6 +100,7 @@ type RangeRow = (
     i64,
     Payload,
     DateTime<Utc>,
+    String,
     bool,
     bool,
 );
@@ -112,7 +121,7 @@ pub fn events<'c>(
                case when $4::text is not null and e.tipo = any($3)
                          and (l.chave is null or l.estado = 'incerto')
                     then e.payload else 'null'::jsonb end,
-               e.ocorrido_em,
+               e.ocorrido_em, e.xid_insercao::text,
                $4::text is not null and l.chave is null,
                coalesce(l.estado = 'incerto', false)
         from evento_arquivado e
@@ -126,15 +135,54 @@ pub fn events<'c>(
     .bind(handled)
     .bind(effect_type)
     .fetch(conn)
-    .map_ok(
-        |(posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, missing, uncertain)| {
-            let handled_type = handled.contains(&tipo);
-            RangeEvent {
-                event: into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)),
-                effect_missing: missing && handled_type,
-                effect_uncertain: uncertain && handled_type,
-            }
-        },
+    .map(move |row| {
+        let (posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, xid, missing, uncertain) =
+            row?;
+        let handled_type = handled.contains(&tipo);
+        Ok(RangeEvent {
+            event: into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)),
+            xid: parse_xid(&xid)?,
+            effect_missing: missing && handled_type,
+            effect_uncertain: uncertain && handled_type,
+        })
+    })
+    .boxed()
+}
+
+/// A `comissao` row that no archived `tipo` event accounts for.
+#[derive(Debug)]
+pub struct Orphan {
+    pub pedido_id: String,
+    pub versao_evento: i64,
+    pub atualizado_em: DateTime<Utc>,
+}
+
+/// The `comissao` rows last written in `[from, to)` whose order has no `tipo` event in the archive
+/// at all: no replay can reach them (it only writes what an archived event implies).
+pub fn orphans<'c>(
+    conn: &'c mut PgConnection,
+    tipo: &'c str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> BoxStream<'c, Result<Orphan, sqlx::Error>> {
+    sqlx::query_as::<_, (String, i64, DateTime<Utc>)>(
+        r#"
+        select c.pedido_id, c.versao_evento, c.atualizado_em
+        from comissao c
+        where c.atualizado_em >= $1 and c.atualizado_em < $2
+          and not exists (select 1 from evento_arquivado e
+                          where e.pedido_id = c.pedido_id and e.tipo = $3)
+        order by c.pedido_id
+        "#,
     )
+    .bind(from)
+    .bind(to)
+    .bind(tipo)
+    .fetch(conn)
+    .map_ok(|(pedido_id, versao_evento, atualizado_em)| Orphan {
+        pedido_id,
+        versao_evento,
+        atualizado_em,
+    })
     .boxed()
 }

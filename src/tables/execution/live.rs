@@ -12,15 +12,15 @@ use crate::tables::archive::LivePosition;
 use crate::tables::tally::{self, Scope};
 
 /// The live consumer's checkpoint: (transaction, position) of the last settled event.
-pub async fn live_checkpoint(
-    pool: &PgPool,
-    key: &str,
-) -> Result<Option<LivePosition>, sqlx::Error> {
+pub async fn live_checkpoint<'c, E>(conn: E, key: &str) -> Result<Option<LivePosition>, sqlx::Error>
+where
+    E: sqlx::PgExecutor<'c>,
+{
     let row: Option<(Option<String>, i64)> = sqlx::query_as(
         "select ultimo_xid::text, ultima_posicao from reprocessamento_checkpoint where execucao_id = $1",
     )
     .bind(key)
-    .fetch_optional(pool)
+    .fetch_optional(conn)
     .await?;
     Ok(row.and_then(|(xid, posicao)| {
         Some(LivePosition {

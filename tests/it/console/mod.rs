@@ -10,6 +10,7 @@ mod demo;
 mod hostile;
 mod http;
 mod live;
+mod order_page;
 mod orders;
 mod pace;
 mod pages;

@@ -5,6 +5,7 @@ use maud::{html, Markup};
 
 use super::super::session::Session;
 use super::{facts, layout, segment, time, Inert, Part};
+use crate::domain::Inputs;
 use crate::services::story::Story;
 use crate::shared::money::brl;
 
@@ -29,7 +30,11 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> M
             ("Comissão atual", row),
             ("Esperada pelo arquivo", s.expected_cents.map_or("nenhuma".into(), brl)),
             ("Situação", verdict.into()),
+            ("Regra", crate::domain::RULE_VERSION.into()),
         ]))
+        @if let Some(why) = &s.reason {
+            p.warning #reason { "Por que está inconsistente: " (why) }
+        }
         h2 { "Eventos" }
         (events(s, tz))
         h2 { "Correções" }
@@ -47,28 +52,40 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> M
 
 fn events(s: &Story, tz: Tz) -> Markup {
     html! {
-        table.data #events {
-            thead { tr { th.num { "Posição" } th { "Evento" } th { "Tipo" } th.num { "Versão" } th { "Ocorrido em" } th { "Comissão" } } }
+        div.scroll { table.data #events {
+            thead { tr { th.num { "Posição" } th { "Evento" } th { "Tipo" } th.num { "Versão" } th { "Ocorrido em" } th { "Entradas" } th { "Comissão" } } }
             tbody { @for e in &s.events { tr {
                 td.num { (e.posicao) }
                 td.key { (Inert(&e.id)) }
                 td { (Inert(&e.tipo)) }
                 td.num { (e.versao) }
                 td { (time(e.ocorrido_em, tz)) }
+                td.inputs { @if let Some(i) = &e.inputs { (inputs(i)) } @else { "-" } }
                 td { @match (&e.rejected, e.commission_cents) {
                     (Some(why), _) => { "rejeitado: " (Inert(why)) },
                     (None, Some(cents)) => { (brl(cents)) },
                     (None, None) => { "não tratado" },
                 } }
             } } }
-        }
+        } }
+    }
+}
+
+/// What the rule read: the amount, the percentage and the payload's format.
+fn inputs(i: &Inputs) -> Markup {
+    html! {
+        @if let Some(valor) = &i.valor { "valor " (Inert(valor)) " → " }
+        @match i.valor_centavos { Some(c) => { (brl(c)) " (valorCentavos " (c) ")" }, None => { "valor inválido" } }
+        " × " @match &i.percentual { Some(p) => { (Inert(p)) " %" }, None => { "percentual ausente" } }
+        br;
+        small { @if i.valor.is_some() { "formato antigo (valor em reais), convertido na leitura" } @else { "formato atual" } }
     }
 }
 
 fn corrections(s: &Story, tz: Tz) -> Markup {
     html! {
         @if s.corrections.is_empty() { p { "Nenhuma correção." } }
-        @else { table.data #corrections {
+        @else { div.scroll { table.data #corrections {
             thead { tr { th { "Execução" } th.num { "Passagem" } th.num { "Antes" } th.num { "Depois" } th.num { "Versão" } th { "Em" } } }
             tbody { @for c in &s.corrections { tr {
                 td { a href={ "/executions/" (segment(&c.execucao_id)) } { (Inert(&c.execucao_id)) } }
@@ -78,14 +95,14 @@ fn corrections(s: &Story, tz: Tz) -> Markup {
                 td.num { (c.versao_evento) }
                 td { (time(c.registrado_em, tz)) }
             } } }
-        } }
+        } } }
     }
 }
 
 fn effects(s: &Story, tz: Tz) -> Markup {
     html! {
         @if s.effects.is_empty() { p { "Nenhum efeito registrado." } }
-        @else { table.data #effects {
+        @else { div.scroll { table.data #effects {
             thead { tr { th { "Chave" } th { "Estado" } th { "Execução" } th.num { "Tentativas" } th { "Motivo" } th { "Atualizado em" } } }
             tbody { @for e in &s.effects { tr {
                 td.key { (Inert(&e.key)) }
@@ -95,6 +112,6 @@ fn effects(s: &Story, tz: Tz) -> Markup {
                 td { @if let Some(m) = e.motivo { (m.to_string()) } @else { "-" } }
                 td { (time(e.atualizado_em, tz)) }
             } } }
-        } }
+        } } }
     }
 }
