@@ -12,10 +12,14 @@ use super::session::Session;
 use super::Console;
 use crate::domain::Event;
 use crate::services::consumer::horizon::HorizonWatch;
+use crate::services::consumer::state;
 use crate::services::consumer::{lag, Lag, LIVE_EXECUTION};
 use crate::tables::archive;
 use crate::tables::execution::{self, Execution};
 use crate::tables::ledger;
+
+/// How many of the archive's newest events the page looks through for the last one applied.
+const NEWEST_LOOK_BACK: i64 = 1_000;
 
 /// What the live consumer's page shows.
 pub(super) struct LiveView {
@@ -33,8 +37,10 @@ pub(super) async fn page(console: &Console, session: &Session) -> Result<Respons
     let pool = &console.pool;
     let execution = execution::load(pool, LIVE_EXECUTION).await?;
     let lag = lag(pool, &HorizonWatch::new(None)).await?;
-    let last_event = match &lag {
-        Some(l) => archive::at(pool, l.checkpoint.posicao).await?,
+    // The newest event applied, whatever the stored checkpoint says: it is the safe horizon,
+    // which waits for the oldest transaction on the server while newer events are applied.
+    let last_event = match state::load(pool, LIVE_EXECUTION).await? {
+        Some(s) => archive::newest_applied(pool, &s.applied(), NEWEST_LOOK_BACK).await?,
         None => None,
     };
     let keys = ledger::states_of_execution(pool, LIVE_EXECUTION).await?;

@@ -27,7 +27,7 @@ pub(super) async fn serve(url: &str, addr: SocketAddr) -> anyhow::Result<()> {
     let pool = crate::tables::db::connect(url, "console")
         .await
         .context("connecting the console")?;
-    let jobs = super::jobs_for_console()?;
+    let jobs = super::people::leave_for_people(&pool, url).await?;
     let mut passwords = Vec::new();
     for (email, role) in ACCOUNTS {
         let password = accounts::generated_password();

@@ -6,6 +6,7 @@
 //! Ctrl-C, and removes the database after.
 
 mod console;
+mod people;
 
 use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
@@ -286,15 +287,6 @@ fn example_jobs(sink: &Sink) -> anyhow::Result<(tempfile::TempDir, config::Job, 
         .clone();
     let effects = Effects::from_catalog(&loaded.effects).context("providers")?;
     Ok((jobs, job, effects))
-}
-
-/// The example jobs for the console: the same files, so its pages show times in the job's
-/// timezone (their providers are never called: the console needs no secret).
-fn jobs_for_console() -> anyhow::Result<tempfile::TempDir> {
-    let jobs = tempfile::tempdir()?;
-    std::fs::write(jobs.path().join("effects.yaml"), EFFECTS_YAML)?;
-    std::fs::write(jobs.path().join("replay-2026-10-14.yaml"), REPLAY_YAML)?;
-    Ok(jobs)
 }
 
 async fn execute(

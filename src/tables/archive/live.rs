@@ -196,6 +196,45 @@ pub async fn pending(
     })
 }
 
+/// The newest event (by `posicao`, among the archive's last `look_back`) that the live consumer
+/// has applied, without its payload: what its page calls the last event applied. `None` when
+/// none of those is applied yet.
+pub async fn newest_applied(
+    pool: &PgPool,
+    applied: &Applied<'_>,
+    look_back: i64,
+) -> Result<Option<crate::domain::Event>, sqlx::Error> {
+    let rows: Vec<(String, super::EventRow)> = sqlx::query_as::<
+        _,
+        (
+            String,
+            i64,
+            String,
+            String,
+            String,
+            i64,
+            super::payload::Payload,
+            chrono::DateTime<chrono::Utc>,
+        ),
+    >(
+        r#"
+        select xid_insercao::text, posicao, id, tipo, pedido_id, versao, 'null'::jsonb, ocorrido_em
+        from evento_arquivado where xid_insercao is not null
+        order by posicao desc limit $1
+        "#,
+    )
+    .bind(look_back)
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|(xid, p, i, t, o, v, pl, at)| (xid, (p, i, t, o, v, pl, at)))
+    .collect();
+    Ok(rows
+        .into_iter()
+        .find(|(xid, row)| xid.parse().is_ok_and(|x| applied.covers(x, row.0)))
+        .map(|(_, row)| super::into_event(row)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ mod payload;
 pub mod reconcile;
 pub mod snapshot;
 pub mod unsent;
-pub use live::{newest_below, pending, read_round, Applied, LivePosition, Pending};
+pub use live::{newest_applied, newest_below, pending, read_round, Applied, LivePosition, Pending};
 use payload::Payload;
 
 /// The part of the archive an execution covers: `ocorrido_em` in `[from, to)` and `posicao` in

@@ -1,6 +1,6 @@
 //! `demo --console` (issue 24, point 6): the real process runs the story, keeps its scratch
 //! database, serves the console on loopback with two printed accounts; a login with the printed
-//! password works; SIGINT stops it, exit 0, and the scratch database is gone.
+//! password works; a gated simulation waits for approval and three `incerto` keys for a decision; SIGINT stops it, exit 0, and the scratch database is gone.
 
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -44,9 +44,14 @@ async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() 
     let mut browser = Client::at(url.trim_end_matches('/'));
     let login = browser.login("financeiro@demo.example", &password).await;
     let page = browser.get("/").await;
+    let review = browser.get("/review").await;
+    let gated = browser.get("/executions/replay-2026-10-15:simulacao").await;
 
     assert_eq!(login.status, 303, "{}", login.body);
     assert!(page.body.contains("replay-2026-10-14"), "{}", page.body);
+    // Something for both human loops: an approval to give, decisions to make.
+    assert!(gated.body.contains("Revisar e aprovar"), "{}", gated.body);
+    assert!(review.body.contains("3 efeito(s)."), "{}", review.body);
     send_signal(&child, Signal::SIGINT);
     let status = tokio::time::timeout(PROCESS_LIMIT, child.wait())
         .await

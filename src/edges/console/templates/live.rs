@@ -38,7 +38,7 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, v: &LiveView) -
             section #position {
                 h2 { "Posição e atraso" }
                 (facts(&[
-                    ("Posição (último evento aplicado de forma contínua)", lag.checkpoint.posicao.to_string()),
+                    ("Posição segura (checkpoint: tudo até aqui aplicado)", position(lag.checkpoint.posicao)),
                     ("Eventos arquivados ainda não aplicados", pending(lag.pending.events)),
                     ("Idade do mais antigo deles", seconds(lag.pending.oldest_age_seconds)),
                     ("Transação mais antiga em andamento no servidor", lag.horizon.xid.map_or("nenhuma".into(), |x| format!("{x}, há {}", seconds(lag.horizon.age.as_secs_f64())))),
@@ -70,6 +70,15 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, v: &LiveView) -
         layout_refreshing(title, Part::Executions, session, body)
     } else {
         layout(title, Part::Executions, session, body)
+    }
+}
+
+/// A checkpoint position; the first one stands for "before the archive's first event".
+fn position(posicao: i64) -> String {
+    if posicao == i64::MIN {
+        "antes do primeiro evento".into()
+    } else {
+        posicao.to_string()
     }
 }
 
