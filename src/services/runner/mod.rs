@@ -202,7 +202,7 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
         }
         Opened::Resumed(e) => {
             held.begin(scope.tally(e.pass), e.started_at, true);
-            report.summary = e.summary.clone();
+            report.summary = e.pass_summary.clone();
             e.window().map(|w| Window {
                 partition: scope.partition,
                 ..w

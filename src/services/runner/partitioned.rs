@@ -37,7 +37,7 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
         checkpoint_key: key.clone(),
         mode: ctx.plan.mode,
         ended: Ended::Finished,
-        summary: parent.summary.clone(),
+        summary: parent.pass_summary.clone(),
         checkpoint: parent.checkpoint,
         rejected: Vec::new(),
         elapsed: Duration::ZERO,
