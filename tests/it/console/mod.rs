@@ -5,6 +5,7 @@
 //! `users add`.
 
 mod browser;
+mod decisions_browser;
 mod demo;
 mod hostile;
 mod http;
