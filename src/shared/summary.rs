@@ -333,4 +333,33 @@ mod tests {
 
         assert_eq!(back, summary);
     }
+
+    #[test]
+    fn a_real_runs_figures_are_its_corrections_over_all_its_passes() {
+        let no_op_pass = Summary {
+            events_read: 40,
+            ..Summary::default()
+        };
+        let run = RunCorrections {
+            orders: 40,
+            before_centavos: 4_100,
+            after_centavos: 41_000,
+        };
+
+        let real = no_op_pass.over_passes(true, run);
+        let simulation = no_op_pass.over_passes(false, run);
+
+        assert_eq!(
+            (real.orders_changed, real.orders_in_diff, real.events_read),
+            (40, 40, 40)
+        );
+        assert_eq!(
+            (real.total_before_centavos, real.total_after_centavos),
+            (4_100, 41_000)
+        );
+        assert_eq!(
+            simulation.orders_changed, 0,
+            "a simulation's are its pass's"
+        );
+    }
 }

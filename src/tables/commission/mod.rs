@@ -378,6 +378,40 @@ mod tests {
     }
 
     #[test]
+    fn an_order_a_later_pass_corrects_again_counts_in_that_pass_but_once_in_the_run() {
+        let mut first = PassFigures::default();
+        first.add(
+            &Correction {
+                before_pass: Some(5),
+                before_run: Some(5),
+                after: 50,
+                earlier: None,
+            },
+            1,
+        );
+        let mut second = PassFigures::default();
+        second.add(
+            &Correction {
+                before_pass: Some(7),
+                before_run: Some(5),
+                after: 60,
+                earlier: Some((50, 1)),
+            },
+            2,
+        );
+        let mut run = first.summary();
+        run.add(&second.summary());
+
+        assert_eq!(
+            (second.added, second.before, second.after),
+            (1, 7, 60),
+            "the second pass's own figures"
+        );
+        assert_eq!(run.run.orders, 1);
+        assert_eq!((run.run.before_centavos, run.run.after_centavos), (5, 60));
+    }
+
+    #[test]
     fn a_batch_keeps_the_newest_version_and_the_last_of_equal_versions() {
         let rows = newest_per_order(&[
             row("b", 1, 2),

@@ -207,7 +207,13 @@ async fn at_390_px_an_operator_reaches_a_keys_decisions_and_their_confirmation_f
         "Debian's chromium and chromium-driver are needed"
     );
     let s = simulated().await;
-    let key = uncertain(&s.db, "evt-3").await;
+    let approved = run_bin(&s.db.url, s.jobs.path(), &["approve", JOB]).await;
+    assert_success(&approved, "approve");
+    // Its provider answers nobody: every message of the real run ends `incerto`, in the queue.
+    run_job(&s.db, s.jobs.path(), JOB, None, false)
+        .await
+        .expect("the real run");
+    let key = "evt-3:notificar-vendedor".to_string();
     add_user(&s.db.url, s.jobs.path(), OPERATOR, "operator").await;
     let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
     let driver = ChromeDriver::start().expect("chromedriver starts");
@@ -222,7 +228,9 @@ async fn at_390_px_an_operator_reaches_a_keys_decisions_and_their_confirmation_f
     let confirmation = browser.current_url().await.unwrap();
     let path = format!("{}?{}", confirmation.path(), confirmation.query().unwrap());
     fits_a_phone(&browser, &console, &path, "phone-review-confirm").await;
-    for path in ["/", &format!("/executions/{JOB}:simulacao"), "/audit"] {
+    let simulation = format!("/executions/{JOB}:simulacao");
+    let real = format!("/executions/{JOB}");
+    for path in ["/", &simulation, &real, "/audit"] {
         fits_a_phone(&browser, &console, path, "phone-operator").await;
     }
     browser.close().await.unwrap();
