@@ -96,7 +96,9 @@ pub struct Execution {
     /// the run's, over all its passes — see [`Summary::over_passes`].
     pub summary: Summary,
     /// The figures of its current pass alone, from the tallies of that pass (a partitioned
-    /// execution's: its partitions'): what a resumed pass goes on adding to.
+    /// execution's: its partitions'): what a resumed pass goes on adding to, and what `run
+    /// --json` prints at the top level. Not in the row's JSON (`summary` is).
+    #[serde(skip)]
     pub pass_summary: Summary,
     /// The job's outcome-deciding definition when the pass started (see `approval`).
     pub definition: Option<serde_json::Value>,
