@@ -165,17 +165,7 @@ pub(in crate::edges::console) fn confirm(c: &Confirm<'_>) -> Markup {
                 }
             }
         }
-        div.scroll { table.data #confirm {
-            thead { tr { th { "Chave" } th { "Pedido" } th.num { "Valor" } th { "Execução" } th { "Motivo" } th { "Incerto desde" } } }
-            tbody { @for item in c.items { tr {
-                td.key { (Inert(&item.key)) }
-                td { (order(item)) }
-                td.num { (item.valor_centavos.map_or("-".into(), brl)) }
-                td { (Inert(&item.execucao_id)) }
-                td { (reason(item)) }
-                td { (time(item.desde, c.tz)) }
-            } } }
-        } }
+        (chosen(c))
         (attempts(c))
         (decisions(c))
         form.resolve method="post" action="/review/resolve" {
@@ -188,6 +178,23 @@ pub(in crate::edges::console) fn confirm(c: &Confirm<'_>) -> Markup {
         p { a href="/review" { "Cancelar e voltar à revisão" } }
     };
     layout("Confirmar decisão", Part::Review, c.session, body)
+}
+
+/// The keys chosen: order, amount, execution, why uncertain, since when.
+fn chosen(c: &Confirm<'_>) -> Markup {
+    html! {
+        div.scroll { table.data #confirm {
+            thead { tr { th { "Chave" } th { "Pedido" } th.num { "Valor" } th { "Execução" } th { "Motivo" } th { "Incerto desde" } } }
+            tbody { @for item in c.items { tr {
+                td.key { (Inert(&item.key)) }
+                td { (order(item)) }
+                td.num { (item.valor_centavos.map_or("-".into(), brl)) }
+                td { (Inert(&item.execucao_id)) }
+                td { (reason(item)) }
+                td { (time(item.desde, c.tz)) }
+            } } }
+        } }
+    }
 }
 
 /// Every attempt of the keys: when, by which execution, and how it ended.
