@@ -90,6 +90,7 @@ fn example() -> Report {
         started_at: at(12, 2),
         finished_at: Some(at(12, 4)),
         error: None,
+        pass_summary: summary.clone(),
         summary,
         definition: None,
         checkpoint: Some(1_010_000),

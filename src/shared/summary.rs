@@ -71,6 +71,20 @@ pub struct Summary {
     /// Provider calls that were retries: a second or later try of a key within one call (of the
     /// batches counted; a batch left unsettled is counted by the run that settles it).
     pub calls_retried: u64,
+    /// A real run: what these batches added to the run's corrections over all its passes (an
+    /// order counted by the first pass that corrects it). Summed over the passes, see
+    /// `execution::Execution::summary`; not part of the stored summary's JSON.
+    #[serde(skip)]
+    pub run: RunCorrections,
+}
+
+/// A real run's corrections over all its passes: each order counted once, with the value before
+/// the execution first changed it and the value it left (what `reprocessamento_correcao` holds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunCorrections {
+    pub orders: u64,
+    pub before_centavos: i64,
+    pub after_centavos: i64,
 }
 
 impl Summary {
@@ -98,6 +112,15 @@ impl Summary {
             *self.effects.entry(*k).or_default() += v;
         }
         self.calls_retried += other.calls_retried;
+        self.run.orders += other.run.orders;
+        self.run.before_centavos = self
+            .run
+            .before_centavos
+            .saturating_add(other.run.before_centavos);
+        self.run.after_centavos = self
+            .run
+            .after_centavos
+            .saturating_add(other.run.after_centavos);
     }
 
     pub fn count_state(&mut self, outcome: StateOutcome, n: u64) {
@@ -127,6 +150,29 @@ impl Summary {
         self.effects.get(&outcome).copied().unwrap_or(0)
     }
 
+    /// An execution's figures, the one definition every surface shows (`status --json`, `run
+    /// --json`, the console's list and page, the report, `/metrics`), from its current pass's
+    /// figures (`self`) and what its passes added to the run (`run`). A real run's orders
+    /// changed, orders in its diff (its corrections) and totals are the run's over all its
+    /// passes: each order once, the value before the run first changed it, the value it left —
+    /// so a `--restart` that finds nothing left to correct still shows what the run corrected.
+    /// Its events and effect outcomes are its current pass's (the window as last read). A
+    /// simulation's figures are its current pass's: a new pass replaces its whole diff. Passes
+    /// that tallied no share of the run (none corrected anything) leave the pass's own figures.
+    pub fn over_passes(&self, real_run: bool, run: RunCorrections) -> Summary {
+        let mut s = self.clone();
+        if real_run {
+            if run != RunCorrections::default() {
+                s.orders_changed = run.orders;
+                s.total_before_centavos = run.before_centavos;
+                s.total_after_centavos = run.after_centavos;
+            }
+            s.orders_in_diff = s.orders_changed;
+        }
+        s.run = run;
+        s
+    }
+
     /// The figures as tally rows (`reprocessamento_contagem.medida`, value), zeros left out.
     pub fn to_tallies(&self) -> Vec<(String, i64)> {
         let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
@@ -140,6 +186,9 @@ impl Summary {
             (TOTAL_BEFORE.to_string(), self.total_before_centavos),
             (TOTAL_AFTER.to_string(), self.total_after_centavos),
             (CALLS_RETRIED.to_string(), count(self.calls_retried)),
+            (RUN_ORDERS.to_string(), count(self.run.orders)),
+            (RUN_BEFORE.to_string(), self.run.before_centavos),
+            (RUN_AFTER.to_string(), self.run.after_centavos),
         ];
         for (outcome, n) in &self.state {
             rows.push((format!("{STATE_PREFIX}{outcome}"), count(*n)));
@@ -169,6 +218,9 @@ impl Summary {
                 TOTAL_BEFORE => s.total_before_centavos = value,
                 TOTAL_AFTER => s.total_after_centavos = value,
                 CALLS_RETRIED => s.calls_retried = count(value),
+                RUN_ORDERS => s.run.orders = count(value),
+                RUN_BEFORE => s.run.before_centavos = value,
+                RUN_AFTER => s.run.after_centavos = value,
                 other => {
                     if let Some(word) = other.strip_prefix(STATE_PREFIX) {
                         if let Ok(outcome) = StateOutcome::try_from(word) {
@@ -230,6 +282,10 @@ const ORDERS_CHANGED: &str = "pedidos-alterados";
 const TOTAL_BEFORE: &str = "total-antes-centavos";
 const TOTAL_AFTER: &str = "total-depois-centavos";
 const CALLS_RETRIED: &str = "chamadas-repetidas";
+/// A pass's share of its run's figures (see [`RunCorrections`]).
+const RUN_ORDERS: &str = "execucao:pedidos-alterados";
+const RUN_BEFORE: &str = "execucao:total-antes-centavos";
+const RUN_AFTER: &str = "execucao:total-depois-centavos";
 const STATE_PREFIX: &str = "estado:";
 const EFFECT_PREFIX: &str = "efeito:";
 const REJECTED_PREFIX: &str = "rejeitado:";
@@ -261,6 +317,11 @@ mod tests {
             total_after_centavos: 700,
             calls_retried: 6,
             events_upcast: 7,
+            run: RunCorrections {
+                orders: 2,
+                before_centavos: -3,
+                after_centavos: 400,
+            },
             ..Summary::default()
         };
         summary.count_rejected("valor is not a number", 2);
@@ -271,5 +332,34 @@ mod tests {
         let back = Summary::from_tallies(rows.iter().map(|(m, v)| (m.as_str(), *v)));
 
         assert_eq!(back, summary);
+    }
+
+    #[test]
+    fn a_real_runs_figures_are_its_corrections_over_all_its_passes() {
+        let no_op_pass = Summary {
+            events_read: 40,
+            ..Summary::default()
+        };
+        let run = RunCorrections {
+            orders: 40,
+            before_centavos: 4_100,
+            after_centavos: 41_000,
+        };
+
+        let real = no_op_pass.over_passes(true, run);
+        let simulation = no_op_pass.over_passes(false, run);
+
+        assert_eq!(
+            (real.orders_changed, real.orders_in_diff, real.events_read),
+            (40, 40, 40)
+        );
+        assert_eq!(
+            (real.total_before_centavos, real.total_after_centavos),
+            (4_100, 41_000)
+        );
+        assert_eq!(
+            simulation.orders_changed, 0,
+            "a simulation's are its pass's"
+        );
     }
 }

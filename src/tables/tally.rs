@@ -137,6 +137,17 @@ pub const SUMMED_FOR_EXECUTION: &str = r#"
            group by t.medida) s)
 "#;
 
+/// The part of a select that reads what every pass of the execution `e` (up to its current
+/// one) added to its run's figures (`execucao:<measure>`), summed, as one JSON object.
+pub const SUMMED_FOR_RUN: &str = r#"
+    (select coalesce(jsonb_object_agg(s.medida, s.total), '{}'::jsonb)
+     from (select t.medida, sum(t.valor)::bigint as total
+           from reprocessamento_contagem t
+           where (t.execucao_id = e.execucao_id or t.agregado = e.execucao_id)
+             and t.passagem <= e.passagem and t.medida like 'execucao:%'
+           group by t.medida) s)
+"#;
+
 /// A summary from the JSON object [`SUMMED_FOR_EXECUTION`] selects.
 pub fn summary_of(object: &serde_json::Value) -> Summary {
     let rows = object

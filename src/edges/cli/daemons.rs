@@ -69,12 +69,12 @@ pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
     }
 }
 
-/// `run --json`: the execution as stored, one JSON object on stdout (nothing if it was never
-/// started, e.g. the approval gate refused it).
+/// `run --json`: the execution as stored, with the figures of the pass it ran, one JSON object on
+/// stdout (nothing if it was never started, e.g. the approval gate refused it).
 async fn print_execution_json(pool: &PgPool, key: &str) {
     match crate::tables::execution::load(pool, key).await {
         Ok(Some(e)) => {
-            let view = crate::tables::execution::ExecutionView::from(&e);
+            let view = crate::tables::execution::ExecutionView::of_pass(&e);
             match serde_json::to_string(&view) {
                 Ok(json) => println!("{json}"),
                 Err(err) => eprintln!("error: could not write the summary as JSON: {err}"),

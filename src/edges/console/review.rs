@@ -1,6 +1,7 @@
 //! `GET /review` (the `incerto` queue with its reasons, orders and amounts, filtered by type,
 //! execution and age, and the keys queued for a resend until the sweep sends them),
-//! `GET /review/confirm` (the keys chosen, before one decision for all of them) and
+//! `GET /review/confirm` (the keys chosen, with their attempts and earlier decisions, before one
+//! decision for all of them: every decision of the queue goes through it) and
 //! `POST /review/resolve` (form `csrf_token`, `key` — once or more —, `outcome` = `sent` |
 //! `not-sent`, `note`), which records the decision as the operator account of the session,
 //! through `console_resolver_incerto` (the same statement as `review resolve`, plus the account
@@ -126,9 +127,10 @@ impl Decision {
     }
 }
 
-/// `GET /review/confirm?key=…&key=…&outcome=…`: the keys chosen on the review page, with their
-/// orders and amounts, and the form that posts the decision to `POST /review/resolve`. Changes
-/// nothing.
+/// `GET /review/confirm?key=…&key=…&outcome=…`: every decision of the review page leads here —
+/// the keys chosen, with their orders and amounts, every attempt (a resend that failed with
+/// HTTP 500) and every earlier decision on them, and the form that posts the decision to
+/// `POST /review/resolve`. Changes nothing.
 pub(super) async fn confirm(
     State(console): State<Console>,
     session: Session,
@@ -151,7 +153,16 @@ pub(super) async fn confirm(
             "Alguma chave escolhida não está mais na fila; volte à revisão.".into(),
         ));
     }
-    let markup = page::confirm(&session, console.config.timezone, &items, resolution);
+    let attempts = ledger::attempt_histories(&console.pool, &decision.keys).await?;
+    let decisions = ledger::decisions_on(&console.pool, &decision.keys).await?;
+    let markup = page::confirm(&page::Confirm {
+        session: &session,
+        tz: console.config.timezone,
+        items: &items,
+        outcome: resolution,
+        attempts: &attempts,
+        decisions: &decisions,
+    });
     Ok(templates::html(markup).into_response())
 }
 

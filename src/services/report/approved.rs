@@ -35,18 +35,17 @@ impl Check {
     }
 }
 
-/// The check for a real run's `pass` of `execution_id`, if an approval exists for it.
+/// The check for the real run `execution_id` (over all its passes), if an approval exists for
+/// it.
 pub async fn check(
     pool: &PgPool,
     execution_id: &str,
-    pass: i32,
     figures: &Summary,
 ) -> Result<Option<Check>, sqlx::Error> {
     let Some(approval) = crate::engine::approval::latest(pool, execution_id).await? else {
         return Ok(None);
     };
-    let (differences, count) =
-        commission::approved_vs_applied(pool, execution_id, pass, LIMIT).await?;
+    let (differences, count) = commission::approved_vs_applied(pool, execution_id, LIMIT).await?;
     Ok(Some(Check {
         by: approval.by,
         at: approval.at,

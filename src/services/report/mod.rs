@@ -110,10 +110,10 @@ impl ExecutionReport {
         let id = execution_id(&execution.key);
         let rows = match mode {
             Mode::Simulation => commission::diff_rows(pool, id).await?,
-            _ => commission::correction_rows(pool, id, execution.pass).await?,
+            _ => commission::correction_rows(pool, id).await?,
         };
         let approved = match mode {
-            Mode::Real => approved::check(pool, id, execution.pass, &execution.summary).await?,
+            Mode::Real => approved::check(pool, id, &execution.summary).await?,
             _ => None,
         };
         let mut rejected = execution::rejected(pool, key).await?;

@@ -59,7 +59,7 @@ impl<'a> Batches<'a> {
         })
         .await?;
         if let Some(e) = &stored {
-            report.summary = e.summary.clone();
+            report.summary = e.pass_summary.clone();
         }
         let checkpoint = stored.and_then(|e| e.checkpoint);
         let read_from = checkpoint.map_or(Some(window.first), |c| c.checked_add(1));

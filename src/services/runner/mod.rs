@@ -194,7 +194,7 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     let window = match pass::open(ctx, &scope, held.owner()).await? {
         Opened::AlreadyFinished(e) => {
             report.ended = Ended::AlreadyFinished { at: e.finished_at };
-            report.summary = e.summary.clone();
+            report.summary = e.pass_summary.clone();
             report.checkpoint = e.checkpoint;
             report.rejected = execution::rejected(pool, &key).await?;
             held.release().await;
@@ -202,7 +202,7 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
         }
         Opened::Resumed(e) => {
             held.begin(scope.tally(e.pass), e.started_at, true);
-            report.summary = e.summary.clone();
+            report.summary = e.pass_summary.clone();
             e.window().map(|w| Window {
                 partition: scope.partition,
                 ..w
@@ -230,9 +230,9 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     }
     pass::close(ctx, held.owner(), &result).await?;
     report.rejected = execution::rejected(pool, &key).await.unwrap_or_default();
-    // The figures are the tallies, not what this process counted.
+    // The figures are the pass's tallies, not what this process counted.
     if let Ok(Some(e)) = execution::load(pool, &key).await {
-        report.summary = e.summary;
+        report.summary = e.pass_summary;
     }
     held.release().await;
     report.ended = result?;

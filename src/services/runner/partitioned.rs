@@ -37,7 +37,7 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
         checkpoint_key: key.clone(),
         mode: ctx.plan.mode,
         ended: Ended::Finished,
-        summary: parent.summary.clone(),
+        summary: parent.pass_summary.clone(),
         checkpoint: parent.checkpoint,
         rejected: Vec::new(),
         elapsed: Duration::ZERO,
@@ -83,7 +83,7 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
     finish_parent(ctx, &key, &outcome).await?;
     // The parent's figures: its partitions' tallies, summed.
     if let Some(e) = execution::load(ctx.pool, &key).await? {
-        report.summary = e.summary;
+        report.summary = e.pass_summary;
     }
     report.ended = outcome?;
     Ok(report)

@@ -248,7 +248,7 @@ impl Shared {
     async fn run_replay(&self, plan: &Plan) {
         let (job, key) = (&plan.job, &plan.key);
         let before = match execution::load(&self.pool, key).await {
-            Ok(existing) => existing.map(|e| e.summary).unwrap_or_default(),
+            Ok(existing) => existing.map(|e| e.pass_summary).unwrap_or_default(),
             Err(e) => {
                 tracing::warn!(job = %job.name, execution = %key, error = %e, "replay not started: database unavailable; retrying at the next tick");
                 self.metrics.record_run(&job.name, RunOutcome::Failed);
@@ -282,7 +282,7 @@ impl Shared {
                 .await
                 .ok()
                 .flatten()
-                .map(|e| e.summary),
+                .map(|e| e.pass_summary),
         };
         if let Some(after) = after {
             self.metrics

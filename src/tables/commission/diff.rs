@@ -143,20 +143,19 @@ pub async fn diff_rows(pool: &PgPool, execucao_id: &str) -> Result<Vec<DiffRow>,
     Ok(into_diff_rows(rows))
 }
 
-/// What a real run's pass changed, per order, in `pedido_id` order.
+/// What a real run changed over all its passes, per order (the value before it first changed
+/// the order, the value it left), in `pedido_id` order: the rows its figures sum.
 pub async fn correction_rows(
     pool: &PgPool,
     execucao_id: &str,
-    pass: i32,
 ) -> Result<Vec<DiffRow>, sqlx::Error> {
     let rows: Vec<(String, Option<i64>, i64)> = sqlx::query_as(
         r#"
         select pedido_id, antes, depois from reprocessamento_correcao
-        where execucao_id = $1 and passagem = $2 order by pedido_id
+        where execucao_id = $1 order by pedido_id
         "#,
     )
     .bind(execucao_id)
-    .bind(pass)
     .fetch_all(pool)
     .await?;
     Ok(into_diff_rows(rows))
@@ -170,13 +169,12 @@ pub struct Divergence {
     pub applied: Option<i64>,
 }
 
-/// The orders where a real run's pass did not apply what the simulation's diff approved: an
-/// approved change not applied (or applied to another value), or a change nobody approved.
+/// The orders where a real run, over all its passes, did not apply what the simulation's diff
+/// approved: an approved change not applied (or applied to another value), or a change nobody approved.
 /// Returns the first `limit` by `pedido_id` and how many in all.
 pub async fn approved_vs_applied(
     pool: &PgPool,
     execucao_id: &str,
-    pass: i32,
     limit: usize,
 ) -> Result<(Vec<Divergence>, u64), sqlx::Error> {
     let rows: Vec<(String, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
@@ -187,7 +185,7 @@ pub async fn approved_vs_applied(
         ),
         aplicado as (
             select pedido_id, depois from reprocessamento_correcao
-            where execucao_id = $1 and passagem = $2
+            where execucao_id = $1
         ),
         diferentes as (
             select coalesce(a.pedido_id, c.pedido_id) as pedido_id, a.depois as aprovado,
@@ -196,11 +194,10 @@ pub async fn approved_vs_applied(
             where a.depois is distinct from c.depois
         )
         select pedido_id, aprovado, aplicado, count(*) over ()
-        from diferentes order by pedido_id limit $3
+        from diferentes order by pedido_id limit $2
         "#,
     )
     .bind(execucao_id)
-    .bind(pass)
     .bind(i64::try_from(limit).unwrap_or(i64::MAX))
     .fetch_all(pool)
     .await?;

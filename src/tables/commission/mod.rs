@@ -113,10 +113,10 @@ pub struct Upserted {
 /// locked and overwrote, so the before-values stay true whatever another writer committed
 /// meanwhile. The orders left untouched come back with the row the statement read. With
 /// `recording`, the same statement records the corrections (every order written whose value
-/// changed), per order, in the pass that changed it: the value before the pass's first change
-/// (kept when a later batch of the same pass changes the order again), the value after, the
-/// version. Only rows the upsert changed are recorded, so a batch read again adds nothing to the
-/// figures.
+/// changed), per order and execution: the value before the execution's first change (kept when
+/// a later batch or pass changes the order again), the value after, the version, and the pass
+/// that last changed it. Only rows the upsert changed are recorded, so a batch read again adds
+/// nothing to the figures — neither to the pass's nor to the run's over all its passes.
 pub async fn upsert_guarded(
     conn: &mut PgConnection,
     rows: &[CommissionRow],
@@ -131,6 +131,7 @@ pub async fn upsert_guarded(
         Option<i64>,
         Option<i64>,
         Option<i64>,
+        Option<i32>,
     );
     let (ids, valores, versoes) = columns(rows);
     // An order whose row already holds this value and version, or a newer version, would be
@@ -176,24 +177,23 @@ pub async fn upsert_guarded(
             where $4::text is not null and valor_anterior is distinct from valor_centavos
             order by pedido_id
             on conflict (execucao_id, pedido_id) do update
-            set antes = case when reprocessamento_correcao.passagem = excluded.passagem
-                             then reprocessamento_correcao.antes else excluded.antes end,
-                depois_anterior = case when reprocessamento_correcao.passagem = excluded.passagem
-                                       then reprocessamento_correcao.depois end,
+            set depois_anterior = reprocessamento_correcao.depois,
+                passagem_anterior = reprocessamento_correcao.passagem,
                 depois = excluded.depois, versao_evento = excluded.versao_evento,
                 passagem = excluded.passagem, atualizado_em = now()
-            returning pedido_id, antes, depois, depois_anterior
+            returning pedido_id, antes, depois, depois_anterior, passagem_anterior
         )
         -- An inserted `comissao` row leaves both `_anterior` columns null; an overwritten one
-        -- sets both (from not-null columns). A correction's `depois_anterior` is null for an
-        -- order new to the pass (inserted, or taken over from an earlier pass), else the value
-        -- this pass had written before. Then the orders left untouched, as read.
+        -- sets both (from not-null columns). A correction keeps `antes` from the execution's
+        -- first change of the order; `passagem_anterior` and `depois_anterior` are null when the
+        -- order is new to the execution, else the pass and value of its last correction. Then
+        -- the orders left untouched, as read.
         select g.pedido_id, true, g.valor_anterior, g.versao_anterior, c.pedido_id is not null,
-               c.antes, c.depois, c.depois_anterior
+               c.antes, c.depois, c.depois_anterior, c.passagem_anterior
         from gravadas g left join corrigidas c on c.pedido_id = g.pedido_id
         union all
         select pedido_id, false, valor_atual, versao_atual, false,
-               null::bigint, null::bigint, null::bigint
+               null::bigint, null::bigint, null::bigint, null::integer
         from entrada where intacta
         "#,
     )
@@ -206,7 +206,8 @@ pub async fn upsert_guarded(
     .await?;
     let mut upserted = Upserted::default();
     let mut figures = PassFigures::default();
-    for (id, written, valor, versao, corrected, antes, depois, depois_anterior) in returned {
+    let pass = recording.map_or(0, |r| r.pass);
+    for (id, written, valor, versao, corrected, antes, depois, earlier, earlier_pass) in returned {
         if !written {
             if let Some((valor_centavos, versao_evento)) = valor.zip(versao) {
                 upserted.untouched.insert(
@@ -220,7 +221,13 @@ pub async fn upsert_guarded(
             continue;
         }
         if corrected {
-            figures.add(antes, depois.unwrap_or(0), depois_anterior);
+            let correction = Correction {
+                before_pass: valor,
+                before_run: antes,
+                after: depois.unwrap_or(0),
+                earlier: earlier.zip(earlier_pass),
+            };
+            figures.add(&correction, pass);
         }
         let before = valor
             .zip(versao)
@@ -234,25 +241,51 @@ pub async fn upsert_guarded(
     Ok(upserted)
 }
 
-/// A pass's figures summed over the correction rows a write returned, wide enough for any sum
-/// of `bigint`s, saturated into `i64` at the end.
+/// One correction row as the write left it.
+struct Correction {
+    /// What `comissao` held before this write (`None`: no row).
+    before_pass: Option<i64>,
+    /// What it held before the execution first changed the order (the row's `antes`).
+    before_run: Option<i64>,
+    after: i64,
+    /// The value and pass of the order's earlier correction by this execution, if any.
+    earlier: Option<(i64, i32)>,
+}
+
+/// A pass's figures, and what it adds to its run's, summed over the correction rows a write
+/// returned, wide enough for any sum of `bigint`s, saturated into `i64` at the end.
 #[derive(Default)]
 struct PassFigures {
     added: u64,
     before: i128,
     after: i128,
+    run_added: u64,
+    run_before: i128,
+    run_after: i128,
 }
 
 impl PassFigures {
-    /// One correction row as the write left it: an order new to the pass (`depois_anterior`
-    /// null) adds itself and its value before; every row moves the total after by what it
-    /// replaced.
-    fn add(&mut self, antes: Option<i64>, depois: i64, depois_anterior: Option<i64>) {
-        if depois_anterior.is_none() {
-            self.added += 1;
-            self.before += i128::from(antes.unwrap_or(0));
+    /// An order new to the pass adds itself and its value before the pass; one new to the
+    /// execution adds itself and its value before the execution to the run's; every row moves
+    /// the totals after by what it replaced (in the pass, only what the pass itself wrote).
+    fn add(&mut self, c: &Correction, pass: i32) {
+        let after = i128::from(c.after);
+        match c.earlier {
+            Some((value, p)) if p == pass => self.after += after - i128::from(value),
+            _ => {
+                self.added += 1;
+                self.before += i128::from(c.before_pass.unwrap_or(0));
+                self.after += after;
+            }
         }
-        self.after += i128::from(depois) - i128::from(depois_anterior.unwrap_or(0));
+        match c.earlier {
+            Some((value, _)) => self.run_after += after - i128::from(value),
+            None => {
+                self.run_added += 1;
+                self.run_before += i128::from(c.before_run.unwrap_or(0));
+                self.run_after += after;
+            }
+        }
     }
 
     fn summary(&self) -> Summary {
@@ -262,6 +295,11 @@ impl PassFigures {
             orders_changed: self.added,
             total_before_centavos: saturated(self.before),
             total_after_centavos: saturated(self.after),
+            run: crate::shared::summary::RunCorrections {
+                orders: self.run_added,
+                before_centavos: saturated(self.run_before),
+                after_centavos: saturated(self.run_after),
+            },
             ..Summary::default()
         }
     }
@@ -337,6 +375,40 @@ mod tests {
             valor_centavos: valor,
             versao,
         }
+    }
+
+    #[test]
+    fn an_order_a_later_pass_corrects_again_counts_in_that_pass_but_once_in_the_run() {
+        let mut first = PassFigures::default();
+        first.add(
+            &Correction {
+                before_pass: Some(5),
+                before_run: Some(5),
+                after: 50,
+                earlier: None,
+            },
+            1,
+        );
+        let mut second = PassFigures::default();
+        second.add(
+            &Correction {
+                before_pass: Some(7),
+                before_run: Some(5),
+                after: 60,
+                earlier: Some((50, 1)),
+            },
+            2,
+        );
+        let mut run = first.summary();
+        run.add(&second.summary());
+
+        assert_eq!(
+            (second.added, second.before, second.after),
+            (1, 7, 60),
+            "the second pass's own figures"
+        );
+        assert_eq!(run.run.orders, 1);
+        assert_eq!((run.run.before_centavos, run.run.after_centavos), (5, 60));
     }
 
     #[test]

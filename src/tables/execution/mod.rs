@@ -93,8 +93,14 @@ pub struct Execution {
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
-    /// Its figures, from the tallies of its pass (a partitioned execution's: its partitions').
+    /// Its figures as every surface shows them (`status`, the console, the report, `/metrics`):
+    /// the run's, over all its passes — see [`Summary::over_passes`].
     pub summary: Summary,
+    /// The figures of its current pass alone, from the tallies of that pass (a partitioned
+    /// execution's: its partitions'): what a resumed pass goes on adding to, and what `run
+    /// --json` prints at the top level. Not in the row's JSON (`summary` is).
+    #[serde(skip)]
+    pub pass_summary: Summary,
     /// The job's outcome-deciding definition when the pass started (see `approval`).
     pub definition: Option<serde_json::Value>,
     pub checkpoint: Option<i64>,
@@ -119,6 +125,8 @@ struct ExecutionRow {
     /// What versions before the tallies stored; read only when no tally exists.
     resumo: sqlx::types::Json<Summary>,
     contagem: serde_json::Value,
+    /// What each pass up to the current one added to the run's figures, summed.
+    contagem_execucao: serde_json::Value,
     definicao: Option<serde_json::Value>,
     ultima_posicao: Option<i64>,
 }
@@ -140,6 +148,7 @@ crate::tables::db::from_row!(ExecutionRow {
     erro,
     resumo,
     contagem,
+    contagem_execucao,
     definicao,
     ultima_posicao,
 });
@@ -147,6 +156,12 @@ crate::tables::db::from_row!(ExecutionRow {
 impl From<ExecutionRow> for Execution {
     fn from(r: ExecutionRow) -> Self {
         let tallied = r.contagem.as_object().is_some_and(|o| !o.is_empty());
+        let pass_summary = if tallied {
+            crate::tables::tally::summary_of(&r.contagem)
+        } else {
+            r.resumo.0
+        };
+        let run = crate::tables::tally::summary_of(&r.contagem_execucao).run;
         Execution {
             key: r.execucao_id,
             job: r.job,
@@ -162,11 +177,8 @@ impl From<ExecutionRow> for Execution {
             started_at: r.iniciada_em,
             finished_at: r.concluida_em,
             error: r.erro,
-            summary: if tallied {
-                crate::tables::tally::summary_of(&r.contagem)
-            } else {
-                r.resumo.0
-            },
+            summary: pass_summary.over_passes(r.modo == Mode::Real, run),
+            pass_summary,
             definition: r.definicao,
             checkpoint: r.ultima_posicao,
         }
@@ -180,13 +192,14 @@ fn select_execution(filter: &str) -> String {
         select e.execucao_id, e.job, e.modo, e.janela_inicio, e.janela_fim, e.posicao_inicial,
                e.posicao_final, e.total_eventos, e.estado, e.passagem, e.iniciada_por,
                e.iniciada_em, e.concluida_em, e.erro, e.resumo,
-               {tallies} as contagem,
+               {tallies} as contagem, {run} as contagem_execucao,
                e.definicao, c.ultima_posicao
         from reprocessamento_execucao e
         left join reprocessamento_checkpoint c using (execucao_id)
         {filter}
         "#,
         tallies = crate::tables::tally::SUMMED_FOR_EXECUTION,
+        run = crate::tables::tally::SUMMED_FOR_RUN,
     )
 }
 

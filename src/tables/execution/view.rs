@@ -37,15 +37,33 @@ pub struct ExecutionView<'a> {
 }
 
 impl<'a> From<&'a Execution> for ExecutionView<'a> {
+    /// The execution with its figures over all its passes (`status --json`, see
+    /// [`crate::shared::summary::Summary::over_passes`]).
     fn from(e: &'a Execution) -> Self {
-        let s = &e.summary;
+        ExecutionView::with(e, &e.summary)
+    }
+}
+
+impl<'a> ExecutionView<'a> {
+    /// The execution with the figures of its current pass alone at the top level: what `run
+    /// --json` prints about the pass it just ran (a `--restart` that corrects nothing says 0
+    /// orders changed; `status --json` says what the execution changed over all its passes).
+    pub fn of_pass(e: &'a Execution) -> Self {
+        ExecutionView::with(e, &e.pass_summary)
+    }
+
+    fn with(e: &'a Execution, s: &'a crate::shared::summary::Summary) -> Self {
         ExecutionView {
             execution: &e.key,
             events_read: s.events_read,
             events_skipped: s.events_skipped,
             events_rejected: s.events_rejected,
             events_upcast: s.events_upcast,
-            orders_in_diff: s.orders_in_diff,
+            // A real run's diff is its corrections (as its page and report say).
+            orders_in_diff: match e.mode {
+                Mode::Real => s.orders_changed,
+                _ => s.orders_in_diff,
+            },
             orders_changed: s.orders_changed,
             total_before_cents: s.total_before_centavos,
             total_after_cents: s.total_after_centavos,

@@ -176,3 +176,42 @@ pub async fn history(
     .fetch_all(pool)
     .await
 }
+
+/// One attempt of a key, as a review decision's confirmation shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyAttempt {
+    pub key: String,
+    pub execution: String,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// `sucesso` or `falha`.
+    pub outcome: String,
+    /// The error's class (`http 500`, a timeout, …); none for a success.
+    pub error: Option<String>,
+}
+
+/// Every attempt of each of `keys`, the implied first-try successes included, by key, oldest
+/// first: what a person deciding on the keys must see (a resend that failed with HTTP 500, say).
+pub async fn histories(
+    pool: &sqlx::PgPool,
+    keys: &[String],
+) -> Result<Vec<KeyAttempt>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select chave as key, execucao_id as execution, iniciada_em as started_at,
+               resultado as outcome, classe_erro as error
+        from efeito_tentativa_historico
+        where chave = any($1) order by chave, iniciada_em, id nulls last
+        "#,
+    )
+    .bind(keys)
+    .fetch_all(pool)
+    .await
+}
+
+crate::tables::db::from_row!(KeyAttempt {
+    key,
+    execution,
+    started_at,
+    outcome,
+    error,
+});

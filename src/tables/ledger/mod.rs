@@ -30,13 +30,13 @@ mod sweep;
 mod why;
 
 pub use attempts::{
-    history as attempt_history, past_dedup_window, record as record_attempts, within_dedup_window,
-    Attempt,
+    histories as attempt_histories, history as attempt_history, past_dedup_window,
+    record as record_attempts, within_dedup_window, Attempt, KeyAttempt,
 };
 pub use lookup::{entry, of_keys as effects_of_keys, states_of_execution, Entry, OrderEffect};
 pub use review::{
-    decision_of, last_decision_on, resolve, resolve_in_console, review_list, review_list_filtered,
-    Resolution, ReviewError, ReviewFilter, ReviewItem, QUEUED,
+    decision_of, decisions_on, last_decision_on, resolve, resolve_in_console, review_list,
+    review_list_filtered, PastDecision, Resolution, ReviewError, ReviewFilter, ReviewItem, QUEUED,
 };
 pub use sweep::{claim_stale, queued_page, stale_page, uncertain_if_stale, StaleRow};
 pub use why::{Reason, Why};

@@ -259,6 +259,42 @@ pub async fn decision_of(
     .await
 }
 
+/// A decision recorded on a key (`efeito_revisao`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PastDecision {
+    pub key: String,
+    pub decision: Resolution,
+    pub by: String,
+    pub at: DateTime<Utc>,
+    pub note: Option<String>,
+}
+
+/// Every decision recorded on `keys`, oldest first: a key said "not sent" once may be back in
+/// the queue because its resend failed, and whoever decides again must see that.
+pub async fn decisions_on(
+    pool: &PgPool,
+    keys: &[String],
+) -> Result<Vec<PastDecision>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select chave as key, decisao as decision, resolvido_por as by, resolvido_em as at, nota as note
+        from efeito_revisao
+        where chave = any($1) order by id
+        "#,
+    )
+    .bind(keys)
+    .fetch_all(pool)
+    .await
+}
+
+crate::tables::db::from_row!(PastDecision {
+    key,
+    decision,
+    by,
+    at,
+    note,
+});
+
 /// Resolves `incerto` effects as [`resolve`] does, one decision for all of `keys`, recorded as
 /// the operator account of a console session (`console:<email>`) by the `security definer`
 /// function `console_resolver_incerto`, which refuses with 42501 unless the session

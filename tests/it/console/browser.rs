@@ -290,7 +290,14 @@ async fn operator_resolves(browser: &Browser, console: &ConsoleProc, s: &Scene) 
     screenshot(browser, "review").await;
     for (key, outcome) in [(&s.sent, "sent"), (&s.not_sent, "not-sent")] {
         let button = format!("//tr[td[normalize-space()='{key}']]//button[@value='{outcome}']");
-        let said = click_then_read(browser, Locator::XPath(&button), Locator::Css("p.ok")).await;
+        click_then_read(
+            browser,
+            Locator::XPath(&button),
+            Locator::Id("confirm-decision"),
+        )
+        .await;
+        let confirm = Locator::Id("confirm-decision");
+        let said = click_then_read(browser, confirm, Locator::Css("p.ok")).await;
         assert!(said.starts_with(key.as_str()), "{said}");
     }
     let left = browser

@@ -6,6 +6,7 @@
 
 mod approval_binding;
 mod browser;
+mod decisions_browser;
 mod demo;
 mod hostile;
 mod http;

@@ -1,6 +1,7 @@
 //! Finance follows the e-mail's link in a real Chromium: logs in, lands on the simulation, sorts
 //! the diff, downloads the spreadsheet, confirms the approval. Then, at 390 px, the list, an
-//! execution, the review queue and the audit scroll only inside their tables, never the page.
+//! execution, the review queue and the audit scroll only inside their tables, never the page; and
+//! an operator at 390 px finds a key's decisions on screen and its confirmation fits too.
 //! With `CONSOLE_SCREENSHOTS=docs` it also writes the README's phone screenshots.
 
 use std::io::Read;
@@ -8,7 +9,7 @@ use std::io::Read;
 use fantoccini::{Client as Browser, Locator};
 use testkit::chromedriver::ChromeDriver;
 
-use super::browser::{open_browser, screenshot};
+use super::browser::{click_then_read, log_in, open_browser, screenshot, OPERATOR};
 use super::*;
 
 const FINANCE: &str = "ana@financeiro.example";
@@ -185,4 +186,57 @@ async fn finance_follows_the_emails_link_approves_and_every_page_fits_a_phone() 
         fits_a_phone(&browser, &console, path, shot).await;
     }
     browser.close().await.unwrap();
+}
+
+/// Where the element `xpath` finds ends on the screen, and how wide the window is, in px.
+async fn right_edge(browser: &Browser, xpath: &str) -> (f64, f64) {
+    let script = "const e = document.evaluate(arguments[0], document, null, \
+                  XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue; \
+                  return [e.getBoundingClientRect().right, window.innerWidth];";
+    let sizes = browser
+        .execute(script, vec![serde_json::Value::from(xpath)])
+        .await
+        .unwrap();
+    (sizes[0].as_f64().unwrap(), sizes[1].as_f64().unwrap())
+}
+
+#[tokio::test]
+async fn at_390_px_an_operator_reaches_a_keys_decisions_and_their_confirmation_fits() {
+    assert!(
+        ChromeDriver::installed(),
+        "Debian's chromium and chromium-driver are needed"
+    );
+    let s = simulated().await;
+    let approved = run_bin(&s.db.url, s.jobs.path(), &["approve", JOB]).await;
+    assert_success(&approved, "approve");
+    // Its provider answers nobody: every message of the real run ends `incerto`, in the queue.
+    run_job(&s.db, s.jobs.path(), JOB, None, false)
+        .await
+        .expect("the real run");
+    let key = "evt-3:notificar-vendedor".to_string();
+    add_user(&s.db.url, s.jobs.path(), OPERATOR, "operator").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let driver = ChromeDriver::start().expect("chromedriver starts");
+    let browser = open_browser(&driver).await;
+    browser.set_window_size(390, 844).await.unwrap();
+    log_in(&browser, &console, OPERATOR).await;
+
+    fits_a_phone(&browser, &console, "/review", "phone-review-operator").await;
+    let button = format!("//tr[td[normalize-space()='{key}']]//button[@value='not-sent']");
+    let (right, inner) = right_edge(&browser, &button).await;
+    click_then_read(&browser, Locator::XPath(&button), Locator::Id("decision")).await;
+    let confirmation = browser.current_url().await.unwrap();
+    let path = format!("{}?{}", confirmation.path(), confirmation.query().unwrap());
+    fits_a_phone(&browser, &console, &path, "phone-review-confirm").await;
+    let simulation = format!("/executions/{JOB}:simulacao");
+    let real = format!("/executions/{JOB}");
+    for path in ["/", &simulation, &real, "/audit"] {
+        fits_a_phone(&browser, &console, path, "phone-operator").await;
+    }
+    browser.close().await.unwrap();
+
+    assert!(
+        right <= inner,
+        "the decision is on screen: it ends at {right} px in {inner} px"
+    );
 }

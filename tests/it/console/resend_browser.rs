@@ -1,5 +1,5 @@
 //! A decision acts, in a real browser: an operator resolves one key as not sent, then two more in
-//! one decision through the confirmation page; the next `sweep` sends each exactly once, and the
+//! one decision, each through the confirmation page; the next `sweep` sends each exactly once, and the
 //! review queue and the order's page show them done.
 
 use testkit::chromedriver::ChromeDriver;
@@ -52,7 +52,18 @@ async fn an_operators_not_sent_decisions_are_sent_once_by_the_next_sweep_in_a_re
         "//tr[td[normalize-space()='{}']]//button[@value='not-sent']",
         keys[0]
     );
-    let said = click_then_read(&browser, Locator::XPath(&one), Locator::Css("p.ok")).await;
+    click_then_read(
+        &browser,
+        Locator::XPath(&one),
+        Locator::Id("confirm-decision"),
+    )
+    .await;
+    let said = click_then_read(
+        &browser,
+        Locator::Id("confirm-decision"),
+        Locator::Css("p.ok"),
+    )
+    .await;
     assert!(said.starts_with(keys[0].as_str()), "{said}");
     for key in &keys[1..] {
         click(

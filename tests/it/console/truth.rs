@@ -235,3 +235,108 @@ async fn an_earlier_pass_stays_reachable_with_its_figures_after_a_restart() {
         404
     );
 }
+
+/// A figure of a report's text: the digits of the line that starts with `label`.
+fn report_figure(text: &str, label: &str) -> i64 {
+    let line = text
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no {label} in the report:\n{text}"));
+    line[label.len()..]
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == '-')
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("{label}: {line}"))
+}
+
+/// The cells of the executions list's row of `execution`, as text.
+fn list_row(body: &str, execution: &str) -> Vec<String> {
+    let link = format!("href=\"/executions/{execution}\"");
+    let at = body
+        .find(&link)
+        .unwrap_or_else(|| panic!("no row of {execution} in the list:\n{body}"));
+    let start = body[..at].rfind("<tr").expect("the row's start");
+    let row = &body[start..body[at..].find("</tr>").expect("the row's end") + at];
+    row.split("<td")
+        .skip(1)
+        .map(|cell| {
+            let text = &cell[cell.find('>').expect("a cell") + 1..];
+            let mut plain = String::new();
+            let mut in_tag = false;
+            for c in text.chars() {
+                match c {
+                    '<' => in_tag = true,
+                    '>' => in_tag = false,
+                    c if !in_tag => plain.push(c),
+                    _ => {}
+                }
+            }
+            plain
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_real_runs_no_op_second_pass_leaves_its_first_passs_corrections_on_every_surface() {
+    let events = paid_orders(40);
+    let db = seeded_db(&events, &[]).await;
+    let provider = sink(Behavior {
+        dedup: true,
+        ..Behavior::default()
+    })
+    .await;
+    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
+    add_user(&db.url, jobs.path(), "ana@financeiro.example", "finance").await;
+    run_job(&db, jobs.path(), JOB, None, false)
+        .await
+        .expect("the real run");
+    run_job(&db, jobs.path(), JOB, None, true)
+        .await
+        .expect("a second pass, with nothing left to correct");
+    // 40 orders of 1,000 × i cents at 5 %: 5 × i before the fix, 50 × i after.
+    let (before, after) = (5 * 820, 50 * 820);
+
+    let status = status_entry(&db.url, jobs.path(), JOB).await;
+    assert_eq!(status["pass"], 2, "{status}");
+    for (field, want) in [
+        ("orders_changed", 40),
+        ("orders_in_diff", 40),
+        ("total_before_cents", before),
+        ("total_after_cents", after),
+    ] {
+        assert_eq!(status[field], want, "status --json's {field}: {status}");
+    }
+
+    let console = ConsoleProc::start(&db.url, jobs.path(), &[]).await;
+    let finance = Client::logged_in(&console, "ana@financeiro.example").await;
+    let row = list_row(&finance.get("/").await.body, JOB);
+    assert_eq!(row[6], "40", "orders changed in the list: {row:?}");
+    assert_eq!(row[9], "+R$ 369,00", "the difference in the list: {row:?}");
+    let page = finance.get(&format!("/executions/{JOB}")).await.body;
+    assert_eq!(fact(&page, "Pedidos alterados"), 40, "{page}");
+    assert_eq!(fact(&page, "Pedidos no diff"), 40);
+    assert_eq!(fact(&page, "Comissões depois"), after);
+
+    use replay_ledger::services::report::{render, Gated, Report};
+    let report = Report::for_execution(
+        &db.pool,
+        JOB,
+        JOB,
+        chrono_tz::Tz::UTC,
+        chrono::Utc::now(),
+        &Gated::default(),
+    )
+    .await
+    .expect("the report");
+    let text = render::text(&report);
+    assert_eq!(report_figure(&text, "Pedidos alterados"), 40, "{text}");
+    assert_eq!(report_figure(&text, "Comissões depois"), after, "{text}");
+    let rows = report.execution.expect("the execution's part").rows;
+    assert_eq!(
+        rows.len(),
+        40,
+        "the report's CSV lists the run's corrections"
+    );
+}

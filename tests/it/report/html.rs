@@ -66,6 +66,7 @@ fn execution(key: &str, mode: Mode, state: State, summary: Summary) -> Execution
         started_at: at(12, 2),
         finished_at: Some(at(12, 4)),
         error: None,
+        pass_summary: summary.clone(),
         summary,
         definition: None,
         checkpoint: Some(100),

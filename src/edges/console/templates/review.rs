@@ -1,5 +1,6 @@
-//! The review queue (with the keys queued for a resend) and the confirmation of one decision for
-//! several keys.
+//! The review queue (with the keys queued for a resend) and the confirmation every decision goes
+//! through, for one key or several: the keys, their attempts and earlier decisions, and the one
+//! button that records it.
 
 use chrono_tz::Tz;
 use maud::{html, Markup};
@@ -8,7 +9,9 @@ use super::super::session::Session;
 use super::{layout, segment, submits_exactly, time, Attr, Inert, Part};
 use crate::services::report::render::age;
 use crate::shared::money::brl;
-use crate::tables::ledger::{Resolution, ReviewFilter, ReviewItem, QUEUED};
+use crate::tables::ledger::{
+    KeyAttempt, PastDecision, Resolution, ReviewFilter, ReviewItem, QUEUED,
+};
 
 /// What the review page shows.
 pub(in crate::edges::console) struct Review<'a> {
@@ -56,18 +59,17 @@ pub(in crate::edges::console) fn list(r: &Review<'_>) -> Markup {
         @if !r.items.is_empty() {
             div.scroll { table.data #review {
                 thead { tr {
-                    @if may_resolve { th { "Escolher" } }
+                    @if may_resolve { th { "Escolher" } th { "Decisão" } }
                     th { "Chave" } th { "Pedido" } th.num { "Valor" } th { "Situação" } th { "Tipo" } th { "Execução" } th { "Motivo" } th.num { "Idade" }
                     th.num { "Tentativas" } th { "Último erro" } th { "Incerto desde" }
-                    @if may_resolve { th { "Decisão" } }
                 } }
                 tbody { @for item in r.items { (row(r, item, may_resolve)) } }
             } }
             @if may_resolve {
-                form #bulk method="get" action="/review/confirm" {
+                form #bulk.decide method="get" action="/review/confirm" {
                     "Escolhidos: "
-                    button type="submit" name="outcome" value="sent" { "Foram enviados" }
-                    button type="submit" name="outcome" value="not-sent" { "Não foram enviados" }
+                    button.choice type="submit" name="outcome" value="sent" { "Foram enviados…" }
+                    button.choice type="submit" name="outcome" value="not-sent" { "Não foram enviados…" }
                 }
             }
         }
@@ -84,6 +86,9 @@ fn row(r: &Review<'_>, item: &ReviewItem, may_resolve: bool) -> Markup {
                 input type="checkbox" form="bulk" name="key" value=(Attr(&item.key)) aria-label="escolher";
             }
         } }
+        @if may_resolve { td {
+            @if pending { "a próxima varredura envia" } @else { (decide_form(&item.key)) }
+        } }
         td.key { (Inert(&item.key)) }
         td { (order(item)) }
         td.num { (item.valor_centavos.map_or("-".into(), brl)) }
@@ -95,9 +100,6 @@ fn row(r: &Review<'_>, item: &ReviewItem, may_resolve: bool) -> Markup {
         td.num { (item.tentativas) }
         td { (Inert(item.ultimo_erro.as_deref().unwrap_or("-"))) }
         td { (time(item.desde, r.tz)) }
-        @if may_resolve { td {
-            @if pending { "a próxima varredura envia" } @else { (resolve_form(r.session, &item.key)) }
-        } }
     } }
 }
 
@@ -110,56 +112,131 @@ fn order(item: &ReviewItem) -> Markup {
     }
 }
 
-/// The decision form of `key`; a key no form can carry exactly is left to the CLI.
-fn resolve_form(session: &Session, key: &str) -> Markup {
+/// The two decisions on `key`, each leading to its confirmation (`GET /review/confirm`), which
+/// shows the key's attempts and earlier decisions before anything is recorded; neither is the
+/// primary action. A key no form can carry exactly is left to the CLI.
+fn decide_form(key: &str) -> Markup {
     if !submits_exactly(key) {
         return html! { p.warning { "Chave com quebra de linha ou controle C1: resolva com " code { "replay-ledger review resolve" } "." } };
     }
     html! {
-        form.resolve method="post" action="/review/resolve" {
-            input type="hidden" name="csrf_token" value=(session.csrf);
+        form.decide method="get" action="/review/confirm" {
             input type="hidden" name="key" value=(Attr(key));
-            input type="text" name="note" maxlength="500" placeholder="nota (opcional)" aria-label="nota";
-            button type="submit" name="outcome" value="sent" { "Foi enviado" }
-            button type="submit" name="outcome" value="not-sent" { "Não foi enviado" }
+            button.choice type="submit" name="outcome" value="sent" { "Foi enviado…" }
+            button.choice type="submit" name="outcome" value="not-sent" { "Não foi enviado…" }
         }
     }
 }
 
-/// `GET /review/confirm`: the keys chosen, and the one decision for all of them.
-pub(in crate::edges::console) fn confirm(
-    session: &Session,
-    tz: Tz,
-    items: &[ReviewItem],
-    outcome: Resolution,
-) -> Markup {
-    let (said, word) = match outcome {
-        Resolution::Sent => ("foram enviados (ficam concluido)", "sent"),
+/// What the confirmation of a decision shows.
+pub(in crate::edges::console) struct Confirm<'a> {
+    pub session: &'a Session,
+    pub tz: Tz,
+    pub items: &'a [ReviewItem],
+    pub outcome: Resolution,
+    /// Every attempt of the keys, by key, oldest first.
+    pub attempts: &'a [KeyAttempt],
+    /// Every decision recorded on the keys before, oldest first.
+    pub decisions: &'a [PastDecision],
+}
+
+/// `GET /review/confirm`: the keys chosen with their attempts and earlier decisions, and the one
+/// button that records the decision for all of them.
+pub(in crate::edges::console) fn confirm(c: &Confirm<'_>) -> Markup {
+    let (said, word, button) = match c.outcome {
+        Resolution::Sent => (
+            "foram enviados (ficam concluido; nada mais é enviado)",
+            "sent",
+            "Confirmar: foi enviado",
+        ),
         Resolution::NotSent => (
             "não foram enviados (a próxima varredura os envia, uma vez)",
             "not-sent",
+            "Confirmar: não foi enviado, reenviar",
         ),
     };
+    let failed = c.attempts.iter().filter(|a| a.outcome == "falha").count();
     let body = html! {
-        p { "Confirme que estes " (items.len()) " efeito(s) " (said) "." }
+        p #decision { "Você vai registrar que estes " (c.items.len()) " efeito(s) " (said) "." }
+        @if c.outcome == Resolution::NotSent {
+            p.warning #resend-warning { "Só escolha “não foi enviado” depois de confirmar com o provedor: se alguma tentativa abaixo chegou ao vendedor, o reenvio manda a mensagem em dobro."
+                @if failed > 0 || !c.decisions.is_empty() {
+                    " Estas chaves já têm " (failed) " tentativa(s) com falha e " (c.decisions.len()) " decisão(ões) anterior(es)."
+                }
+            }
+        }
+        (chosen(c))
+        (attempts(c))
+        (decisions(c))
+        form.resolve method="post" action="/review/resolve" {
+            input type="hidden" name="csrf_token" value=(c.session.csrf);
+            @for item in c.items { input type="hidden" name="key" value=(Attr(&item.key)); }
+            input type="hidden" name="outcome" value=(word);
+            input type="text" name="note" maxlength="500" placeholder="nota (opcional)" aria-label="nota";
+            button type="submit" #confirm-decision { (button) }
+        }
+        p { a href="/review" { "Cancelar e voltar à revisão" } }
+    };
+    layout("Confirmar decisão", Part::Review, c.session, body)
+}
+
+/// The keys chosen: order, amount, execution, why uncertain, since when.
+fn chosen(c: &Confirm<'_>) -> Markup {
+    html! {
         div.scroll { table.data #confirm {
-            thead { tr { th { "Chave" } th { "Pedido" } th.num { "Valor" } th { "Execução" } th { "Incerto desde" } } }
-            tbody { @for item in items { tr {
+            thead { tr { th { "Chave" } th { "Pedido" } th.num { "Valor" } th { "Execução" } th { "Motivo" } th { "Incerto desde" } } }
+            tbody { @for item in c.items { tr {
                 td.key { (Inert(&item.key)) }
                 td { (order(item)) }
                 td.num { (item.valor_centavos.map_or("-".into(), brl)) }
                 td { (Inert(&item.execucao_id)) }
-                td { (time(item.desde, tz)) }
+                td { (reason(item)) }
+                td { (time(item.desde, c.tz)) }
             } } }
         } }
-        form.resolve method="post" action="/review/resolve" {
-            input type="hidden" name="csrf_token" value=(session.csrf);
-            @for item in items { input type="hidden" name="key" value=(Attr(&item.key)); }
-            input type="hidden" name="outcome" value=(word);
-            input type="text" name="note" maxlength="500" placeholder="nota (opcional)" aria-label="nota";
-            button type="submit" #confirm-decision { "Confirmar" }
+    }
+}
+
+/// Every attempt of the keys: when, by which execution, and how it ended.
+fn attempts(c: &Confirm<'_>) -> Markup {
+    html! {
+        section #attempts {
+            h2 { "Tentativas" }
+            @if c.attempts.is_empty() { p { "Nenhuma tentativa registrada." } }
+            @else {
+                div.scroll { table.data {
+                    thead { tr { th { "Chave" } th { "Iniciada em" } th { "Execução" } th { "Resultado" } th { "Erro" } } }
+                    tbody { @for a in c.attempts { tr {
+                        td.key { (Inert(&a.key)) }
+                        td { (time(a.started_at, c.tz)) }
+                        td { (Inert(&a.execution)) }
+                        td { (Inert(&a.outcome)) }
+                        td { (Inert(a.error.as_deref().unwrap_or("-"))) }
+                    } } }
+                } }
+            }
         }
-        p { a href="/review" { "Cancelar" } }
-    };
-    layout("Confirmar decisão", Part::Review, session, body)
+    }
+}
+
+/// Every decision recorded on the keys before this one.
+fn decisions(c: &Confirm<'_>) -> Markup {
+    html! {
+        section #decisions {
+            h2 { "Decisões anteriores" }
+            @if c.decisions.is_empty() { p { "Nenhuma." } }
+            @else {
+                div.scroll { table.data {
+                    thead { tr { th { "Chave" } th { "Decisão" } th { "Por" } th { "Em" } th { "Nota" } } }
+                    tbody { @for d in c.decisions { tr {
+                        td.key { (Inert(&d.key)) }
+                        td { @match d.decision { Resolution::Sent => "enviado", Resolution::NotSent => "não enviado" } }
+                        td { (Inert(&d.by)) }
+                        td { (time(d.at, c.tz)) }
+                        td { (Inert(d.note.as_deref().unwrap_or("-"))) }
+                    } } }
+                } }
+            }
+        }
+    }
 }
