@@ -11,6 +11,7 @@ pub(super) mod figures;
 pub(super) mod live;
 pub(super) mod login;
 pub(super) mod pedido;
+pub(super) mod requests;
 pub(super) mod review;
 
 use axum::http::StatusCode;
