@@ -114,7 +114,10 @@ pub(super) async fn start_confirm(
         let t = &approval.totals;
         what.push(("Pedidos alterados", t.changed.to_string()));
         what.push(("Total depois", brl(t.after_centavos)));
-        what.push(("Diferença", brl_signed(t.after_centavos - t.before_centavos)));
+        what.push((
+            "Diferença",
+            brl_signed(t.after_centavos - t.before_centavos),
+        ));
     }
     let markup = page::confirm(page::Confirm {
         session: &session,
@@ -145,7 +148,15 @@ pub(super) async fn start(
         return Err(PageError::Conflict(why));
     }
     let id = execution::execution_id_of(&simulation.key);
-    record(&console, &session, Action::Start, &simulation.job, Some(id), &form).await?;
+    record(
+        &console,
+        &session,
+        Action::Start,
+        &simulation.job,
+        Some(id),
+        &form,
+    )
+    .await?;
     Ok(back_to(&simulation.key))
 }
 
@@ -210,7 +221,15 @@ pub(super) async fn resume(
     if let Some(why) = resume_refused(&session, &run) {
         return Err(PageError::Conflict(why));
     }
-    record(&console, &session, Action::Resume, &run.job, Some(&run.key), &form).await?;
+    record(
+        &console,
+        &session,
+        Action::Resume,
+        &run.job,
+        Some(&run.key),
+        &form,
+    )
+    .await?;
     Ok(back_to(&run.key))
 }
 

@@ -117,20 +117,20 @@ async fn by_kind(shared: &Shared, job: &Job, request: &Request) -> (RequestState
             (true, counts) => (RequestState::Done, format!("varredura feita: {counts}")),
             (false, why) => failed(format!("a varredura falhou: {why}")),
         },
-        (Action::Start | Action::Resume, JobKind::Replay(_)) => match plan(shared, job, request)
-            .await
-        {
-            Ok(plan) => {
-                let (outcome, said) = shared.run_replay(&plan).await;
-                match outcome {
-                    RunOutcome::Finished | RunOutcome::AlreadyFinished => {
-                        (RequestState::Done, said)
+        (Action::Start | Action::Resume, JobKind::Replay(_)) => {
+            match plan(shared, job, request).await {
+                Ok(plan) => {
+                    let (outcome, said) = shared.run_replay(&plan).await;
+                    match outcome {
+                        RunOutcome::Finished | RunOutcome::AlreadyFinished => {
+                            (RequestState::Done, said)
+                        }
+                        _ => (RequestState::Failed, said),
                     }
-                    _ => (RequestState::Failed, said),
                 }
+                Err(why) => failed(why),
             }
-            Err(why) => failed(why),
-        },
+        }
         (action, kind) => failed(format!(
             "o job {} é um job {}: não serve para {action}",
             inert(&job.name),
@@ -147,7 +147,9 @@ async fn plan(shared: &Shared, job: &Job, request: &Request) -> Result<Plan, Str
         .as_deref()
         .ok_or("o pedido não diz qual execução")?;
     let key = match request.action {
-        Action::Start => execution::checkpoint_key(execution::execution_id_of(id), Mode::Simulation),
+        Action::Start => {
+            execution::checkpoint_key(execution::execution_id_of(id), Mode::Simulation)
+        }
         _ => id.to_string(),
     };
     let existing = execution::load(&shared.pool, &key)
@@ -197,7 +199,9 @@ pub(super) fn said(result: &Result<RunReport, RunError>) -> String {
                 Ended::Finished => format!("concluída: {figures}"),
                 Ended::AlreadyFinished { .. } => format!("já estava concluída: {figures}"),
                 Ended::Interrupted => {
-                    format!("interrompida pelo desligamento do serve ({figures}); peça para retomar")
+                    format!(
+                        "interrompida pelo desligamento do serve ({figures}); peça para retomar"
+                    )
                 }
             }
         }

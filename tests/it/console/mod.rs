@@ -13,6 +13,7 @@ mod live;
 mod orders;
 mod pages;
 mod phone;
+mod requests;
 mod resend_browser;
 mod sessions;
 mod truth;
