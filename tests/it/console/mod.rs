@@ -14,6 +14,7 @@ mod orders;
 mod pages;
 mod phone;
 mod requests;
+mod requests_browser;
 mod resend_browser;
 mod sessions;
 mod truth;

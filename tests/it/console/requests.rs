@@ -10,18 +10,18 @@ use super::*;
 use crate::serve::Serve;
 
 const OPERATOR: &str = "bruno@operacao.example";
-const SIMULATION: &str = "/executions/replay-2026-10-14-v2:simulacao";
+pub(super) const SIMULATION: &str = "/executions/replay-2026-10-14-v2:simulacao";
 
 /// 10 orders under the buggy commission, a gated job whose provider (a real loopback sink) does
 /// not deduplicate, its simulation finished, and an unscheduled sweep job.
-struct Scene {
-    db: TestDb,
-    jobs: tempfile::TempDir,
-    provider: testkit::sink::Sink,
-    events: Vec<replay_ledger::domain::Event>,
+pub(super) struct Scene {
+    pub db: TestDb,
+    pub jobs: tempfile::TempDir,
+    pub provider: testkit::sink::Sink,
+    pub events: Vec<replay_ledger::domain::Event>,
 }
 
-async fn scene() -> Scene {
+pub(super) async fn scene() -> Scene {
     let events = paid_orders(10);
     let db = seeded_db(&events, &[]).await;
     let provider = sink(Behavior::default()).await;
@@ -49,7 +49,7 @@ async fn scene() -> Scene {
 }
 
 /// Approves the simulation through its confirmation, as finance's browser would.
-async fn approve(finance: &Client) {
+pub(super) async fn approve(finance: &Client) {
     let confirmation = finance.get(&format!("{SIMULATION}/approve")).await;
     let fields = ["csrf_token", "pass", "fingerprint"].map(|f| {
         confirmation
@@ -70,7 +70,7 @@ async fn approve(finance: &Client) {
 }
 
 /// Every request as (acao, job, estado, solicitado_por, resultado), oldest first.
-async fn requests(db: &TestDb) -> Vec<(String, String, String, String, Option<String>)> {
+pub(super) async fn requests(db: &TestDb) -> Vec<(String, String, String, String, Option<String>)> {
     sqlx::query_as(
         "select acao, job, estado, solicitado_por, resultado from execucao_solicitada order by id",
     )
