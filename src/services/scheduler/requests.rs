@@ -77,7 +77,7 @@ async fn answer(shared: &Shared, request: Request) {
             "the request was no longer em-andamento"
         ),
         Err(e) => {
-            tracing::warn!(request = request.id, error = %e, "could not record how the request ended")
+            tracing::warn!(request = request.id, error = %e, "could not record how the request ended");
         }
     }
 }
