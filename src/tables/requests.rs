@@ -170,3 +170,21 @@ pub async fn of_action(
     .fetch_all(pool)
     .await
 }
+
+/// Requests `em-andamento` since before `older_than` ago: taken by a `serve` that may have died
+/// (the caller checks, by the job's lock, that nobody runs them).
+pub async fn running_since_before(
+    pool: &PgPool,
+    older_than: std::time::Duration,
+) -> Result<Vec<Request>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        r#"
+        select {COLUMNS} from execucao_solicitada
+        where estado = 'em-andamento' and iniciado_em < now() - make_interval(secs => $1)
+        order by id
+        "#
+    ))
+    .bind(older_than.as_secs_f64())
+    .fetch_all(pool)
+    .await
+}

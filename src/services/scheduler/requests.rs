@@ -25,6 +25,11 @@ use crate::tables::requests::{self, Action, Request, RequestState};
 /// How often pending requests are looked for.
 pub(super) const POLL: Duration = Duration::from_secs(2);
 
+/// A request `em-andamento` for longer than this whose job's lock nobody holds was left by a
+/// `serve` that died: it ends `falhou`, so the job may be asked for again. Well above the time
+/// between a claim and taking the job's lock (`lock_timeout`, 10 s by default).
+const ABANDONED_AFTER: Duration = Duration::from_secs(60);
+
 /// The loop that claims requests until shutdown; each claimed request runs on its own task.
 pub(super) fn spawn(shared: &Arc<Shared>) -> JoinHandle<()> {
     let shared = Arc::clone(shared);
@@ -36,6 +41,7 @@ pub(super) fn spawn(shared: &Arc<Shared>) -> JoinHandle<()> {
                 _ = tokio::time::sleep(POLL) => {}
             }
             if shared.is_ready() {
+                settle_abandoned(&shared).await;
                 claim_all(&shared).await;
             }
         }
@@ -57,6 +63,34 @@ async fn claim_all(shared: &Arc<Shared>) {
                 return;
             }
         }
+    }
+}
+
+/// Ends `falhou` the requests a dead `serve` left `em-andamento`: those whose job's lock this
+/// process can take (whoever runs a request holds it for the whole run).
+async fn settle_abandoned(shared: &Shared) {
+    let stale = match requests::running_since_before(&shared.pool, ABANDONED_AFTER).await {
+        Ok(stale) => stale,
+        Err(e) => {
+            tracing::debug!(error = %e, "could not look for abandoned console requests");
+            return;
+        }
+    };
+    for request in stale {
+        let Some(_busy) = shared.claim(&request.job) else {
+            continue;
+        };
+        let lock = JobLock::try_acquire(&shared.database_url, &request.job, Duration::from_secs(1));
+        let Ok(Some(lock)) = lock.await else {
+            continue;
+        };
+        let why = "o serve que executava este pedido parou antes de concluí-lo; peça de novo";
+        if let Ok(true) =
+            requests::finish(&shared.pool, request.id, RequestState::Failed, why).await
+        {
+            tracing::warn!(request = request.id, job = %request.job, "a console request left running by a stopped serve ended falhou");
+        }
+        lock.release().await;
     }
 }
 

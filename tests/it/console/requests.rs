@@ -283,3 +283,32 @@ async fn a_start_without_an_approval_or_of_an_unknown_job_ends_failed_saying_why
     assert_eq!(execution_state(&s.db.pool, JOB).await, None);
     assert_eq!(s.provider.request_count(), 0);
 }
+
+#[tokio::test]
+async fn a_request_left_running_by_a_dead_serve_ends_failed_so_the_job_can_be_asked_again() {
+    let s = scene().await;
+    sqlx::query(
+        r#"
+        insert into execucao_solicitada (acao, job, solicitado_por, estado, iniciado_em)
+        values ('varrer', 'sweeper', 'console:bruno@operacao.example', 'em-andamento',
+                now() - interval '1 hour')
+        "#,
+    )
+    .execute(&s.db.pool)
+    .await
+    .expect("a request a dead serve took");
+    let _serve = Serve::start_with(&s.db.url, s.jobs.path(), "serve", |_| {});
+
+    settled(&s.db).await;
+
+    let recorded = requests(&s.db).await;
+    assert_eq!(recorded[0].2, "falhou", "{recorded:?}");
+    assert!(
+        recorded[0]
+            .4
+            .as_deref()
+            .unwrap_or_default()
+            .contains("parou"),
+        "{recorded:?}"
+    );
+}
