@@ -213,6 +213,7 @@ async fn an_operators_sweep_runs_in_serve_though_the_sweep_job_has_no_schedule()
     let answer = operator.post("/sweep", &[("csrf_token", &csrf)]).await;
     let again = operator.post("/sweep", &[("csrf_token", &csrf)]).await;
     settled(&s.db).await;
+    let trail = operator.get("/audit?acao=solicitacao").await;
 
     assert!(
         review.body.contains("Rodar uma varredura agora"),
@@ -248,6 +249,8 @@ async fn an_operators_sweep_runs_in_serve_though_the_sweep_job_has_no_schedule()
         "solicitacao".into(),
         Some("sweeper".into())
     )));
+    assert_eq!(trail.status, 200, "{}", trail.body);
+    assert!(trail.body.contains("pediu ao serve"), "{}", trail.body);
 }
 
 #[tokio::test]
@@ -311,4 +314,55 @@ async fn a_request_left_running_by_a_dead_serve_ends_failed_so_the_job_can_be_as
             .contains("parou"),
         "{recorded:?}"
     );
+}
+
+#[tokio::test]
+async fn an_operator_resumes_a_failed_real_run_from_its_page_and_serve_finishes_it() {
+    let events = paid_orders(10);
+    let db = seeded_db(&events, &[]).await;
+    let provider = sink(Behavior {
+        dedup: true,
+        fail_keys: [key(&events[4])].into(),
+        ..Default::default()
+    })
+    .await;
+    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
+    let failed = run_job(&db, jobs.path(), JOB, None, false).await;
+    assert!(failed.is_err(), "the provider refused one key for good");
+    provider.set_behavior(dedup());
+    add_user(&db.url, jobs.path(), OPERATOR, "operator").await;
+    let console = ConsoleProc::start(&db.url, jobs.path(), &[]).await;
+    let operator = Client::logged_in(&console, OPERATOR).await;
+    let _serve = Serve::start_with(&db.url, jobs.path(), "serve", |_| {});
+    let page = format!("/executions/{JOB}");
+
+    let before = operator.get(&page).await;
+    let confirmation = operator.get(&format!("{page}/resume")).await;
+    let csrf = confirmation.csrf().expect("the resume's form");
+    let answer = operator
+        .post(&format!("{page}/resume"), &[("csrf_token", &csrf)])
+        .await;
+    settled(&db).await;
+
+    assert!(before.body.contains("resume-link"), "{}", before.body);
+    assert!(
+        confirmation.body.contains("Confirmar: retomar"),
+        "{}",
+        confirmation.body
+    );
+    assert_eq!(
+        (answer.status.as_u16(), answer.location()),
+        (303, Some(page.as_str()))
+    );
+    let recorded = requests(&db).await;
+    assert_eq!(
+        (recorded[0].0.as_str(), recorded[0].2.as_str()),
+        ("retomar", "concluida"),
+        "{recorded:?}"
+    );
+    assert_eq!(
+        execution_state(&db.pool, JOB).await.as_deref(),
+        Some("concluida")
+    );
+    assert_eq!(keys_in_state(&db.pool, "concluido").await.len(), 10);
 }
