@@ -501,6 +501,28 @@ mod tests {
     }
 
     #[test]
+    fn the_console_asks_for_runs_only_through_its_function_and_the_worker_settles_them() {
+        let duties = Duties::with_console("w", None, None, Some("c")).unwrap();
+        let sql = statements(&duties);
+        let to = |role: &str| -> Vec<&String> {
+            sql.iter()
+                .filter(|s| s.starts_with("grant") && s.ends_with(&format!("to \"{role}\"")))
+                .collect()
+        };
+
+        assert!(to("c").iter().any(|s| s.contains("console_solicitar(")));
+        assert!(to("w")
+            .iter()
+            .any(|s| s.starts_with("grant select, update on execucao_solicitada")));
+        for s in to("w").iter().chain(&to("c")) {
+            assert!(
+                !(s.contains("insert") && s.contains("execucao_solicitada")),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
     fn the_script_is_one_transaction() {
         let script = script(&Duties::new("w", None, None).unwrap());
 
