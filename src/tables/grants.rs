@@ -12,7 +12,10 @@
 //! - the **console** (the web console's role) reads everything, keeps its sessions, and records
 //!   approvals and review decisions only through `security definer` functions that take the
 //!   session, check its account's role and record the account (`console:<email>`); every approval
-//!   and decision writes its audit row by a trigger, so none exists without the other.
+//!   and decision writes its audit row by a trigger, so none exists without the other. It asks
+//!   for a run, a resume or a sweep the same way (`console_solicitar`, audited in the same
+//!   transaction); the worker (`serve`) claims and runs the request, so the console itself
+//!   never writes `comissao` or `efeito_aplicado`.
 //!
 //! Each role first loses every privilege it had on replay-ledger's objects, so running `grants`
 //! again after an upgrade leaves exactly this list (the README's older list gave the worker
@@ -44,12 +47,15 @@ const TABLES: &[&str] = &[
     "reprocessamento_dono",
     "reprocessamento_passagem",
     "reprocessamento_progresso",
+    // What people asked for from the console; `serve` claims and settles them.
+    "execucao_solicitada",
 ];
 
 const SEQUENCES: &[&str] = &[
     "efeito_tentativa_id_seq",
     "efeito_revisao_id_seq",
     "reprocessamento_aprovacao_id_seq",
+    "execucao_solicitada_id_seq",
 ];
 
 /// The one way to resolve a review item.
@@ -73,6 +79,7 @@ const CONSOLE_FUNCTIONS: &[&str] = &[
     "console_abrir_sessao(text, text, text, text, interval)",
     "console_recusar_login(text, text)",
     "console_fechar_sessao(text, text)",
+    "console_solicitar(text, interval, text, text, text, text)",
 ];
 
 /// The worker's privileges, table by table (see the README's Least privileges for why each).
@@ -109,6 +116,8 @@ const WORKER: &[(&str, &[&str])] = &[
     ("select, insert, delete", &["evento_rejeitado"]),
     ("select, insert", &["efeito_tentativa", "relatorio_job"]),
     ("select, insert, update", &["job_rodada"]),
+    // `serve` claims a request and records how it ended; only the console's function inserts.
+    ("select, update", &["execucao_solicitada"]),
 ];
 
 /// The columns of an approval its approver writes: all but `id` and `aprovado_em` (defaults) and
@@ -491,6 +500,28 @@ mod tests {
             Duties::with_console("w", None, Some("r"), Some("r")),
             Err(GrantError::SameRole(_))
         ));
+    }
+
+    #[test]
+    fn the_console_asks_for_runs_only_through_its_function_and_the_worker_settles_them() {
+        let duties = Duties::with_console("w", None, None, Some("c")).unwrap();
+        let sql = statements(&duties);
+        let to = |role: &str| -> Vec<&String> {
+            sql.iter()
+                .filter(|s| s.starts_with("grant") && s.ends_with(&format!("to \"{role}\"")))
+                .collect()
+        };
+
+        assert!(to("c").iter().any(|s| s.contains("console_solicitar(")));
+        assert!(to("w")
+            .iter()
+            .any(|s| s.starts_with("grant select, update on execucao_solicitada")));
+        for s in to("w").iter().chain(&to("c")) {
+            assert!(
+                !(s.contains("insert") && s.contains("execucao_solicitada")),
+                "{s}"
+            );
+        }
     }
 
     #[test]

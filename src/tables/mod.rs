@@ -7,4 +7,5 @@ pub mod db;
 pub mod execution;
 pub mod grants;
 pub mod ledger;
+pub mod requests;
 pub mod tally;

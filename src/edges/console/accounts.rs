@@ -44,6 +44,21 @@ impl Role {
     pub fn may_resolve(self) -> bool {
         self == Role::Operator
     }
+
+    /// Asks `serve` to start the real run of an approved simulation (see `console_solicitar`).
+    pub fn may_start(self) -> bool {
+        matches!(self, Role::Finance | Role::Operator)
+    }
+
+    /// Asks `serve` to resume an interrupted or failed real run.
+    pub fn may_resume(self) -> bool {
+        self == Role::Operator
+    }
+
+    /// Asks `serve` for a sweeper pass now.
+    pub fn may_sweep(self) -> bool {
+        self == Role::Operator
+    }
 }
 
 /// An account as listed (never its hash).

@@ -169,6 +169,8 @@ pub(super) async fn detail(
         _ => Some(report_of(&console, execution.clone()).await?),
     };
     let standing = approve::standing(&console, &execution).await?;
+    let (offer, requests) =
+        super::requests::of_execution(&console, &session, &execution, &standing).await?;
     let search = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
     let sort = query.sort()?;
     let paces = match execution.state {
@@ -183,6 +185,8 @@ pub(super) async fn detail(
         execution: &execution,
         report: report.as_ref(),
         standing: &standing,
+        offer: &offer,
+        requests: &requests,
         search,
         page: query.page.unwrap_or(1).max(1),
         passes: &passes,

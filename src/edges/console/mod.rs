@@ -16,6 +16,10 @@
 //!   templates render (so templates import no handler), security headers, error pages, and what
 //!   every request must be before a handler sees it (sizes, no NUL; axum's refusals localized).
 //!
+//! - `requests`: people act — start an approved gated real run, resume a real run, sweep now —
+//!   each confirmed (GET) and posted with the CSRF token; the console only records the request
+//!   (audited), `serve` runs it ([`crate::services::scheduler`]).
+//!
 //! Who did it is proven, not claimed: the console records an approval or a review decision only
 //! through `security definer` functions that take the session's token digest and check the
 //! account's role in the database (see `migrations/20261202010000_console.sql`).
@@ -32,6 +36,7 @@ mod guard;
 mod headers;
 mod live;
 mod pedidos;
+mod requests;
 mod review;
 mod session;
 mod templates;
@@ -175,6 +180,15 @@ impl Console {
             .route("/review/confirm", get(review::confirm))
             .route("/review/resolve", post(review::resolve))
             .route("/audit", get(audit::list))
+            .route(
+                "/executions/{id}/start",
+                get(requests::start_confirm).post(requests::start),
+            )
+            .route(
+                "/executions/{id}/resume",
+                get(requests::resume_confirm).post(requests::resume),
+            )
+            .route("/sweep", get(requests::sweep_confirm).post(requests::sweep))
             .route(headers::STYLESHEET_PATH, get(headers::stylesheet))
             .fallback(error::not_found)
             .layer(axum::middleware::map_response(guard::localize))

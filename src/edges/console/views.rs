@@ -53,6 +53,8 @@ db_words! {
         UserCreated = "usuario-criado",
         UserChanged = "usuario-alterado",
         UserRemoved = "usuario-removido",
+        /// A run, a resume or a sweep asked of `serve` (`console_solicitar`).
+        Request = "solicitacao",
     }
 }
 

@@ -38,6 +38,8 @@ pub(super) struct Shared {
     pub config: SchedulerConfig,
     pub metrics: Arc<Metrics>,
     pub jobs: Vec<Scheduled>,
+    /// Every job of the jobs directory, scheduled or not (console requests name any).
+    pub all_jobs: Vec<Job>,
     pub gated: crate::services::report::Gated,
     pub live_policy: Option<crate::engine::applier::Policy>,
     /// Passed to the runner: it finishes the batch in hand and stops.
@@ -59,6 +61,7 @@ impl Shared {
             config: scheduler.config,
             metrics: scheduler.metrics,
             jobs: scheduler.jobs,
+            all_jobs: scheduler.all_jobs,
             gated: scheduler.gated,
             live_policy: scheduler.live_policy,
             shutdown,
@@ -71,6 +74,11 @@ impl Shared {
     /// From now on jobs fire (see `SchedulerConfig::away_at_start`).
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::Release);
+    }
+
+    /// Whether jobs may fire (the database answered since start).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
     }
 
     /// The catch-up of a `previous: day` job on start: fires it for `at`, its last occurrence,
@@ -132,7 +140,9 @@ impl Shared {
         };
         match &job.kind {
             JobKind::Replay(replay) => self.fire_replay(job, replay, at).await,
-            JobKind::Sweep(sweep) => self.fire_sweep(job, sweep).await,
+            JobKind::Sweep(sweep) => {
+                self.fire_sweep(job, sweep).await;
+            }
             JobKind::Report(report_job) => {
                 let started = Utc::now();
                 let ran =
@@ -190,7 +200,7 @@ impl Shared {
             .await;
     }
 
-    fn claim(&self, name: &str) -> Option<Busy<'_>> {
+    pub(super) fn claim(&self, name: &str) -> Option<Busy<'_>> {
         let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         busy.insert(name.to_string()).then(|| Busy {
             set: &self.busy,
@@ -244,15 +254,19 @@ impl Shared {
         plans
     }
 
-    /// Runs the execution of `plan` and records how it went.
-    async fn run_replay(&self, plan: &Plan) {
+    /// Runs the execution of `plan` and records how it went; returns the outcome and one line
+    /// saying it (what a console request shows).
+    pub(super) async fn run_replay(&self, plan: &Plan) -> (RunOutcome, String) {
         let (job, key) = (&plan.job, &plan.key);
         let before = match execution::load(&self.pool, key).await {
             Ok(existing) => existing.map(|e| e.pass_summary).unwrap_or_default(),
             Err(e) => {
                 tracing::warn!(job = %job.name, execution = %key, error = %e, "replay not started: database unavailable; retrying at the next tick");
                 self.metrics.record_run(&job.name, RunOutcome::Failed);
-                return;
+                return (
+                    RunOutcome::Failed,
+                    "o banco de dados não respondeu; nada foi executado".into(),
+                );
             }
         };
         let config = RunnerConfig {
@@ -288,12 +302,14 @@ impl Shared {
             self.metrics
                 .add_work(&job.name, &difference(&after, &before));
         }
+        let said = super::requests::said(&result);
         let outcome = log_outcome(&job.name, key, result);
         if outcome == RunOutcome::Finished {
             self.metrics.record_success(&job.name, Utc::now());
             self.mail_report(plan).await;
         }
         self.metrics.record_run(&job.name, outcome);
+        (outcome, said)
     }
 
     /// `report_to`: the finished execution's report, sent once (the ledger keeps it from being
@@ -352,8 +368,8 @@ impl Shared {
         }
     }
 
-    /// A sweep fire: one sweeper pass.
-    async fn fire_sweep(&self, job: &Job, sweep: &SweepJob) {
+    /// A sweep fire: one sweeper pass. Returns whether it ran, and its counts or why not.
+    pub(super) async fn fire_sweep(&self, job: &Job, sweep: &SweepJob) -> (bool, String) {
         let started = Utc::now();
         let config = SweeperConfig {
             stale_after: sweep.stale_after,
@@ -380,8 +396,9 @@ impl Shared {
             ),
             Err(e) => crate::shared::text::inert(&e.to_string()),
         };
-        self.record_job_run(&job.name, started, result.is_ok(), Some(detail))
+        self.record_job_run(&job.name, started, result.is_ok(), Some(detail.clone()))
             .await;
+        (result.is_ok(), detail)
     }
 }
 
@@ -433,7 +450,7 @@ pub(super) fn difference(after: &Summary, before: &Summary) -> Summary {
 }
 
 /// Marks a job as firing in this process until dropped.
-struct Busy<'a> {
+pub(super) struct Busy<'a> {
     set: &'a Mutex<HashSet<String>>,
     name: String,
 }

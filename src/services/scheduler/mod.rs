@@ -15,12 +15,17 @@
 //!
 //! SIGTERM/SIGINT: no new fire starts, running jobs finish their batch (the runner watches the
 //! same shutdown signal) and release their locks; after `shutdown_grace` the daemon exits anyway.
+//! It also carries out what people asked for from the console ([`requests`]): every ~2 s it
+//! claims pending requests (start an approved gated real run, resume a real run, sweep now) and
+//! runs each through the same path as a fire of its job, scheduled or not.
+//!
 //! The daemon counts what it does into [`Metrics`] and beats a heartbeat every 5 s; `serve`
 //! shows them at `/metrics` and `/healthz`.
 
 mod fire;
 mod lock;
 mod ready;
+mod requests;
 pub mod runs;
 pub mod status;
 pub mod ticker;
@@ -122,6 +127,8 @@ pub struct Scheduler {
     effects: Effects,
     config: SchedulerConfig,
     jobs: Vec<Scheduled>,
+    /// Every job of the jobs directory, scheduled or not: what a console request may name.
+    all_jobs: Vec<Job>,
     /// Every job's gate, scheduled or not: the reports' links say which simulations await approval.
     gated: crate::services::report::Gated,
     /// The `kind: live` job's policy, scheduled or not: the effects a verify job checks.
@@ -146,6 +153,7 @@ impl Scheduler {
             _ => None,
         });
         let mut scheduled = Vec::new();
+        let all_jobs = jobs.clone();
         for job in jobs {
             let Some(schedule) = job.schedule.as_deref() else {
                 continue;
@@ -164,6 +172,7 @@ impl Scheduler {
             effects,
             config,
             jobs: scheduled,
+            all_jobs,
             gated,
             live_policy,
             metrics,
@@ -195,6 +204,7 @@ fn start_loops(shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
         .map(|idx| spawn_job_loop(shared, idx))
         .collect();
     loops.push(spawn_heartbeat(shared));
+    loops.push(requests::spawn(shared));
     if shared.jobs.is_empty() {
         tracing::warn!("no job has a schedule: serving metrics only");
     }

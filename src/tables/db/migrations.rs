@@ -39,6 +39,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261203140000_ledger_hot_completion.sql",
     "20261204010000_run_figures.sql",
     "20261204150000_progress.sql",
+    "20261204153000_console_requests.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the

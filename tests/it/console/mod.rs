@@ -16,6 +16,8 @@ mod orders;
 mod pace;
 mod pages;
 mod phone;
+mod requests;
+mod requests_browser;
 mod resend_browser;
 mod sessions;
 mod truth;

@@ -37,6 +37,7 @@ fn action(action: Action) -> &'static str {
         Action::UserCreated => "conta criada",
         Action::UserChanged => "conta alterada",
         Action::UserRemoved => "conta removida",
+        Action::Request => "pediu ao serve",
     }
 }
 

@@ -137,6 +137,9 @@ pub(in crate::edges::console) struct Detail<'a> {
     /// `None` for the live consumer (no diff).
     pub report: Option<&'a ExecutionReport>,
     pub standing: &'a Standing,
+    /// What the account may ask `serve` for, and the requests about this execution.
+    pub offer: &'a super::requests::Offer,
+    pub requests: &'a [crate::tables::requests::Request],
     pub search: Option<&'a str>,
     pub page: usize,
     /// Every pass of the execution, the newest first.
@@ -223,6 +226,7 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
         @if e.state == State::Running { (super::pace::section(d.paces)) }
         (figures::figures(e.mode, &e.summary))
         (approval(d.session, e, d.standing, d.tz))
+        (super::requests::section(e, d.offer, d.requests, d.tz))
         @if let Some(report) = d.report {
             @if let Some(check) = &report.approved { (applied(check, d.tz, e.state)) }
             (figures::effects(&e.summary))
@@ -241,7 +245,7 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
         (figures::passes(e, d.passes, d.tz))
     };
     let title = format!("Execução {}", crate::shared::text::inert(&e.key));
-    if e.state == State::Running {
+    if e.state == State::Running || super::requests::any_open(d.requests) {
         layout_refreshing(&title, Part::Executions, d.session, body)
     } else {
         layout(&title, Part::Executions, d.session, body)

@@ -12,6 +12,7 @@ pub(super) mod live;
 pub(super) mod login;
 pub(super) mod pace;
 pub(super) mod pedido;
+pub(super) mod requests;
 pub(super) mod review;
 
 use axum::http::StatusCode;

@@ -46,6 +46,9 @@ pub(in crate::edges::console) fn list(r: &Review<'_>) -> Markup {
             }
         }
         p { "Efeitos cujo resultado ninguém sabe (incerto): nunca são reenviados automaticamente. Quem confirmar com o provedor o que aconteceu registra aqui; um efeito marcado como não enviado fica como reenvio pendente até a próxima varredura enviá-lo." }
+        @if r.session.role.may_sweep() {
+            p { a.button #sweep-link href="/sweep" { "Rodar uma varredura agora" } }
+        }
         form.filter method="get" action="/review" {
             label for="type" { "Tipo" }
             input #type type="text" name="type" value=(Attr(r.filter.effect_type.as_deref().unwrap_or("")));

@@ -1,0 +1,368 @@
+//! People act from the console: finance starts the approved gated real run, an operator asks for
+//! a sweep, and a real `serve` carries each request out as the worker — with the job's lock, the
+//! runner and the approval gate — while the console records only the request and its audit row.
+//! A viewer's post is refused and records nothing; a request the gate refuses, or for an unknown
+//! job, ends `falhou` saying why.
+
+use testkit::sink::Behavior;
+
+use super::*;
+use crate::serve::Serve;
+
+const OPERATOR: &str = "bruno@operacao.example";
+pub(super) const SIMULATION: &str = "/executions/replay-2026-10-14-v2:simulacao";
+
+/// 10 orders under the buggy commission, a gated job whose provider (a real loopback sink) does
+/// not deduplicate, its simulation finished, and an unscheduled sweep job.
+pub(super) struct Scene {
+    pub db: TestDb,
+    pub jobs: tempfile::TempDir,
+    pub provider: testkit::sink::Sink,
+    pub events: Vec<replay_ledger::domain::Event>,
+}
+
+pub(super) async fn scene() -> Scene {
+    let events = paid_orders(10);
+    let db = seeded_db(&events, &[]).await;
+    let provider = sink(Behavior::default()).await;
+    let spec = JobSpec {
+        idempotent: false,
+        on_failure: "keep",
+        extra: "require_approved_simulation: true\n".into(),
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    std::fs::write(
+        jobs.path().join("sweeper.yaml"),
+        "name: sweeper\nkind: sweep\nstale_after: 5m\n",
+    )
+    .expect("write the sweep job");
+    run_job(&db, jobs.path(), JOB, Some(true), false)
+        .await
+        .expect("the simulation");
+    Scene {
+        db,
+        jobs,
+        provider,
+        events,
+    }
+}
+
+/// Approves the simulation through its confirmation, as finance's browser would.
+pub(super) async fn approve(finance: &Client) {
+    let confirmation = finance.get(&format!("{SIMULATION}/approve")).await;
+    let fields = ["csrf_token", "pass", "fingerprint"].map(|f| {
+        confirmation
+            .field(f)
+            .unwrap_or_else(|| panic!("{f}: {}", confirmation.body))
+    });
+    let answer = finance
+        .post(
+            &format!("{SIMULATION}/approve"),
+            &[
+                ("csrf_token", &fields[0]),
+                ("pass", &fields[1]),
+                ("fingerprint", &fields[2]),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status, 303, "the approval: {}", answer.body);
+}
+
+/// Every request as (acao, job, estado, solicitado_por, resultado), oldest first.
+pub(super) async fn requests(db: &TestDb) -> Vec<(String, String, String, String, Option<String>)> {
+    sqlx::query_as(
+        "select acao, job, estado, solicitado_por, resultado from execucao_solicitada order by id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .expect("read the requests")
+}
+
+/// Waits until no request is pending or running.
+async fn settled(db: &TestDb) {
+    wait_until("serve settles every request", || async {
+        requests(db)
+            .await
+            .iter()
+            .all(|r| r.2 == "concluida" || r.2 == "falhou")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn finance_starts_the_approved_real_run_from_the_console_and_serve_applies_it_audited() {
+    let s = scene().await;
+    add_user(&s.db.url, s.jobs.path(), FINANCE, "finance").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let finance = Client::logged_in(&console, FINANCE).await;
+    approve(&finance).await;
+    let serve = Serve::start_with(&s.db.url, s.jobs.path(), "serve", |_| {});
+
+    let page = finance.get(SIMULATION).await;
+    let confirmation = finance.get(&format!("{SIMULATION}/start")).await;
+    let csrf = confirmation.csrf().expect("the confirmation's form");
+    let answer = finance
+        .post(
+            &format!("{SIMULATION}/start"),
+            &[("csrf_token", &csrf), ("note", "aprovado na reunião")],
+        )
+        .await;
+    let pending = finance.get(SIMULATION).await;
+    settled(&s.db).await;
+    let done = finance.get(SIMULATION).await;
+
+    assert!(
+        page.body.contains("Iniciar a execução real"),
+        "{}",
+        page.body
+    );
+    assert!(
+        confirmation.body.contains("console:ana@financeiro.example")
+            && confirmation
+                .body
+                .contains("Confirmar: iniciar a execução real"),
+        "{}",
+        confirmation.body
+    );
+    assert_eq!(
+        (answer.status.as_u16(), answer.location()),
+        (303, Some(SIMULATION))
+    );
+    assert!(pending.body.contains(r#"http-equiv="refresh""#) || pending.body.contains("concluída"));
+    let recorded = requests(&s.db).await;
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    let (acao, job, estado, por, resultado) = &recorded[0];
+    assert_eq!(
+        (acao.as_str(), job.as_str(), estado.as_str(), por.as_str()),
+        (
+            "executar",
+            JOB,
+            "concluida",
+            "console:ana@financeiro.example"
+        ),
+        "{resultado:?}\n{}",
+        serve.log()
+    );
+    assert!(resultado.as_deref().unwrap_or("").starts_with("concluída"));
+    assert!(done.body.contains("request-concluida"), "{}", done.body);
+    assert_eq!(
+        execution_state(&s.db.pool, JOB).await.as_deref(),
+        Some("concluida")
+    );
+    let expected: Vec<(String, i64, i64)> =
+        (1..=10).map(|i| (format!("ped-{i}"), 50 * i, 1)).collect();
+    let mut rows = commissions(&s.db.pool).await;
+    rows.sort_by_key(|r| r.0.trim_start_matches("ped-").parse::<i64>().unwrap());
+    assert_eq!(rows, expected);
+    let keys: std::collections::HashSet<String> =
+        s.provider.received().into_iter().map(|r| r.key).collect();
+    assert_eq!(keys, s.events.iter().map(key).collect());
+    assert!(audit(&s.db).await.contains(&(
+        "console:ana@financeiro.example".into(),
+        "solicitacao".into(),
+        Some(JOB.into())
+    )));
+}
+
+#[tokio::test]
+async fn a_viewer_sees_no_button_and_its_posts_are_refused_with_403_and_record_nothing() {
+    let s = scene().await;
+    add_user(&s.db.url, s.jobs.path(), FINANCE, "finance").await;
+    add_user(&s.db.url, s.jobs.path(), "vera@leitura.example", "viewer").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    approve(&Client::logged_in(&console, FINANCE).await).await;
+    let viewer = Client::logged_in(&console, "vera@leitura.example").await;
+    let csrf = viewer.csrf().await;
+
+    let page = viewer.get(SIMULATION).await;
+    let review = viewer.get("/review").await;
+    let start = viewer
+        .post(&format!("{SIMULATION}/start"), &[("csrf_token", &csrf)])
+        .await;
+    let resume = viewer
+        .post(
+            &format!("/executions/{JOB}/resume"),
+            &[("csrf_token", &csrf)],
+        )
+        .await;
+    let sweep = viewer.post("/sweep", &[("csrf_token", &csrf)]).await;
+
+    assert!(!page.body.contains("start-link"), "{}", page.body);
+    assert!(!review.body.contains("sweep-link"), "{}", review.body);
+    assert_eq!(
+        [start.status, resume.status, sweep.status].map(|s| s.as_u16()),
+        [403, 403, 403]
+    );
+    assert!(requests(&s.db).await.is_empty());
+    assert!(!audit(&s.db).await.iter().any(|a| a.1 == "solicitacao"));
+}
+
+#[tokio::test]
+async fn an_operators_sweep_runs_in_serve_though_the_sweep_job_has_no_schedule() {
+    let s = scene().await;
+    abandon_stale_reservation(&s.db.pool, &s.events[0]).await;
+    add_user(&s.db.url, s.jobs.path(), OPERATOR, "operator").await;
+    let console = ConsoleProc::start(&s.db.url, s.jobs.path(), &[]).await;
+    let operator = Client::logged_in(&console, OPERATOR).await;
+    let _serve = Serve::start_with(&s.db.url, s.jobs.path(), "serve", |_| {});
+
+    let review = operator.get("/review").await;
+    let confirmation = operator.get("/sweep").await;
+    let csrf = confirmation.csrf().expect("the sweep's form");
+    let answer = operator.post("/sweep", &[("csrf_token", &csrf)]).await;
+    let again = operator.post("/sweep", &[("csrf_token", &csrf)]).await;
+    settled(&s.db).await;
+    let trail = operator.get("/audit?acao=solicitacao").await;
+
+    assert!(
+        review.body.contains("Rodar uma varredura agora"),
+        "{}",
+        review.body
+    );
+    assert_eq!(
+        (answer.status.as_u16(), answer.location()),
+        (303, Some("/sweep"))
+    );
+    assert_eq!(
+        again.status, 409,
+        "a second open request of the job: {}",
+        again.body
+    );
+    let recorded = requests(&s.db).await;
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(
+        (
+            recorded[0].0.as_str(),
+            recorded[0].1.as_str(),
+            recorded[0].2.as_str()
+        ),
+        ("varrer", "sweeper", "concluida"),
+        "{recorded:?}"
+    );
+    assert_eq!(
+        keys_in_state(&s.db.pool, "incerto").await,
+        vec![key(&s.events[0])]
+    );
+    assert!(audit(&s.db).await.contains(&(
+        format!("console:{OPERATOR}"),
+        "solicitacao".into(),
+        Some("sweeper".into())
+    )));
+    assert_eq!(trail.status, 200, "{}", trail.body);
+    assert!(trail.body.contains("pediu ao serve"), "{}", trail.body);
+}
+
+#[tokio::test]
+async fn a_start_without_an_approval_or_of_an_unknown_job_ends_failed_saying_why() {
+    let s = scene().await;
+    sqlx::query(
+        r#"
+        insert into execucao_solicitada (acao, job, execucao_id, solicitado_por)
+        values ('executar', $1, $1, 'console:ana@financeiro.example'),
+               ('executar', 'no-such-job', 'no-such-job', 'console:ana@financeiro.example')
+        "#,
+    )
+    .bind(JOB)
+    .execute(&s.db.pool)
+    .await
+    .expect("two requests");
+    let serve = Serve::start_with(&s.db.url, s.jobs.path(), "serve", |_| {});
+
+    settled(&s.db).await;
+
+    let recorded = requests(&s.db).await;
+    let states: Vec<&str> = recorded.iter().map(|r| r.2.as_str()).collect();
+    assert_eq!(
+        states,
+        ["falhou", "falhou"],
+        "{recorded:?}\n{}",
+        serve.log()
+    );
+    let gate = recorded[0].4.as_deref().unwrap_or_default();
+    assert!(gate.starts_with("recusada pela aprovação"), "{gate}");
+    let unknown = recorded[1].4.as_deref().unwrap_or_default();
+    assert!(unknown.contains("no-such-job não existe"), "{unknown}");
+    assert_eq!(execution_state(&s.db.pool, JOB).await, None);
+    assert_eq!(s.provider.request_count(), 0);
+}
+
+#[tokio::test]
+async fn a_request_left_running_by_a_dead_serve_ends_failed_so_the_job_can_be_asked_again() {
+    let s = scene().await;
+    sqlx::query(
+        r#"
+        insert into execucao_solicitada (acao, job, solicitado_por, estado, iniciado_em)
+        values ('varrer', 'sweeper', 'console:bruno@operacao.example', 'em-andamento',
+                now() - interval '1 hour')
+        "#,
+    )
+    .execute(&s.db.pool)
+    .await
+    .expect("a request a dead serve took");
+    let _serve = Serve::start_with(&s.db.url, s.jobs.path(), "serve", |_| {});
+
+    settled(&s.db).await;
+
+    let recorded = requests(&s.db).await;
+    assert_eq!(recorded[0].2, "falhou", "{recorded:?}");
+    assert!(
+        recorded[0]
+            .4
+            .as_deref()
+            .unwrap_or_default()
+            .contains("parou"),
+        "{recorded:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_operator_resumes_a_failed_real_run_from_its_page_and_serve_finishes_it() {
+    let events = paid_orders(10);
+    let db = seeded_db(&events, &[]).await;
+    let provider = sink(Behavior {
+        dedup: true,
+        fail_keys: [key(&events[4])].into(),
+        ..Default::default()
+    })
+    .await;
+    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
+    let failed = run_job(&db, jobs.path(), JOB, None, false).await;
+    assert!(failed.is_err(), "the provider refused one key for good");
+    provider.set_behavior(dedup());
+    add_user(&db.url, jobs.path(), OPERATOR, "operator").await;
+    let console = ConsoleProc::start(&db.url, jobs.path(), &[]).await;
+    let operator = Client::logged_in(&console, OPERATOR).await;
+    let _serve = Serve::start_with(&db.url, jobs.path(), "serve", |_| {});
+    let page = format!("/executions/{JOB}");
+
+    let before = operator.get(&page).await;
+    let confirmation = operator.get(&format!("{page}/resume")).await;
+    let csrf = confirmation.csrf().expect("the resume's form");
+    let answer = operator
+        .post(&format!("{page}/resume"), &[("csrf_token", &csrf)])
+        .await;
+    settled(&db).await;
+
+    assert!(before.body.contains("resume-link"), "{}", before.body);
+    assert!(
+        confirmation.body.contains("Confirmar: retomar"),
+        "{}",
+        confirmation.body
+    );
+    assert_eq!(
+        (answer.status.as_u16(), answer.location()),
+        (303, Some(page.as_str()))
+    );
+    let recorded = requests(&db).await;
+    assert_eq!(
+        (recorded[0].0.as_str(), recorded[0].2.as_str()),
+        ("retomar", "concluida"),
+        "{recorded:?}"
+    );
+    assert_eq!(
+        execution_state(&db.pool, JOB).await.as_deref(),
+        Some("concluida")
+    );
+    assert_eq!(keys_in_state(&db.pool, "concluido").await.len(), 10);
+}
