@@ -18,7 +18,7 @@ use replay_ledger::tables::ledger::{Reason, ReviewItem};
 fn main() -> std::io::Result<()> {
     let out = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| "docs/report-example.html".into());
+        .unwrap_or_else(|| "docs/src/report-example.html".into());
     let report = example();
     print!("{}", render::text(&report));
     eprintln!("subject: {}", render::subject(&report));

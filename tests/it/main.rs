@@ -9,6 +9,7 @@ mod consumer_horizon;
 mod consumer_status;
 mod database_away;
 mod domain;
+mod docs;
 mod dst;
 mod engine;
 mod exits;

@@ -67,6 +67,7 @@ pub(super) async fn list(
         filter: &filter,
         older_than: nonempty(&query.older_than),
         done: &done,
+        running: crate::tables::execution::replays_running(&console.pool).await? > 0,
     });
     Ok(templates::html(markup).into_response())
 }

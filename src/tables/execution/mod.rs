@@ -61,6 +61,16 @@ db_words! {
     }
 }
 
+/// How many executions other than the live consumer are running (the console's lists reload
+/// themselves while any is).
+pub async fn replays_running(pool: &PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "select count(*) from reprocessamento_execucao where estado = 'em-andamento' and modo <> 'ao-vivo'",
+    )
+    .fetch_one(pool)
+    .await
+}
+
 /// The checkpoint key of an execution in a mode: a simulation keeps its own, so a finished
 /// simulation never makes the real run skip the window. `:` cannot appear in a job name.
 pub fn checkpoint_key(execution_id: &str, mode: Mode) -> String {

@@ -4,8 +4,8 @@
 //! downloads the CSV, approves, and sees the gated real run proceed (finished, on the
 //! simulation's page and in the list); an operator resolves one
 //! `incerto` item as sent and another as not sent, and the next run sends the second exactly
-//! once; both log out. With `CONSOLE_SCREENSHOTS=docs` it also writes the README's screenshots
-//! (`docs/console-*.png`).
+//! once; both log out. With `CONSOLE_SCREENSHOTS=docs/src/img` it also writes the README's screenshots
+//! (`docs/src/img/console-*.png`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,7 +23,7 @@ pub(super) const OPERATOR: &str = "bruno@operacao.example";
 /// The next run of the same window: not gated, so it runs once the operator has decided.
 const NEXT: &str = "replay-2026-10-14-v3";
 
-/// Where to write screenshots, when asked (`CONSOLE_SCREENSHOTS=docs`, relative to the crate).
+/// Where to write screenshots, when asked (`CONSOLE_SCREENSHOTS=docs/src/img`, relative to the crate).
 fn screenshots() -> Option<PathBuf> {
     let dir = std::env::var("CONSOLE_SCREENSHOTS").ok()?;
     Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(dir))

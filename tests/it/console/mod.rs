@@ -5,6 +5,7 @@
 //! `users add`.
 
 mod approval_binding;
+mod approval_browser;
 mod browser;
 mod decisions_browser;
 mod demo;

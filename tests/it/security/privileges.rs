@@ -1,4 +1,4 @@
-//! The README's least-privilege section, run as written: a superuser creates the roles, an owner
+//! The book's least-privilege section (`docs/src/security.md`), run as written: a superuser creates the roles, an owner
 //! that is **not** a superuser migrates and runs `grants` (or `grants --print`'s SQL), and each
 //! role then does its duty with `--no-migrate` — which proves the lists are complete — and
 //! nothing more (`duties.rs` proves the refusals).
@@ -13,10 +13,13 @@ use crate::helpers::*;
 
 pub(super) const JOB: &str = "replay-2026-10-14-v2";
 
-/// The text of the block that follows `marker` in the README, between its fences.
+/// The text of the block that follows `marker` in the book's security chapter (the least
+/// privileges section), between its fences.
 fn readme_block(marker: &str, fence: &str) -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/security.md"),
+    )
+    .expect("docs/src/security.md");
     let after = &readme[readme
         .find(marker)
         .unwrap_or_else(|| panic!("the README's marker {marker:?}"))..];

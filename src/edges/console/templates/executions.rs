@@ -126,7 +126,16 @@ pub(in crate::edges::console) fn list(
             } }
         }
     };
-    layout("Execuções", Part::Executions, session, body)
+    // While something runs, the list moves: it reloads itself like a running execution's page.
+    let running = filter
+        .counts
+        .iter()
+        .any(|(state, n)| *state == State::Running && *n > 0);
+    if running {
+        layout_refreshing("Execuções", Part::Executions, session, body)
+    } else {
+        layout("Execuções", Part::Executions, session, body)
+    }
 }
 
 /// What an execution's page shows.

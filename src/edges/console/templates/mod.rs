@@ -98,7 +98,7 @@ pub(super) enum Part {
 
 /// A page of a logged-in account: the navigation, who is logged in, the logout form.
 pub(super) fn layout(title: &str, part: Part, session: &Session, body: Markup) -> Markup {
-    page(title, part, session, body, false)
+    page(title, part, session, body, None)
 }
 
 /// As [`layout`], for a page that shows something still changing (a running execution): it
@@ -109,10 +109,31 @@ pub(super) fn layout_refreshing(
     session: &Session,
     body: Markup,
 ) -> Markup {
-    page(title, part, session, body, true)
+    page(title, part, session, body, Some(REFRESH_SECS))
 }
 
-fn page(title: &str, part: Part, session: &Session, body: Markup, refresh: bool) -> Markup {
+/// How often a page of something still changing reloads itself.
+pub(super) const REFRESH_SECS: u32 = 5;
+
+/// As [`layout_refreshing`], every `secs` seconds: for a list people also act on (a reload
+/// clears what was ticked), slower.
+pub(super) fn layout_refreshing_every(
+    secs: u32,
+    title: &str,
+    part: Part,
+    session: &Session,
+    body: Markup,
+) -> Markup {
+    page(title, part, session, body, Some(secs))
+}
+
+fn page(
+    title: &str,
+    part: Part,
+    session: &Session,
+    body: Markup,
+    refresh: Option<u32>,
+) -> Markup {
     let link = |href: &str, label: &str, this: Part| {
         html! {
             @if part == this { a href=(href) aria-current="page" { (label) } }
@@ -143,13 +164,13 @@ fn page(title: &str, part: Part, session: &Session, body: Markup, refresh: bool)
     }
 }
 
-/// A page's `<head>`: the one stylesheet; `refresh` reloads the page every 5 s.
-fn head(title: &str, refresh: bool) -> Markup {
+/// A page's `<head>`: the one stylesheet; `refresh` reloads the page every so many seconds.
+fn head(title: &str, refresh: Option<u32>) -> Markup {
     html! {
         head {
             meta charset="utf-8";
             meta name="viewport" content="width=device-width, initial-scale=1";
-            @if refresh { meta http-equiv="refresh" content="5"; }
+            @if let Some(secs) = refresh { meta http-equiv="refresh" content=(secs); }
             title { (title) " · replay-ledger" }
             link rel="stylesheet" href="/console.css";
         }
@@ -161,7 +182,7 @@ pub(super) fn bare(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="pt-BR" {
-            (head(title, false))
+            (head(title, None))
             body { main.narrow { h1 { (title) } (body) } }
         }
     }
@@ -174,7 +195,7 @@ pub(super) fn error_page(status: StatusCode, message: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="pt-BR" {
-            (head(&title, false))
+            (head(&title, None))
             body {
                 header.top {
                     span.brand { "replay-ledger" }

@@ -23,7 +23,13 @@ pub(in crate::edges::console) struct Review<'a> {
     pub older_than: Option<String>,
     /// The keys just resolved, and how, as recorded.
     pub done: &'a [(String, Resolution)],
+    /// A replay or a sweep is running: the queue may grow or shrink, so the page reloads itself.
+    pub running: bool,
 }
+
+/// How often the queue reloads itself while a replay runs: slower than an execution's page,
+/// since a reload clears the keys ticked for a decision.
+const QUEUE_REFRESH_SECS: u32 = 30;
 
 fn reason(item: &ReviewItem) -> String {
     match (item.motivo, item.status_http) {
@@ -77,7 +83,11 @@ pub(in crate::edges::console) fn list(r: &Review<'_>) -> Markup {
             }
         }
     };
-    layout("Revisão", Part::Review, r.session, body)
+    if r.running {
+        super::layout_refreshing_every(QUEUE_REFRESH_SECS, "Revisão", Part::Review, r.session, body)
+    } else {
+        layout("Revisão", Part::Review, r.session, body)
+    }
 }
 
 /// One row of the queue: a key waiting for a decision, or one queued for a resend.

@@ -1,0 +1,116 @@
+//! The README and the book hold together: every relative link of `README.md` and of
+//! `docs/src/*.md` names a file that exists and, with `#anchor`, a heading of that file (as
+//! mdBook and GitHub make anchors); every chapter is in `SUMMARY.md`; and the README stays a
+//! front door (at most 250 lines).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn book() -> PathBuf {
+    root().join("docs").join("src")
+}
+
+fn chapters() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(book())
+        .expect("docs/src")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// A heading's anchor: lowercase, punctuation dropped, spaces as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings (outside code blocks).
+fn anchors(file: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut fenced = false;
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            let heading = line.trim_start_matches('#');
+            if heading.starts_with(' ') {
+                out.insert(anchor(heading));
+            }
+        }
+    }
+    out
+}
+
+/// Every `](target)` of a Markdown file that is not a web address.
+fn links(file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).expect("a Markdown file");
+    text.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            let end = rest.find(')')?;
+            Some(rest[..end].to_string())
+        })
+        .filter(|t| !t.starts_with("http://") && !t.starts_with("https://") && !t.is_empty())
+        .collect()
+}
+
+fn broken_links_of(file: &Path) -> Vec<String> {
+    let dir = file.parent().expect("a folder");
+    links(file)
+        .into_iter()
+        .filter(|target| {
+            let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let target_file = if path.is_empty() {
+                file.to_path_buf()
+            } else {
+                dir.join(path)
+            };
+            if !target_file.exists() {
+                return true;
+            }
+            !fragment.is_empty()
+                && target_file.extension().is_some_and(|e| e == "md")
+                && !anchors(&target_file).contains(fragment)
+        })
+        .map(|t| format!("{}: {t}", file.display()))
+        .collect()
+}
+
+#[test]
+fn every_link_of_the_readme_and_the_book_reaches_its_file_and_heading() {
+    let mut broken = broken_links_of(&root().join("README.md"));
+    for chapter in chapters() {
+        broken.extend(broken_links_of(&chapter));
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn every_chapter_is_in_the_books_summary() {
+    let summary = std::fs::read_to_string(book().join("SUMMARY.md")).expect("SUMMARY.md");
+    let missing: Vec<String> = chapters()
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+        .filter(|name| name != "SUMMARY.md" && !summary.contains(&format!("]({name})")))
+        .collect();
+    assert!(missing.is_empty(), "not in SUMMARY.md: {missing:?}");
+}
+
+#[test]
+fn the_readme_is_a_front_door_of_at_most_250_lines() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let lines = readme.lines().count();
+    assert!(lines <= 250, "README.md has {lines} lines");
+}
