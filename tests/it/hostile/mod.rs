@@ -6,6 +6,7 @@
 mod archive;
 mod bounds;
 mod files;
+mod memory;
 mod payloads;
 mod terminal;
 mod yaml;
