@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::context::{self, Context};
+use super::de::with_scalar_budget;
 use super::effects::Catalog;
 use super::limits;
 use super::raw::{Kind, KindProbe, RawLive, RawReplay, RawReport, RawSweep, RawVerify};
@@ -104,11 +105,15 @@ pub fn find_job(jobs_dir: &Path, name_or_path: &str) -> Result<(EffectCatalog, J
 }
 
 pub(super) fn parse_effects(text: &str) -> Result<EffectCatalog, serde_yaml::Error> {
-    serde_yaml::from_str::<Catalog>(text).map(|c| c.0)
+    with_scalar_budget(|| serde_yaml::from_str::<Catalog>(text).map(|c| c.0))
 }
 
 /// Reads `kind` first, then the whole file as that kind's raw struct. Runs inside a context.
 pub(super) fn parse_job(text: &str, file: &Path) -> Result<Job, serde_yaml::Error> {
+    with_scalar_budget(|| parse_job_kind(text, file))
+}
+
+fn parse_job_kind(text: &str, file: &Path) -> Result<Job, serde_yaml::Error> {
     let probe: KindProbe = serde_yaml::from_str(text)?;
     Ok(match probe.kind {
         Kind::Replay => serde_yaml::from_str::<RawReplay>(text)?.into_job(file),

@@ -78,3 +78,38 @@ async fn a_window_of_thirty_megabyte_payloads_is_run_and_verified_within_the_mem
         "peak resident memory {peak} MiB, bound {PEAK_BOUND_MIB} MiB"
     );
 }
+
+/// A jobs directory holding `effects.yaml` and `job.yaml` with `text`.
+fn jobs_with(text: &str) -> tempfile::TempDir {
+    let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
+    std::fs::remove_file(jobs.path().join("replay-2026-10-14-v2.yaml")).expect("remove job");
+    std::fs::write(jobs.path().join("job.yaml"), text).expect("write job");
+    jobs
+}
+
+/// `[&x <scalar>, *x, *x, …]`: one ~880 KB scalar used `1 + aliases` times, in a file under 1 MiB.
+fn aliased(scalar: &str, aliases: usize) -> String {
+    format!("[&x {scalar}{}]", ", *x".repeat(aliases))
+}
+
+#[tokio::test]
+async fn a_job_file_whose_aliases_repeat_a_large_scalar_is_refused_by_check_within_the_memory_bound(
+) {
+    let db = TestDb::new().await;
+    let event_types = aliased(&"t".repeat(880_000), 1000);
+    let event_types_job = jobs_with(&format!(
+        "name: bomb\nwindow: {{ previous: day }}\nevent_types: {event_types}\n"
+    ));
+    let recipients = aliased(&format!("f@{}.com", "d".repeat(880_000)), 1000);
+    let report_job = jobs_with(&format!(
+        "name: bomb\nkind: report\nschedule: \"0 0 7 * * *\"\nto: {recipients}\n"
+    ));
+
+    let types = run_bin_within(&db.url, event_types_job.path(), &["check"]).await;
+    let report = run_bin_within(&db.url, report_job.path(), &["check"]).await;
+
+    assert_exits_saying(&types, 2, "YAML aliases repeat a value");
+    assert_exits_saying(&report, 2, "at most 254 are allowed");
+    let peak = peak_of_children_mib();
+    assert!(peak < 100, "peak resident memory {peak} MiB, bound 100 MiB");
+}
