@@ -89,7 +89,17 @@ pub fn find_job(jobs_dir: &Path, name_or_path: &str) -> Result<(EffectCatalog, J
         return Ok((effects, job));
     }
     let config = load_dir(jobs_dir)?;
-    match config.job(name_or_path) {
+    job_in(&config, jobs_dir, name_or_path)
+}
+
+/// The job named `name` of `config` (loaded from `jobs_dir`), with its effect catalog: as
+/// [`find_job`] answers for a name, from a directory already loaded.
+pub fn job_in(
+    config: &LoadedConfig,
+    jobs_dir: &Path,
+    name: &str,
+) -> Result<(EffectCatalog, Job), ConfigErrors> {
+    match config.job(name) {
         Some(job) => Ok((config.effects.clone(), job.clone())),
         None => {
             let names: Vec<&str> = config.jobs.iter().map(|j| j.name.as_str()).collect();
@@ -98,7 +108,7 @@ pub fn find_job(jobs_dir: &Path, name_or_path: &str) -> Result<(EffectCatalog, J
             } else {
                 format!("available: {}", names.join(", "))
             };
-            let message = format!("no job named `{name_or_path}` ({available})");
+            let message = format!("no job named `{name}` ({available})");
             Err(ConfigError::new(jobs_dir, None, message).into())
         }
     }

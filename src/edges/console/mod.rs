@@ -29,6 +29,7 @@ mod error;
 mod executions;
 mod guard;
 mod headers;
+mod jobs;
 mod pedidos;
 mod review;
 mod session;
@@ -135,13 +136,16 @@ impl ConsoleConfig {
 pub struct Console {
     pool: PgPool,
     config: Arc<ConsoleConfig>,
+    /// The jobs directory, loaded once and again only when it changes.
+    jobs: Arc<jobs::JobsCache>,
 }
 
 impl Console {
     /// The timezone an execution of `job` is shown in: the job's own (as its e-mail shows
     /// times), else the console's.
     pub(crate) fn timezone_of(&self, job: &str) -> Tz {
-        crate::config::without_secrets(|| crate::config::find_job(&self.config.jobs_dir, job))
+        self.jobs
+            .find_job(job)
             .map_or(self.config.timezone, |(_, job)| job.timezone)
     }
 
@@ -149,6 +153,7 @@ impl Console {
         config.validate()?;
         Ok(Console {
             pool,
+            jobs: Arc::new(jobs::JobsCache::new(config.jobs_dir.clone())),
             config: Arc::new(config),
         })
     }
