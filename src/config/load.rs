@@ -173,7 +173,36 @@ pub(super) fn yaml_error(file: &Path, e: serde_yaml::Error) -> ConfigError {
     if let Some((line, column)) = position {
         message = message.replacen(&format!(" at line {line} column {column}"), "", 1);
     }
-    ConfigError::new(file, position, strip_key_path(&unquote_strings(&message)))
+    let message = unquote_non_keys(&unquote_strings(&message));
+    ConfigError::new(file, position, strip_key_path(&message))
+}
+
+/// serde's "unknown field `…`" quotes what was written as a key. A key of ours is a short word of
+/// letters, digits, `_`, `-` and `.`; anything else (the first line of a file that is not YAML, a
+/// sentence, markup) is no typo of a key and is not quoted: the position points at it.
+fn unquote_non_keys(message: &str) -> String {
+    const START: &str = "unknown field `";
+    let Some(at) = message.find(START) else {
+        return message.to_owned();
+    };
+    let after = &message[at + START.len()..];
+    let Some(end) = after.find("`, ").or_else(|| after.rfind('`')) else {
+        return message.to_owned();
+    };
+    let key = &after[..end];
+    let keylike = !key.is_empty()
+        && key.len() <= 64
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if keylike {
+        return message.to_owned();
+    }
+    format!(
+        "{}unknown field (not a key: is this a YAML job file?){}",
+        &message[..at],
+        &after[end + 1..]
+    )
 }
 
 /// Replaces serde's quotation of a scalar (`invalid type: string "…", expected …`) by `a string`:
