@@ -8,5 +8,6 @@ mod bounds;
 mod files;
 mod memory;
 mod payloads;
+mod reasons;
 mod terminal;
 mod yaml;
