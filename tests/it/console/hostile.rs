@@ -313,3 +313,32 @@ async fn a_form_declaring_a_gigabyte_is_refused_with_413_in_portuguese_before_it
     assert!(answer.contains("O formulário é grande demais."), "{answer}");
     assert_no_error_logged(&console);
 }
+
+#[tokio::test]
+async fn an_address_in_nfc_or_nfd_is_one_account_and_odd_addresses_are_refused() {
+    let db = TestDb::new().await;
+    let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
+    let password = format!("{PASSWORD}\n");
+    let composed = "jos\u{e9}@example.com";
+    let decomposed = "jose\u{301}@example.com";
+
+    let first = users_add(&db.url, jobs.path(), composed, password.as_bytes()).await;
+    let second = users_add(&db.url, jobs.path(), decomposed, password.as_bytes()).await;
+    let trailing_dot = users_add(&db.url, jobs.path(), "fin@x.", password.as_bytes()).await;
+    let quoted = users_add(&db.url, jobs.path(), "\"fin\"@x", password.as_bytes()).await;
+
+    assert_success(&first, "users add in NFC");
+    assert_success(&second, "users add in NFD");
+    let emails: Vec<String> = sqlx::query_scalar("select email from console_usuario")
+        .fetch_all(&db.pool)
+        .await
+        .expect("accounts");
+    assert_eq!(emails, vec![composed.to_string()]);
+    assert_eq!(
+        trailing_dot.status.code(),
+        Some(2),
+        "{}",
+        stderr(&trailing_dot)
+    );
+    assert_eq!(quoted.status.code(), Some(2), "{}", stderr(&quoted));
+}
