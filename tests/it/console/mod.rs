@@ -13,6 +13,7 @@ mod pages;
 mod phone;
 mod resend_browser;
 mod sessions;
+mod sql_rules;
 mod truth;
 mod workplace;
 
