@@ -69,6 +69,42 @@ macro_rules! checked_readers {
 
 thread_local! {
     static NO_SECRETS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Bytes of string scalars read so far by the file being loaded (see [`with_scalar_budget`]).
+    static SCALAR_BYTES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The most bytes of string values one file may produce. A file is at most 1 MiB, so without
+/// aliases its values never come near this; YAML aliases repeat a value each time they are used
+/// (one 880 KB scalar aliased 1,000 times is 880 MB of strings), and this caps what they add.
+pub(super) const SCALAR_BUDGET: usize = 2 << 20;
+
+/// Runs `f` (the deserialization of one file) with a fresh [`SCALAR_BUDGET`].
+pub(super) fn with_scalar_budget<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SCALAR_BYTES.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(SCALAR_BYTES.with(|c| c.replace(0)));
+    f()
+}
+
+/// Counts `len` bytes of a string value against the file's budget, before it is copied.
+fn charge(len: usize) -> Check<()> {
+    let total = SCALAR_BYTES.with(|c| {
+        let total = c.get().saturating_add(len);
+        c.set(total);
+        total
+    });
+    if total > SCALAR_BUDGET {
+        return Err(format!(
+            "the file's values add up to more than {} KiB: YAML aliases repeat a value each time \
+             they are used; write the values out, or make them shorter",
+            SCALAR_BUDGET >> 10
+        ));
+    }
+    Ok(())
 }
 
 /// Runs `f` (a load) reading no secret from the environment (see `secret_str`).
@@ -105,6 +141,7 @@ checked_readers! {
     /// the environment, a failed check's message is replaced by `from_environment`'s.
     pub(super) fn interpolated_str(String) by deserialize_str {
         fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            charge(v.len()).map_err(E::custom)?;
             let text = interpolate(v).map_err(E::custom)?;
             let variables = referenced(v);
             if variables.is_empty() {
@@ -120,6 +157,7 @@ checked_readers! {
     /// and the value stays empty: the console binds no secret, so it needs none set.
     pub(super) fn secret_str(String) by deserialize_str {
         fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            charge(v.len()).map_err(E::custom)?;
             if !secrets_needed() {
                 return self.checked(String::new());
             }
@@ -137,6 +175,7 @@ checked_readers! {
     /// checked by `check`.
     pub(super) fn plain_str(String) by deserialize_str {
         fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            charge(v.len()).map_err(E::custom)?;
             self.checked(v.to_owned())
         }
     }

@@ -36,6 +36,11 @@ pub(super) fn read_bounded(path: &Path) -> std::io::Result<Result<String, Refusa
         );
         return Ok(Err((None, message)));
     }
+    // A UTF-8 byte order mark (some Windows editors write one) is no content: YAML would read it
+    // as the start of a second document.
+    if bytes.starts_with("\u{feff}".as_bytes()) {
+        bytes.drain(..3);
+    }
     match String::from_utf8(bytes) {
         Ok(text) => Ok(check_text(&text).map(|()| text)),
         Err(e) => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e)),

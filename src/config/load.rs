@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::context::{self, Context};
+use super::de::with_scalar_budget;
 use super::effects::Catalog;
 use super::limits;
 use super::raw::{Kind, KindProbe, RawLive, RawReplay, RawReport, RawSweep, RawVerify};
@@ -88,7 +89,17 @@ pub fn find_job(jobs_dir: &Path, name_or_path: &str) -> Result<(EffectCatalog, J
         return Ok((effects, job));
     }
     let config = load_dir(jobs_dir)?;
-    match config.job(name_or_path) {
+    job_in(&config, jobs_dir, name_or_path)
+}
+
+/// The job named `name` of `config` (loaded from `jobs_dir`), with its effect catalog: as
+/// [`find_job`] answers for a name, from a directory already loaded.
+pub fn job_in(
+    config: &LoadedConfig,
+    jobs_dir: &Path,
+    name: &str,
+) -> Result<(EffectCatalog, Job), ConfigErrors> {
+    match config.job(name) {
         Some(job) => Ok((config.effects.clone(), job.clone())),
         None => {
             let names: Vec<&str> = config.jobs.iter().map(|j| j.name.as_str()).collect();
@@ -97,18 +108,22 @@ pub fn find_job(jobs_dir: &Path, name_or_path: &str) -> Result<(EffectCatalog, J
             } else {
                 format!("available: {}", names.join(", "))
             };
-            let message = format!("no job named `{name_or_path}` ({available})");
+            let message = format!("no job named `{name}` ({available})");
             Err(ConfigError::new(jobs_dir, None, message).into())
         }
     }
 }
 
 pub(super) fn parse_effects(text: &str) -> Result<EffectCatalog, serde_yaml::Error> {
-    serde_yaml::from_str::<Catalog>(text).map(|c| c.0)
+    with_scalar_budget(|| serde_yaml::from_str::<Catalog>(text).map(|c| c.0))
 }
 
 /// Reads `kind` first, then the whole file as that kind's raw struct. Runs inside a context.
 pub(super) fn parse_job(text: &str, file: &Path) -> Result<Job, serde_yaml::Error> {
+    with_scalar_budget(|| parse_job_kind(text, file))
+}
+
+fn parse_job_kind(text: &str, file: &Path) -> Result<Job, serde_yaml::Error> {
     let probe: KindProbe = serde_yaml::from_str(text)?;
     Ok(match probe.kind {
         Kind::Replay => serde_yaml::from_str::<RawReplay>(text)?.into_job(file),
@@ -158,7 +173,36 @@ pub(super) fn yaml_error(file: &Path, e: serde_yaml::Error) -> ConfigError {
     if let Some((line, column)) = position {
         message = message.replacen(&format!(" at line {line} column {column}"), "", 1);
     }
-    ConfigError::new(file, position, strip_key_path(&unquote_strings(&message)))
+    let message = unquote_non_keys(&unquote_strings(&message));
+    ConfigError::new(file, position, strip_key_path(&message))
+}
+
+/// serde's "unknown field `…`" quotes what was written as a key. A key of ours is a short word of
+/// letters, digits, `_`, `-` and `.`; anything else (the first line of a file that is not YAML, a
+/// sentence, markup) is no typo of a key and is not quoted: the position points at it.
+fn unquote_non_keys(message: &str) -> String {
+    const START: &str = "unknown field `";
+    let Some(at) = message.find(START) else {
+        return message.to_owned();
+    };
+    let after = &message[at + START.len()..];
+    let Some(end) = after.find("`, ").or_else(|| after.rfind('`')) else {
+        return message.to_owned();
+    };
+    let key = &after[..end];
+    let keylike = !key.is_empty()
+        && key.len() <= 64
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if keylike {
+        return message.to_owned();
+    }
+    format!(
+        "{}unknown field (not a key: is this a YAML job file?){}",
+        &message[..at],
+        &after[end + 1..]
+    )
 }
 
 /// Replaces serde's quotation of a scalar (`invalid type: string "…", expected …`) by `a string`:

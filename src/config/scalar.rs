@@ -375,6 +375,7 @@ fn check_email(s: &str) -> Check<()> {
         (Some(open), Some(inner)) => &inner[open + 1..],
         _ => s,
     };
+    check_address_length(address)?;
     let mut parts = address.split('@');
     let ok = match (parts.next(), parts.next(), parts.next()) {
         (Some(local), Some(domain), None) => {
@@ -393,6 +394,25 @@ fn check_email(s: &str) -> Check<()> {
             "invalid e-mail address `{s}` (expected `local@domain` or `Name <local@domain>`)"
         ))
     }
+}
+
+/// RFC 5321's limits: a path of at most 254 characters, a local part of at most 64. A longer
+/// address is refused without being quoted (it may be a megabyte).
+fn check_address_length(address: &str) -> Check<()> {
+    let local = address.rsplit_once('@').map_or(address, |(local, _)| local);
+    if address.chars().count() > 254 {
+        return Err(format!(
+            "an e-mail address of {} characters: at most 254 are allowed",
+            address.chars().count()
+        ));
+    }
+    if local.chars().count() > 64 {
+        return Err(format!(
+            "an e-mail address whose part before `@` has {} characters: at most 64 are allowed",
+            local.chars().count()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -436,6 +456,23 @@ mod tests {
         ] {
             assert!(check_email(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_address_over_254_characters_or_a_local_part_over_64_is_refused_unquoted() {
+        let local_64 = "a".repeat(64);
+        assert!(check_email(&format!("{local_64}@example.com")).is_ok());
+        let err = check_email(&format!("a{local_64}@example.com")).unwrap_err();
+        assert!(
+            err.contains("at most 64") && !err.contains(&local_64),
+            "{err}"
+        );
+        let domain = format!("{}.com", "d".repeat(250));
+        let err = check_email(&format!("f@{domain}")).unwrap_err();
+        assert!(
+            err.contains("at most 254") && !err.contains(&domain),
+            "{err}"
+        );
     }
 
     #[test]

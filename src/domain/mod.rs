@@ -28,6 +28,12 @@ const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 /// could never be written, and would stop every run of its window. It is rejected instead.
 pub const MAX_ID_BYTES: usize = 1024;
 
+/// The longest text a rule field (`valor`, a numeric-string `percentual`) may hold. No amount
+/// needs more; the archive's reader cuts a longer string to just past this bound (see
+/// `payload_da_regra`), so a hostile payload costs the worker at most this much per field, and
+/// the event is rejected with this reason whether it was cut or not.
+pub const MAX_FIELD_BYTES: usize = 1 << 20;
+
 /// The seed's error message for a bad `pedido.pago` payload.
 pub const INVALID_PAYLOAD: &str = "payload de pedido.pago invalido";
 

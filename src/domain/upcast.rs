@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use super::{invalid, InvalidPayload, MAX_SAFE_INTEGER};
+use super::{invalid, InvalidPayload, MAX_FIELD_BYTES, MAX_SAFE_INTEGER};
 
 /// The shapes `pedido.pago`'s payload has had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,11 +50,17 @@ fn from_reais_v1(payload: &Value) -> Result<Value, InvalidPayload> {
         .as_object()
         .ok_or(invalid("payload is not an object"))?;
     let cents = match obj.get("valor") {
+        Some(Value::String(text)) if text.len() > MAX_FIELD_BYTES => {
+            return Err(invalid("valor longer than 1 MiB"))
+        }
         Some(Value::String(text)) => cents_of(text)?,
         Some(Value::Number(n)) => cents_of(&n.to_string())?,
         _ => return Err(invalid("valor is not a number")),
     };
     let percentual = match obj.get("percentual") {
+        Some(Value::String(text)) if text.len() > MAX_FIELD_BYTES => {
+            return Err(invalid("percentual longer than 1 MiB"))
+        }
         Some(Value::Number(n)) => n.as_f64(),
         Some(Value::String(text)) if is_json_number(text) => text.parse::<f64>().ok(),
         _ => None,
@@ -107,7 +113,7 @@ fn cents_of(text: &str) -> Result<i64, InvalidPayload> {
 }
 
 /// JSON's number grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
-fn is_json_number(text: &str) -> bool {
+pub(crate) fn is_json_number(text: &str) -> bool {
     let b = text.as_bytes();
     let mut i = usize::from(b.first() == Some(&b'-'));
     let digits = |i: &mut usize| {
@@ -227,6 +233,20 @@ mod tests {
         keep_exact_valor(text, &mut payload);
         assert_eq!(payload["valor"], "159.900000000000000001");
         assert!(to_current(&payload).is_err());
+    }
+
+    #[test]
+    fn a_rule_field_longer_than_a_mebibyte_is_rejected_naming_it() {
+        let zeros = format!("0.{}", "0".repeat(MAX_FIELD_BYTES));
+        let reason = |v: Value| to_current(&v).unwrap_err().reason;
+        assert_eq!(
+            reason(json!({"valor": zeros, "percentual": 5})),
+            "valor longer than 1 MiB"
+        );
+        assert_eq!(
+            reason(json!({"valor": "1.00", "percentual": zeros})),
+            "percentual longer than 1 MiB"
+        );
     }
 
     #[test]

@@ -20,6 +20,13 @@
 //! Every request carries its peer's address as axum's `ConnectInfo<SocketAddr>` extension (the
 //! console throttles logins per address).
 //!
+//! Where the console's promise (every answer a page in Portuguese with the security headers)
+//! stops: a request head hyper cannot buffer — past its read buffer (hyper's default
+//! `max_buf_size`, about 400 KiB) or with more than its 100 header fields — is refused by hyper
+//! itself with a bare `431` (no body, no security headers) before any router runs. Heads between
+//! the console's own limits (`guard`: 8 KiB target, 32 KiB or 64 header fields) and hyper's get
+//! the console's page.
+//!
 //! What it does not do: tell a Prometheus scraper from an attacker. A client that keeps
 //! reconnecting can hold every slot, and the server then closes other connections at once —
 //! requests fail fast instead of hanging, and the rest of the process keeps its file descriptors.

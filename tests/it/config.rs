@@ -314,3 +314,27 @@ fn a_broken_effects_file_does_not_hide_the_errors_of_the_jobs() {
     );
     assert!(lines[1].starts_with(&(at(&dir, "x.yaml", 4, 11) + "unknown timezone `Nowhere`")));
 }
+
+#[test]
+fn a_job_file_starting_with_a_utf8_byte_order_mark_loads() {
+    let job = "\u{feff}name: with-bom\nwindow: { previous: day }\neffects: { notify: { mode: apply, on_failure: release } }\n";
+    let dir = jobs_dir(Some(EFFECTS), &[("bom.yaml", job)]);
+
+    let config = load_dir(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+
+    assert_eq!(config.jobs[0].name, "with-bom");
+}
+
+#[test]
+fn a_file_that_is_not_yaml_is_refused_without_quoting_its_first_line_as_a_key() {
+    let notes = "Meeting notes: bring the hunter2 token\n";
+    let dir = jobs_dir(Some(EFFECTS), &[("notes.yaml", notes)]);
+
+    let err = errors(&dir);
+
+    assert!(err.starts_with(&at(&dir, "notes.yaml", 1, 1)), "{err}");
+    assert!(err.contains("not a key"), "{err}");
+    assert!(!err.contains("Meeting notes"), "{err}");
+    let typo = jobs_dir(Some(EFFECTS), &[("t.yaml", "name: t\non_falure: x\n")]);
+    assert!(errors(&typo).contains("unknown field `on_falure`"));
+}

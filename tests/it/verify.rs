@@ -348,3 +348,32 @@ async fn emitted_jobs_pass_check_and_after_simulate_approve_and_run_the_days_ver
     let (code, json) = verify_json(&db, jobs.path(), &["--timezone", TZ]).await;
     assert_eq!((code, &json["clean"]), (0, &json!(true)), "{json}");
 }
+
+#[tokio::test]
+async fn emit_jobs_never_follows_a_symlink_planted_at_a_jobs_name() {
+    let provider = sink(dedup()).await;
+    let jobs = jobs(&provider.url());
+    let db = right_db(jobs.path()).await;
+    exec(
+        &db,
+        "update comissao set valor_centavos = 1 where pedido_id = 'd14-4'",
+    )
+    .await;
+    let emit = tempfile::tempdir().expect("emit dir");
+    let outside = tempfile::tempdir().expect("outside dir");
+    let target = outside.path().join("planted.yaml");
+    std::os::unix::fs::symlink(&target, emit.path().join("reconcile-2026-10-14.yaml"))
+        .expect("plant a dangling symlink");
+    let dir = emit.path().to_str().unwrap();
+    let args = ["--timezone", TZ, "--job", "live", "--emit-jobs", dir];
+
+    let (code, json) = verify_json(&db, jobs.path(), &args).await;
+
+    assert_eq!(code, 3, "{json}");
+    assert!(!target.exists(), "a file was written outside the directory");
+    let written = emit.path().join("reconcile-2026-10-14-2.yaml");
+    let meta = std::fs::symlink_metadata(&written).expect("the job under the next suffix");
+    assert!(meta.is_file());
+    let text = std::fs::read_to_string(&written).expect("read the job");
+    assert!(text.contains("name: reconcile-2026-10-14-2"), "{text}");
+}

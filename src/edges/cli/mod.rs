@@ -49,9 +49,14 @@ pub fn start() -> ExitCode {
 pub async fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(err) => {
+        Err(err) if !err.use_stderr() => {
+            // `--help`, `--version`: our own text, printed as clap lays it out.
             let _ = err.print();
-            return ExitCode::from(if err.use_stderr() { 2 } else { 0 });
+            return ExitCode::SUCCESS;
+        }
+        Err(err) => {
+            eprint!("{}", inert_clap_error(&err));
+            return ExitCode::from(2);
         }
     };
     init_tracing();
@@ -66,6 +71,26 @@ pub async fn main() -> ExitCode {
             failure.code()
         }
     }
+}
+
+/// clap's message for `err` as inert text: clap quotes values from the command line and the
+/// environment raw (`WAIT_FOR_DB=$'1\r\nFORGED'`), so each value it quotes is escaped whole, its
+/// own line breaks included, then every other hazard but clap's own line breaks.
+fn inert_clap_error(err: &clap::Error) -> String {
+    use crate::shared::text::{inert, is_hazard};
+    use clap::error::ContextValue;
+    let mut text = err.render().to_string();
+    for (_, value) in err.context() {
+        let quoted: Vec<&str> = match value {
+            ContextValue::String(s) => vec![s.as_str()],
+            ContextValue::Strings(v) => v.iter().map(String::as_str).collect(),
+            _ => Vec::new(),
+        };
+        for q in quoted.into_iter().filter(|q| q.chars().any(is_hazard)) {
+            text = text.replace(q, &inert(q));
+        }
+    }
+    text.split('\n').map(inert).collect::<Vec<_>>().join("\n")
 }
 
 /// Says a failure once, on stderr, as inert text: a configuration error as one line per finding

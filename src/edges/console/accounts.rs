@@ -98,13 +98,20 @@ pub const MIN_PASSWORD_CHARS: usize = 12;
 /// The longest password hashed (a bound on the work a login may cost).
 pub const MAX_PASSWORD_BYTES: usize = 1024;
 
-/// An e-mail as stored: trimmed and lowercased, checked for shape.
+/// An e-mail as stored: trimmed, lowercased and in Unicode NFC (so `josé` typed composed or
+/// decomposed is one account), checked for shape: one `@`, at most 254 characters (64 before the
+/// `@`), no quotes, no empty label around a dot (`fin@x.`, `.fin@x`, `a..b@x`).
 pub fn normalize_email(email: &str) -> Result<String, AccountError> {
-    let email = email.trim().to_lowercase();
-    let shaped = email.len() <= 254
+    use unicode_normalization::UnicodeNormalization;
+    let email: String = email.trim().to_lowercase().nfc().collect();
+    let (local, domain) = email.split_once('@').unwrap_or(("", ""));
+    let dotted = |part: &str| !part.is_empty() && part.split('.').all(|label| !label.is_empty());
+    let shaped = email.chars().count() <= 254
+        && local.chars().count() <= 64
         && email.matches('@').count() == 1
-        && !email.starts_with('@')
-        && !email.ends_with('@')
+        && dotted(local)
+        && dotted(domain)
+        && !email.contains('"')
         && !email
             .chars()
             .any(|c| c.is_whitespace() || crate::shared::text::is_hazard(c));
@@ -242,7 +249,8 @@ pub async fn list(pool: &PgPool) -> Result<Vec<Account>, sqlx::Error> {
 
 /// Removes an account and its sessions; returns whether it existed.
 pub async fn remove(pool: &PgPool, email: &str) -> Result<bool, sqlx::Error> {
-    let email = email.trim().to_lowercase();
+    use unicode_normalization::UnicodeNormalization;
+    let email: String = email.trim().to_lowercase().nfc().collect();
     let removed = sqlx::query("delete from console_usuario where email = $1")
         .bind(&email)
         .execute(pool)

@@ -17,7 +17,7 @@ use super::error::PageError;
 use super::session::Session;
 use super::views::{Gate, Standing};
 use super::Console;
-use crate::config::{self, JobKind};
+use crate::config::JobKind;
 use crate::engine::approval::{self, sends, Approval, ApprovalError, RunStart, Target};
 use crate::engine::effects::Effects;
 use crate::engine::plan::Plan;
@@ -40,8 +40,9 @@ impl Configured {
 
 /// The job of a simulation, as configured now, if it requires an approved simulation.
 fn configured(console: &Console, simulation: &Execution) -> Result<Option<Configured>, String> {
-    let jobs_dir = &console.config.jobs_dir;
-    let (catalog, job) = config::without_secrets(|| config::find_job(jobs_dir, &simulation.job))
+    let (catalog, job) = console
+        .jobs
+        .find_job(&simulation.job)
         .map_err(|e| crate::shared::text::inert(&e.to_string()))?;
     let JobKind::Replay(replay) = &job.kind else {
         return Ok(None);

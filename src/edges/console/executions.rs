@@ -39,8 +39,8 @@ pub(super) async fn list(
         .into_iter()
         .filter(|e| !report::is_partition(&e.key))
         .collect();
-    let jobs_dir = &console.config.jobs_dir;
-    let configured = crate::config::without_secrets(|| crate::config::load_dir(jobs_dir)).ok();
+    let loaded = console.jobs.get();
+    let configured = loaded.as_ref().as_ref().ok();
     let gated = report::Gated::of(configured.iter().flat_map(|c| &c.jobs));
     let zone = |job: &str| {
         configured

@@ -4,6 +4,8 @@
 //!   [`MAX_HEADER_BYTES`] (or with more than [`MAX_HEADERS`] fields) gets 431 — answered here, in
 //!   the router, so they carry the security headers like every other answer (hyper's own
 //!   refusals, for heads past its buffer, are sent before any router runs);
+//! - a body whose `Content-Length` declares more than the largest form gets 413 at once, before
+//!   any of it is read (the connection then closes);
 //! - a NUL anywhere in the path, the query or a form body (`%00` or the byte itself) gets 400:
 //!   PostgreSQL's text cannot hold it, and no id, filter, e-mail or note has one;
 //! - a refusal made by axum itself (a query string or form it could not read, a method a route
@@ -53,6 +55,19 @@ pub(super) async fn guard(request: Request, next: Next) -> Response {
     if has_nul(target.as_bytes()) {
         return nul_refused();
     }
+    if declared_length(&request).is_some_and(|n| n > MAX_FORM_BYTES as u64) {
+        // Refused on the head alone: waiting for a body that large would hold the connection
+        // until the request timeout. The connection closes, so its body is never read.
+        let mut response = refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "O formulário é grande demais.",
+        );
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        return response;
+    }
     let request = if request.method() == Method::POST {
         let (parts, body) = request.into_parts();
         let Ok(bytes) = to_bytes(body, MAX_FORM_BYTES).await else {
@@ -69,6 +84,18 @@ pub(super) async fn guard(request: Request, next: Next) -> Response {
         request
     };
     next.run(request).await
+}
+
+/// The body's length as its `Content-Length` declares it, if it does.
+fn declared_length(request: &Request) -> Option<u64> {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn has_nul(bytes: &[u8]) -> bool {

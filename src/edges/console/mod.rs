@@ -35,6 +35,7 @@ mod executions;
 mod guard;
 mod headers;
 mod live;
+mod jobs;
 mod pedidos;
 mod requests;
 mod review;
@@ -142,13 +143,16 @@ impl ConsoleConfig {
 pub struct Console {
     pool: PgPool,
     config: Arc<ConsoleConfig>,
+    /// The jobs directory, loaded once and again only when it changes.
+    jobs: Arc<jobs::JobsCache>,
 }
 
 impl Console {
     /// The timezone an execution of `job` is shown in: the job's own (as its e-mail shows
     /// times), else the console's.
     pub(crate) fn timezone_of(&self, job: &str) -> Tz {
-        crate::config::without_secrets(|| crate::config::find_job(&self.config.jobs_dir, job))
+        self.jobs
+            .find_job(job)
             .map_or(self.config.timezone, |(_, job)| job.timezone)
     }
 
@@ -156,6 +160,7 @@ impl Console {
         config.validate()?;
         Ok(Console {
             pool,
+            jobs: Arc::new(jobs::JobsCache::new(config.jobs_dir.clone())),
             config: Arc::new(config),
         })
     }

@@ -20,32 +20,65 @@ pub struct EmitSpec {
 }
 
 /// Writes one job per day with differences into `dir` (created if needed); returns each job's
-/// name and file. A name already taken by a file in `dir` gets a suffix (`-2`, `-3`, …): a day
+/// name and file. A name already taken by an entry of `dir` gets a suffix (`-2`, `-3`, …): a day
 /// fixed once and found wrong again gets a new execution.
+///
+/// Each file is created with `create_new` (`O_CREAT | O_EXCL`): an entry already there, a
+/// dangling symlink included, is never followed nor overwritten, and two writers cannot race
+/// between a check and the write. Errors name the path.
 pub fn emit_jobs(
     dir: &Path,
     findings: &Findings,
     spec: &EmitSpec,
 ) -> std::io::Result<Vec<(String, PathBuf)>> {
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(dir).map_err(|e| naming(dir, e))?;
     let mut written = Vec::new();
     for day in findings.differing() {
         let base = format!("reconcile-{}", day.day.format("%Y-%m-%d"));
-        let (name, path) = (1..)
-            .map(|n| match n {
-                1 => base.clone(),
-                n => format!("{base}-{n}"),
-            })
-            .map(|name| {
-                let path = dir.join(format!("{name}.yaml"));
-                (name, path)
-            })
-            .find(|(_, path)| !path.exists())
-            .expect("a free name");
-        std::fs::write(&path, job_yaml(&name, day.day, spec))?;
-        written.push((name, path));
+        written.push(write_new(dir, &base, |name| job_yaml(name, day.day, spec))?);
     }
     Ok(written)
+}
+
+/// The most suffixes tried for one day before giving up.
+const MAX_SUFFIX: u32 = 1000;
+
+/// Creates `<dir>/<base>[-n].yaml` under the first free name and writes `yaml(name)` into it.
+fn write_new(
+    dir: &Path,
+    base: &str,
+    yaml: impl Fn(&str) -> String,
+) -> std::io::Result<(String, PathBuf)> {
+    use std::io::Write;
+    for n in 1..=MAX_SUFFIX {
+        let name = match n {
+            1 => base.to_owned(),
+            n => format!("{base}-{n}"),
+        };
+        let path = dir.join(format!("{name}.yaml"));
+        let mut file = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(naming(&path, e)),
+        };
+        file.write_all(yaml(&name).as_bytes())
+            .map_err(|e| naming(&path, e))?;
+        return Ok((name, path));
+    }
+    let message = format!("{base}.yaml and its {MAX_SUFFIX} suffixes are all taken");
+    Err(naming(
+        dir,
+        std::io::Error::new(std::io::ErrorKind::AlreadyExists, message),
+    ))
+}
+
+/// The error `e` met at `path`, saying the path.
+fn naming(path: &Path, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// The YAML of one day's replay job. Names from the configuration are written as JSON strings,

@@ -59,8 +59,8 @@ pub async fn read_round(
                e.xid_insercao::text
         from unnest($1::text[]::xid8[], $2::text[]::xid8[]) as r(lo, hi)
         cross join lateral (
-            select a.posicao, a.id, a.tipo, a.pedido_id, a.versao, a.payload, a.ocorrido_em,
-                   a.xid_insercao
+            select a.posicao, a.id, a.tipo, a.pedido_id, a.versao,
+                   payload_da_regra(a.payload) as payload, a.ocorrido_em, a.xid_insercao
             from evento_arquivado a
             where a.xid_insercao >= r.lo and a.xid_insercao < r.hi
               and (a.xid_insercao, a.posicao) > ($3::text::xid8, $4)

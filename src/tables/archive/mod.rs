@@ -2,6 +2,10 @@
 //! in batches after a checkpoint (keyset paging, never `OFFSET`); the live consumer's reads by
 //! inserting transaction are in `live.rs`, and the snapshots that say which transactions a read
 //! covers in `snapshot.rs` (pure).
+//!
+//! Every read for the engine selects `payload_da_regra(payload)` (migration `rule_payload`), not
+//! the payload: only the fields the commission rule and its upcasters read, each bounded, so a
+//! batch of 50 MB payloads costs the worker a few bytes per event, and the rule decides the same.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -123,7 +127,7 @@ pub async fn read_batch(
 ) -> Result<Vec<Event>, sqlx::Error> {
     let rows: Vec<EventRow> = sqlx::query_as(
         r#"
-            select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
+            select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em
             from evento_arquivado
             where posicao >= $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
               and ($6::int4 is null or particao_do_pedido(pedido_id, $7::int4) = $6)
@@ -167,7 +171,7 @@ fn into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em): Even
 pub async fn by_ids(pool: &PgPool, ids: &[String]) -> Result<Vec<Event>, sqlx::Error> {
     let rows: Vec<EventRow> = sqlx::query_as(
         r#"
-            select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
+            select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em
             from evento_arquivado where id = any($1)
             "#,
     )
@@ -196,7 +200,7 @@ pub async fn at(pool: &PgPool, posicao: i64) -> Result<Option<Event>, sqlx::Erro
 pub async fn of_order(pool: &PgPool, pedido_id: &str) -> Result<Vec<Event>, sqlx::Error> {
     let rows: Vec<EventRow> = sqlx::query_as(
         r#"
-            select posicao, id, tipo, pedido_id, versao, payload, ocorrido_em
+            select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em
             from evento_arquivado where pedido_id = $1 order by posicao
             "#,
     )

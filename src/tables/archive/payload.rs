@@ -9,6 +9,7 @@
 //! the domain rejects as an invalid payload, so the event is recorded as rejected and the run
 //! goes on.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -59,9 +60,33 @@ fn decode_text(value: PgValueRef<'_>) -> Result<Value, sqlx::error::BoxDynError>
     let text = <Json<&RawValue> as Decode<Postgres>>::decode(value)?
         .0
         .get();
-    let mut payload = serde_json::from_str::<Bounded>(text)?.0;
+    let mut payload = match serde_json::from_str::<Bounded>(text) {
+        Ok(whole) => whole.0,
+        Err(e) => by_field(text).ok_or(e)?,
+    };
     crate::domain::upcast::keep_exact_valor(text, &mut payload);
     Ok(payload)
+}
+
+/// An object serde_json could not read whole, read field by field: a field holding a number
+/// beyond `f64` (PostgreSQL keeps `1e400` exactly) is handed over as its number's text, so the
+/// rule rejects the event naming that field ("valorCentavos is not a number", "valor beyond
+/// JavaScript's safe integers") rather than as "payload is not an object". `None` when a field
+/// fails for another reason.
+fn by_field(text: &str) -> Option<Value> {
+    let fields = serde_json::from_str::<BTreeMap<String, &RawValue>>(text).ok()?;
+    let mut object = Map::new();
+    for (key, raw) in fields {
+        let value = match serde_json::from_str::<Bounded>(raw.get()) {
+            Ok(value) => value.0,
+            Err(_) if crate::domain::upcast::is_json_number(raw.get()) => {
+                Value::String(raw.get().to_owned())
+            }
+            Err(_) => return None,
+        };
+        object.insert(key, value);
+    }
+    Some(Value::Object(object))
 }
 
 /// A JSON value decoded down to [`MAX_DEPTH`] levels.
@@ -183,5 +208,15 @@ mod tests {
     #[test]
     fn a_number_beyond_f64_is_still_an_error() {
         assert!(decode(r#"{"valorCentavos": 1e400}"#).is_err());
+    }
+
+    #[test]
+    fn a_field_beyond_f64_is_handed_over_as_its_text_and_the_rest_as_values() {
+        let text = r#"{"valorCentavos": 1e400, "percentual": 5}"#;
+        let value = by_field(text).unwrap();
+        assert_eq!(value["valorCentavos"], "1e400");
+        assert_eq!(value["percentual"], 5);
+        let reason = crate::domain::commission_of(&value).unwrap_err().reason;
+        assert_eq!(reason, "valorCentavos is not a number");
     }
 }

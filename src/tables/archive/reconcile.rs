@@ -58,7 +58,7 @@ pub fn orders<'c>(
 ) -> BoxStream<'c, Result<OrderEvent, sqlx::Error>> {
     sqlx::query_as::<_, OrderRow>(
         r#"
-        select e.pedido_id, e.posicao, e.id, e.versao, e.payload, e.ocorrido_em,
+        select e.pedido_id, e.posicao, e.id, e.versao, payload_da_regra(e.payload), e.ocorrido_em,
                e.xid_insercao::text, c.valor_centavos, c.versao_evento
         from evento_arquivado e
         left join comissao c on c.pedido_id = e.pedido_id
@@ -120,7 +120,7 @@ pub fn events<'c>(
         select e.posicao, e.id, e.tipo, e.pedido_id, e.versao,
                case when $4::text is not null and e.tipo = any($3)
                          and (l.chave is null or l.estado = 'incerto')
-                    then e.payload else 'null'::jsonb end,
+                    then payload_da_regra(e.payload) else 'null'::jsonb end,
                e.ocorrido_em, e.xid_insercao::text,
                $4::text is not null and l.chave is null,
                coalesce(l.estado = 'incerto', false)

@@ -21,7 +21,7 @@ pub fn of_window<'c>(
 ) -> BoxStream<'c, Result<Event, sqlx::Error>> {
     sqlx::query_as::<_, EventRow>(
         r#"
-        select e.posicao, e.id, e.tipo, e.pedido_id, e.versao, e.payload, e.ocorrido_em
+        select e.posicao, e.id, e.tipo, e.pedido_id, e.versao, payload_da_regra(e.payload), e.ocorrido_em
         from evento_arquivado e
         where e.ocorrido_em >= $1 and e.ocorrido_em < $2 and e.tipo = any($3)
           and not exists (select 1 from efeito_aplicado l where l.chave = e.id || ':' || $4)

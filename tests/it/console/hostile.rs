@@ -274,3 +274,71 @@ async fn the_last_error_line_is_inert_whatever_the_database_url_held() {
         }
     }
 }
+
+/// Sends `head` on a raw connection (no body follows) and reads the answer until the page ends.
+async fn raw_answer(console: &ConsoleProc, head: &str) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut stream = tokio::net::TcpStream::connect(console.addr)
+        .await
+        .expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    let read = async {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = stream.read(&mut chunk).await {
+            answer.extend_from_slice(&chunk[..n]);
+            if n == 0 || String::from_utf8_lossy(&answer).contains("</html>") {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(PROCESS_LIMIT, read)
+        .await
+        .expect("an answer");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn a_form_declaring_a_gigabyte_is_refused_with_413_in_portuguese_before_its_body() {
+    let db = TestDb::new().await;
+    let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
+    let console = ConsoleProc::start(&db.url, jobs.path(), &[]).await;
+    let head = "POST /login HTTP/1.1\r\nHost: console\r\n\
+                Content-Type: application/x-www-form-urlencoded\r\n\
+                Content-Length: 1000000000\r\n\r\n";
+
+    let answer = raw_answer(&console, head).await;
+
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("O formulário é grande demais."), "{answer}");
+    assert_no_error_logged(&console);
+}
+
+#[tokio::test]
+async fn an_address_in_nfc_or_nfd_is_one_account_and_odd_addresses_are_refused() {
+    let db = TestDb::new().await;
+    let jobs = jobs_dir("http://127.0.0.1:9/", &JobSpec::default());
+    let password = format!("{PASSWORD}\n");
+    let composed = "jos\u{e9}@example.com";
+    let decomposed = "jose\u{301}@example.com";
+
+    let first = users_add(&db.url, jobs.path(), composed, password.as_bytes()).await;
+    let second = users_add(&db.url, jobs.path(), decomposed, password.as_bytes()).await;
+    let trailing_dot = users_add(&db.url, jobs.path(), "fin@x.", password.as_bytes()).await;
+    let quoted = users_add(&db.url, jobs.path(), "\"fin\"@x", password.as_bytes()).await;
+
+    assert_success(&first, "users add in NFC");
+    assert_success(&second, "users add in NFD");
+    let emails: Vec<String> = sqlx::query_scalar("select email from console_usuario")
+        .fetch_all(&db.pool)
+        .await
+        .expect("accounts");
+    assert_eq!(emails, vec![composed.to_string()]);
+    assert_eq!(
+        trailing_dot.status.code(),
+        Some(2),
+        "{}",
+        stderr(&trailing_dot)
+    );
+    assert_eq!(quoted.status.code(), Some(2), "{}", stderr(&quoted));
+}

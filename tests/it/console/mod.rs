@@ -21,6 +21,7 @@ mod requests;
 mod requests_browser;
 mod resend_browser;
 mod sessions;
+mod sql_rules;
 mod truth;
 mod workplace;
 

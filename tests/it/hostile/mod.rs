@@ -6,6 +6,8 @@
 mod archive;
 mod bounds;
 mod files;
+mod memory;
 mod payloads;
+mod reasons;
 mod terminal;
 mod yaml;

@@ -116,3 +116,35 @@ async fn hostile_ids_reach_no_terminal_log_line_or_mail_body_as_themselves() {
         mail.text
     );
 }
+
+#[tokio::test]
+async fn hostile_environment_values_reach_clap_errors_escaped_and_exit_2() {
+    let jobs = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        ("WAIT_FOR_DB", "check"),
+        ("CONSOLE_TRUSTED_PROXIES", "console"),
+        ("METRICS_MAX_CONNECTIONS", "consume"),
+    ];
+    for (var, command) in cases {
+        for value in [
+            "1\r\nFORGED: yes",
+            "\u{1b}]0;owned\u{7}\u{1b}[2J",
+            "x\nFORGED\u{202e}",
+        ] {
+            let mut cmd = crate::helpers::command("postgres://127.0.0.1:1/none", jobs.path());
+            cmd.env(var, value).arg(command);
+
+            let out = output_of(cmd, command).await;
+
+            let what = format!("{var}={value:?} {command}");
+            assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+            let said = stderr(&out);
+            assert!(said.starts_with("error: invalid value"), "{what}: {said}");
+            assert_inert(&what, &said);
+            assert!(
+                !said.lines().any(|l| l.starts_with("FORGED")),
+                "{what}: {said}"
+            );
+        }
+    }
+}
