@@ -302,7 +302,7 @@ impl Shared {
             self.metrics
                 .add_work(&job.name, &difference(&after, &before));
         }
-        let said = super::requests::said(&result);
+        let said = super::said::said(&result);
         let outcome = log_outcome(&job.name, key, result);
         if outcome == RunOutcome::Finished {
             self.metrics.record_success(&job.name, Utc::now());

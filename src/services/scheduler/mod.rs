@@ -27,6 +27,7 @@ mod lock;
 mod ready;
 mod requests;
 pub mod runs;
+mod said;
 pub mod status;
 pub mod ticker;
 pub mod timing;

@@ -17,7 +17,6 @@ use super::lock::JobLock;
 use crate::config::{Job, JobKind};
 use crate::engine::plan::Plan;
 use crate::services::counters::RunOutcome;
-use crate::services::runner::{Ended, RunError, RunReport};
 use crate::shared::text::inert;
 use crate::tables::execution::{self, Mode, State};
 use crate::tables::requests::{self, Action, Request, RequestState};
@@ -137,7 +136,12 @@ async fn carry_out(shared: &Shared, request: &Request) -> (RequestState, String)
                     "outro processo está rodando este job; peça de novo quando terminar".into(),
                 )
             }
-            Err(e) => return failed(format!("a trava do job não pôde ser tomada: {}", line(&e))),
+            Err(e) => {
+                return failed(format!(
+                    "a trava do job não pôde ser tomada: {}",
+                    super::said::line(&e)
+                ))
+            }
         };
     let ended = by_kind(shared, job, request).await;
     lock.release().await;
@@ -188,7 +192,7 @@ async fn plan(shared: &Shared, job: &Job, request: &Request) -> Result<Plan, Str
     };
     let existing = execution::load(&shared.pool, &key)
         .await
-        .map_err(|e| format!("o banco de dados não respondeu: {}", line(&e)))?
+        .map_err(|e| format!("o banco de dados não respondeu: {}", super::said::line(&e)))?
         .ok_or_else(|| format!("não há execução {}", inert(&key)))?;
     if request.action == Action::Resume
         && (existing.mode != Mode::Real || existing.state == State::Finished)
@@ -210,36 +214,4 @@ async fn plan(shared: &Shared, job: &Job, request: &Request) -> Result<Plan, Str
 
 fn failed(why: String) -> (RequestState, String) {
     (RequestState::Failed, why)
-}
-
-/// An error as one inert line.
-fn line(e: &dyn std::fmt::Display) -> String {
-    let text = e.to_string();
-    inert(text.lines().next().unwrap_or_default())
-}
-
-/// One line saying how a run ended: its figures, or why it stopped.
-pub(super) fn said(result: &Result<RunReport, RunError>) -> String {
-    match result {
-        Ok(report) => {
-            let s = &report.summary;
-            let figures = format!(
-                "{} eventos lidos, {} pedidos alterados, {} efeitos",
-                s.events_read,
-                s.orders_changed,
-                s.effects.values().sum::<u64>()
-            );
-            match report.ended {
-                Ended::Finished => format!("concluída: {figures}"),
-                Ended::AlreadyFinished { .. } => format!("já estava concluída: {figures}"),
-                Ended::Interrupted => {
-                    format!(
-                        "interrompida pelo desligamento do serve ({figures}); peça para retomar"
-                    )
-                }
-            }
-        }
-        Err(RunError::NotApproved(gate)) => format!("recusada pela aprovação: {}", line(gate)),
-        Err(e) => format!("falhou: {}", line(e)),
-    }
 }

@@ -9,8 +9,8 @@ use super::browser::{click_then_read, log_in, open_browser};
 use super::*;
 
 #[tokio::test]
-async fn a_confirmation_left_open_while_the_simulation_ran_again_approves_nothing_in_a_real_browser()
-{
+async fn a_confirmation_left_open_while_the_simulation_ran_again_approves_nothing_in_a_real_browser(
+) {
     assert!(
         ChromeDriver::installed(),
         "Debian's chromium and chromium-driver are needed"
@@ -45,7 +45,10 @@ async fn a_confirmation_left_open_while_the_simulation_ran_again_approves_nothin
     .await;
     browser.close().await.unwrap();
 
-    assert!(shown.contains("10 mensagens de notificar-vendedor"), "{shown}");
+    assert!(
+        shown.contains("10 mensagens de notificar-vendedor"),
+        "{shown}"
+    );
     assert!(
         answer.contains("A simulação mudou desde que você a abriu"),
         "{answer}"

@@ -16,10 +16,9 @@ pub(super) const JOB: &str = "replay-2026-10-14-v2";
 /// The text of the block that follows `marker` in the book's security chapter (the least
 /// privileges section), between its fences.
 fn readme_block(marker: &str, fence: &str) -> String {
-    let readme = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/security.md"),
-    )
-    .expect("docs/src/security.md");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/security.md"))
+            .expect("docs/src/security.md");
     let after = &readme[readme
         .find(marker)
         .unwrap_or_else(|| panic!("the README's marker {marker:?}"))..];

@@ -127,13 +127,7 @@ pub(super) fn layout_refreshing_every(
     page(title, part, session, body, Some(secs))
 }
 
-fn page(
-    title: &str,
-    part: Part,
-    session: &Session,
-    body: Markup,
-    refresh: Option<u32>,
-) -> Markup {
+fn page(title: &str, part: Part, session: &Session, body: Markup, refresh: Option<u32>) -> Markup {
     let link = |href: &str, label: &str, this: Part| {
         html! {
             @if part == this { a href=(href) aria-current="page" { (label) } }
