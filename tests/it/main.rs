@@ -20,6 +20,7 @@ mod hostile;
 mod http_server;
 mod layout;
 mod ledger;
+mod liveness;
 mod operations;
 mod operator;
 mod ownership;

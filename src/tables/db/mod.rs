@@ -3,10 +3,11 @@
 
 mod connect;
 mod migrations;
+pub mod session;
 
 pub use connect::{
-    attempt, check_url, connect, connect_lazy, connect_waiting, parse_wait, pool_for, target_of,
-    Cause, ConnectError, ATTEMPT_LIMIT, MAX_WAIT,
+    attempt, check_url, connect, connect_lazy, connect_waiting, parse_wait, pool_for,
+    session_options, target_of, Cause, ConnectError, ATTEMPT_LIMIT, MAX_WAIT,
 };
 
 use std::str::FromStr;
@@ -53,9 +54,11 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// Connection options for `url`, tagged with an application name.
+/// Connection options for `url`, tagged with an application name, with the server's give-up
+/// settings ([`session`]).
 pub fn options(url: &str, role: &str) -> Result<PgConnectOptions, sqlx::Error> {
-    Ok(PgConnectOptions::from_str(url)?.application_name(&application_name(role)))
+    let options = PgConnectOptions::from_str(url)?.application_name(&application_name(role));
+    session::tuned(options).map_err(|e| sqlx::Error::Configuration(e.into()))
 }
 
 /// A transaction whose commit does not wait for its WAL to reach the disk
