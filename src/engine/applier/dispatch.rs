@@ -83,6 +83,7 @@ pub(super) async fn perform(
                 let retrying = Retrying {
                     pool: applier.pool.clone(),
                     policy: config.retries.call_backoff,
+                    claim: config.claim.clone(),
                 };
                 running.spawn(call_queued(
                     Arc::clone(&queue),

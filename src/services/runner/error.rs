@@ -22,6 +22,11 @@ pub enum RunError {
     InvalidEvent(Rejected),
     #[error("lost the lock on execution {0} (database connection dropped); stopped so that no two processes run it")]
     LockLost(String),
+    /// This process's ownership lease lapsed (it could not reach the database) and another
+    /// process took its executions meanwhile: it stopped acting at the lapse, changed nothing
+    /// since, and leaves them to their new owner.
+    #[error("{0} taken over by another process while this one could not reach the database (its ownership lease lapsed); this process changed nothing since and stops")]
+    TakenOver(String),
     #[error("job {0} is not a replay job")]
     NotReplay(String),
     /// `require_approved_simulation`: no approval, or the window changed since (`approval`).
@@ -52,7 +57,8 @@ impl RunError {
     pub fn lost_to_another(&self) -> bool {
         match self {
             RunError::Locked(LockError::Held { .. })
-            | RunError::Recover(RecoverError::Lock(LockError::Held { .. })) => true,
+            | RunError::Recover(RecoverError::Lock(LockError::Held { .. }))
+            | RunError::Recover(RecoverError::TakenOver(_)) => true,
             other => other
                 .database()
                 .is_some_and(crate::tables::execution::is_fenced),

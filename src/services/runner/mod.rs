@@ -223,8 +223,13 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     if let Err(err) = &result {
         if err.lost_to_another() {
             // Another process owns it now: nothing of this process may be written to it.
-            tracing::warn!(execution = %key, "execution taken over by another process; left to it");
+            let lapsed = held.lapsed();
             held.release().await;
+            if lapsed {
+                // Said once, for every execution taken, by whoever ends the process.
+                return Err(RunError::TakenOver(key));
+            }
+            tracing::warn!(execution = %key, "execution taken over by another process; left to it");
             return Err(result.unwrap_err());
         }
     }

@@ -67,7 +67,7 @@ impl Sweeper {
                 Resent::Sent => outcome.resent += 1,
                 Resent::Uncertain => outcome.uncertain += 1,
                 Resent::Kept => outcome.released += 1,
-                Resent::Taken => {}
+                Resent::Taken | Resent::Withheld => {}
             }
             moved += 1;
         }

@@ -37,6 +37,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261203120001_pass_history.sql",
     "20261203120002_session_idle_rule.sql",
     "20261203140000_ledger_hot_completion.sql",
+    "20261204090000_ownership_lease.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the
