@@ -143,7 +143,10 @@ async fn a_worker_cut_off_from_the_database_gives_its_partitions_up_and_changes_
     .await;
     let direct = finish(direct, "the process connected directly").await;
     let before = everything(&db.pool).await;
-    eprintln!("every partition finished {:?} after the cut", cut_at.elapsed());
+    eprintln!(
+        "every partition finished {:?} after the cut",
+        cut_at.elapsed()
+    );
     proxy.resume();
     let resumed_at = std::time::Instant::now();
     let cut_one = tokio::time::timeout(
@@ -154,7 +157,10 @@ async fn a_worker_cut_off_from_the_database_gives_its_partitions_up_and_changes_
     .expect("the cut process exits within 60 s of the network's return")
     .expect("wait for the cut process");
 
-    eprintln!("the cut process exited {:?} after the network's return", resumed_at.elapsed());
+    eprintln!(
+        "the cut process exited {:?} after the network's return",
+        resumed_at.elapsed()
+    );
     assert!(
         taken_over,
         "its partitions were not finished by the other process within 90 s"

@@ -23,6 +23,7 @@ mod ledger;
 mod liveness;
 mod operations;
 mod operator;
+mod outage;
 mod ownership;
 mod partitions;
 mod pgtemp_sink;

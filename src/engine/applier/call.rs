@@ -272,6 +272,8 @@ pub(super) async fn reserve_then_call(
         // Only an idempotent type's failure is kept reserved; this path takes the others.
         Ok(Resent::Kept) => Ended::Uncertain,
         Ok(Resent::Withheld) => Ended::NotStarted { reserved: true },
+        // Already released; the run stops before it as after an idempotent failure.
+        Ok(Resent::Refused(err)) => Ended::Failed(err, Vec::new()),
         Err(err) => {
             tracing::warn!(key = %task.key, error = %err, "could not reserve or settle effect");
             Ended::Database(err)
@@ -281,7 +283,7 @@ pub(super) async fn reserve_then_call(
 }
 
 /// How a key called once ended (a sweeper's resend, a replay's non-idempotent effect).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resent {
     /// The provider acknowledged it: `concluido`.
     Sent,
@@ -294,6 +296,8 @@ pub enum Resent {
     /// Reserved, but not called: the owner's lease lapsed meanwhile. Nothing was sent; the
     /// caller releases it (or the execution's next owner settles it).
     Withheld,
+    /// The call provably sent nothing (connection refused, breaker open): released.
+    Refused(EffectError),
 }
 
 /// A queued key and what its call carries, rebuilt from the archived event.
@@ -345,6 +349,14 @@ pub(super) async fn reserve_call_once(
         Err(err) => {
             let class = err.class().to_string();
             let tries = [Attempt::new(queued.key, started, Some(class.clone()))];
+            if err.sent_nothing() {
+                // Refused before a byte was sent (or never called): provably not performed.
+                db::retry("release", PERSISTENT, || {
+                    ledger::release(pool, claim, &keys, &tries)
+                })
+                .await?;
+                return Ok(Resent::Refused(err));
+            }
             if effect.config.idempotent {
                 tracing::warn!(key = %queued.key, class = %class, "effect failed; kept reserved for a retake");
                 let mut tx = pool.begin().await?;
