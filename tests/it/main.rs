@@ -36,6 +36,7 @@ mod run_json;
 mod security;
 mod serve;
 mod serve_flood;
+mod sweep_counts;
 mod upcast;
 mod verify;
 mod verify_job;
