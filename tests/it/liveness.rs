@@ -216,3 +216,59 @@ async fn assert_settled_as_an_uninterrupted_run(
         "comissao as after an uninterrupted run"
     );
 }
+
+/// Ends the session holding a `run`'s execution lock, as a server-side kill would.
+async fn end_lock_session(pool: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar(
+        r#"
+        select count(*) filter (where pg_terminate_backend(pid)) from pg_stat_activity
+        where datname = current_database() and application_name like 'replay-ledger run %'
+        "#,
+    )
+    .fetch_one(pool)
+    .await
+    .expect("end the lock's session")
+}
+
+#[tokio::test]
+async fn a_run_that_loses_its_lock_says_so_once_per_batch_and_not_as_a_lost_database() {
+    let db = TestDb::new().await;
+    insert(&db.pool, &paid_orders(1500)).await;
+    let provider = sink(testkit::sink::Behavior {
+        delay: std::time::Duration::from_millis(5),
+        ..testkit::sink::Behavior::default()
+    })
+    .await;
+    let spec = JobSpec {
+        idempotent: false,
+        on_failure: "keep",
+        concurrency: 8,
+        batch_size: 300,
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    let run = spawn_run_captured(&db.url, jobs.path(), JOB);
+    wait_until("the run is mid-window", || async {
+        provider.request_count() >= 100
+    })
+    .await;
+
+    let ended = end_lock_session(&db.pool).await;
+    let out = finish(run, "the run that lost its lock").await;
+
+    assert_eq!(ended, 1, "the lock's session was ended");
+    assert_success(&out, "the run that lost its lock");
+    let said = stderr(&out);
+    let count = |words: &str| said.lines().filter(|l| l.contains(words)).count();
+    assert_eq!(count("lost the database"), 0, "{said}");
+    assert!(count("lost the lock") >= 1, "{said}");
+    assert_eq!(
+        count("could not reserve or settle"),
+        0,
+        "no line per key:\n{said}"
+    );
+    assert!(
+        count("batch refused") <= 2,
+        "at most one line per batch in flight:\n{said}"
+    );
+}

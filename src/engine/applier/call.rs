@@ -275,7 +275,8 @@ pub(super) async fn reserve_then_call(
         // Already released; the run stops before it as after an idempotent failure.
         Ok(Resent::Refused(err)) => Ended::Failed(err, Vec::new()),
         Err(err) => {
-            tracing::warn!(key = %task.key, error = %err, "could not reserve or settle effect");
+            // Said once for the batch by its dispatcher, not once per key.
+            tracing::debug!(key = %task.key, error = %err, "could not reserve or settle effect");
             Ended::Database(err)
         }
     };

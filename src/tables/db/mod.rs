@@ -231,6 +231,16 @@ pub fn is_permission_denied(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("42501"))
 }
 
+/// Whether the database answers a trivial statement within a few seconds: tells a lost lock (its
+/// session ended, the server still up) from a lost database.
+pub async fn answers(pool: &PgPool) -> bool {
+    let ping = sqlx::query("select 1").execute(pool);
+    matches!(
+        tokio::time::timeout(Duration::from_secs(3), ping).await,
+        Ok(Ok(_))
+    )
+}
+
 /// Where a pool connects, for messages: `host:port/database` (never the user or password).
 pub fn target(pool: &PgPool) -> String {
     target_of(&pool.connect_options())
