@@ -272,3 +272,27 @@ async fn a_run_that_loses_its_lock_says_so_once_per_batch_and_not_as_a_lost_data
         "at most one line per batch in flight:\n{said}"
     );
 }
+
+#[tokio::test]
+async fn a_run_cut_by_statement_timeout_says_so_and_keeps_its_checkpoint() {
+    let db = TestDb::new().await;
+    insert(&db.pool, &paid_orders(200)).await;
+    let provider = sink(testkit::sink::Behavior::default()).await;
+    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
+    let name: String = sqlx::query_scalar("select current_database()")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    // Every later session of this database: no statement may take a millisecond.
+    sqlx::query(&format!(
+        "alter database \"{name}\" set statement_timeout = '1ms'"
+    ))
+    .execute(&db.pool)
+    .await
+    .expect("set statement_timeout");
+
+    let out = run_bin_within(&db.url, jobs.path(), &["run", JOB]).await;
+
+    assert_exits_saying(&out, 1, "statement_timeout");
+    assert_exits_saying(&out, 1, "the checkpoint is kept");
+}

@@ -34,6 +34,9 @@ pub enum RunError {
     NotApproved(#[from] crate::engine::approval::GateError),
     #[error(transparent)]
     Recover(#[from] RecoverError),
+    /// A statement ran past the server's `statement_timeout` (SQLSTATE 57014).
+    #[error("a statement ran past the server's statement_timeout ({message}); the checkpoint is kept: raise statement_timeout for this role, then run it again to resume")]
+    StatementTimeout { message: String },
     /// The database stayed away past every retry and recovery.
     #[error(
         "lost the database at {target}: {cause}; the checkpoint is kept, run it again to resume"
@@ -76,6 +79,9 @@ impl RunError {
     /// A lost database says where and why; any other error is returned as it is.
     pub(crate) async fn located(self, pool: &PgPool) -> RunError {
         match self.database() {
+            Some(e) if db::is_statement_timeout(e) => RunError::StatementTimeout {
+                message: db::describe(e),
+            },
             Some(e) if db::is_transient(e) => RunError::DatabaseLost {
                 target: db::target(pool),
                 cause: db::explain_loss(pool, e).await,

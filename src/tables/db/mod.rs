@@ -218,9 +218,22 @@ where
                 tracing::warn!(step = what, attempt, pause_ms = pause.as_millis() as u64, error = %err, "transient database failure; retrying");
                 tokio::time::sleep(pause).await;
             }
-            Err(err) => return Err(err),
+            Err(err) => {
+                if is_statement_timeout(&err) {
+                    tracing::warn!(
+                        step = what,
+                        "the step ran past the server's statement_timeout; the checkpoint is kept"
+                    );
+                }
+                return Err(err);
+            }
         }
     }
+}
+
+/// The server cancelled the statement at its `statement_timeout` (SQLSTATE 57014).
+pub fn is_statement_timeout(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
 }
 
 /// The server refused the statement for want of a privilege (SQLSTATE 42501,
@@ -274,6 +287,7 @@ pub fn describe(err: &sqlx::Error) -> String {
                 "57P03" => "the server is starting up or shutting down",
                 "53300" => "too many connections",
                 "53100" => "the server's disk is full",
+                "57014" => "the statement ran past statement_timeout",
                 "28P01" | "28000" => "authentication failed",
                 "3D000" => "the database does not exist",
                 "42501" => "permission denied",
