@@ -12,14 +12,16 @@ use serde::{Deserialize, Deserializer};
 use super::cleartext::webhook_in_clear;
 use super::de::{checked_map, checked_names, Check, KeySeed};
 use super::scalar::{
-    check_identifier, Concurrency, DedupWindow, HeaderValue, HttpUrl, MaxBackoff, Rate,
-    RetryAttempts, RetryBackoff, Timeout,
+    check_identifier, BreakerAfter, Concurrency, DedupWindow, HeaderValue, HttpUrl, MaxBackoff,
+    Rate, RetryAttempts, RetryBackoff, Timeout,
 };
 use super::{EffectCatalog, EffectType, WebhookConfig};
 use crate::shared::backoff::Backoff;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_CONCURRENCY: usize = 16;
+/// `breaker_after` when a type says none: 20 consecutive failures stop its calls.
+pub const DEFAULT_BREAKER_AFTER: u32 = 20;
 
 /// An effect type's `retry` when it says none: 8 tries, pausing 1 s, 2 s, 4 s, 8 s, 16 s, then
 /// 30 s twice — 91 s of pauses, so a provider that is down (or answering 503) for a minute is
@@ -46,6 +48,7 @@ struct RawEffectType {
     rate_per_second: Option<Rate>,
     dedup_window: Option<DedupWindow>,
     retry: Option<Retry>,
+    breaker_after: Option<BreakerAfter>,
     /// Accepts sending the webhook's credentials over plain `http` off this machine.
     #[serde(default)]
     allow_insecure: bool,
@@ -98,6 +101,7 @@ impl RawEffectType {
             rate_per_second: self.rate_per_second.map(|r| r.0),
             dedup_window: self.dedup_window.map(|d| d.0),
             retry,
+            breaker_after: self.breaker_after.map_or(DEFAULT_BREAKER_AFTER, |b| b.0),
         })
     }
 }

@@ -77,6 +77,10 @@ pub struct EffectType {
     /// tried again under `on_failure: release` (default [`DEFAULT_RETRY`]). A non-idempotent
     /// type's calls are never retried: its `attempts` is 1.
     pub retry: crate::shared::backoff::Backoff,
+    /// `breaker_after`: after this many consecutive failed calls of the type (default 20), the
+    /// run makes no more calls of it and stops, its checkpoint before the first failure: a
+    /// provider outage does not fill the review queue.
+    pub breaker_after: u32,
 }
 
 #[derive(Clone)]

@@ -183,6 +183,24 @@ impl<'de> Deserialize<'de> for Concurrency {
     }
 }
 
+/// `breaker_after`: 1 to [`MAX_BREAKER_AFTER`] consecutive failures of a type before its calls
+/// stop for the rest of the run.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BreakerAfter(pub u32);
+pub(super) const MAX_BREAKER_AFTER: u64 = 1_000_000;
+impl<'de> Deserialize<'de> for BreakerAfter {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_u64(d, "an integer from 1 to 1000000", |n| {
+            match n {
+            1..=MAX_BREAKER_AFTER => Ok(BreakerAfter(n as u32)),
+            _ => Err(format!(
+                "breaker_after must be from 1 to {MAX_BREAKER_AFTER}, got {n} (consecutive failures of the type before its calls stop)"
+            )),
+        }
+        })
+    }
+}
+
 /// `rate_per_second`: a finite number from [`MIN_RATE`] (one call every ~11.6 days; a smaller
 /// one would make the interval between calls overflow a `Duration`) to [`MAX_RATE`].
 #[derive(Debug, Clone, Copy)]

@@ -47,6 +47,13 @@ impl EffectError {
         }
     }
 
+    /// Whether the call provably sent nothing: the connection was refused (reqwest's
+    /// `is_connect`, before any byte of the request), or the type's breaker was open and no call
+    /// was made. Such a key may be released even when the provider cannot deduplicate.
+    pub fn sent_nothing(&self) -> bool {
+        matches!(self.class(), CONNECT | BREAKER)
+    }
+
     pub fn is_retryable(&self) -> bool {
         matches!(self, EffectError::Retryable { .. })
     }
@@ -59,6 +66,11 @@ impl EffectError {
         }
     }
 }
+
+/// The class of a refused connection: nothing of the request was sent.
+pub const CONNECT: &str = "connect";
+/// The class of a call not made because its type's breaker is open.
+pub const BREAKER: &str = "breaker";
 
 /// Performs one external effect. `key` is the ledger key; a provider that can deduplicate uses
 /// it to do so. Returns the provider's answer, if any, for `resultado`.
@@ -204,7 +216,7 @@ fn classify_transport(e: &reqwest::Error) -> EffectError {
     let class = if e.is_timeout() {
         "timeout"
     } else if e.is_connect() {
-        "connect"
+        CONNECT
     } else if e.is_body() || e.is_decode() {
         "body"
     } else {
@@ -269,6 +281,8 @@ pub struct Effect {
     pacer: Option<Pacer>,
     calls: AtomicU64,
     paced: AtomicU64,
+    /// Consecutive failed calls; at `breaker_after` the breaker opens for the rest of the run.
+    failures: AtomicU64,
 }
 
 impl Effect {
@@ -289,6 +303,7 @@ impl Effect {
             provider,
             calls: AtomicU64::new(0),
             paced: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
         }
     }
 
@@ -302,15 +317,36 @@ impl Effect {
             .expect("the semaphore is never closed")
     }
 
-    /// Calls the provider, after the type's rate limit allows it.
+    /// Calls the provider, after the type's rate limit allows it; makes no call once the
+    /// type's breaker is open ([`BREAKER`]).
     pub async fn call(&self, key: &str, body: &Value) -> Result<Option<Value>, EffectError> {
+        if self.breaker_open() {
+            return Err(EffectError::Fatal {
+                class: BREAKER.into(),
+            });
+        }
         if let Some(pacer) = &self.pacer {
             if pacer.wait().await {
                 self.paced.fetch_add(1, Ordering::Relaxed);
             }
         }
         self.calls.fetch_add(1, Ordering::Relaxed);
-        self.provider.perform(key, body).await
+        let result = self.provider.perform(key, body).await;
+        match &result {
+            Ok(_) => self.failures.store(0, Ordering::SeqCst),
+            Err(_) => {
+                let failed = self.failures.fetch_add(1, Ordering::SeqCst) + 1;
+                if failed == u64::from(self.config.breaker_after) {
+                    tracing::error!(effect = %self.config.name, failures = failed, "breaker open: no more calls of this type in this run");
+                }
+            }
+        }
+        result
+    }
+
+    /// Whether `breaker_after` consecutive calls of the type failed: no more calls are made.
+    pub fn breaker_open(&self) -> bool {
+        self.failures.load(Ordering::SeqCst) >= u64::from(self.config.breaker_after).max(1)
     }
 
     /// Calls made so far through this type, and how many waited for its rate limit.

@@ -54,6 +54,9 @@ pub enum RecoverError {
     Lock(#[from] LockError),
     #[error("could not settle this execution's abandoned reservations: {0}")]
     Database(#[from] sqlx::Error),
+    /// The lease lapsed and another process took the execution meanwhile (a newer epoch).
+    #[error("execution {0} was taken over by another process")]
+    TakenOver(String),
 }
 
 impl RecoverError {
@@ -61,7 +64,7 @@ impl RecoverError {
     pub fn database(&self) -> Option<&sqlx::Error> {
         match self {
             RecoverError::Database(e) | RecoverError::Lock(LockError::Database(e)) => Some(e),
-            RecoverError::Lock(LockError::Held { .. }) => None,
+            RecoverError::Lock(LockError::Held { .. }) | RecoverError::TakenOver(_) => None,
         }
     }
 }
@@ -90,7 +93,8 @@ impl Held {
         let applier = Applier::new(
             pool.clone(),
             ApplierConfig {
-                claim: Claim::owned(spec.execution_id, lock.owner().clone()),
+                claim: Claim::owned(spec.execution_id, lock.owner().clone())
+                    .with_lease(lock.lease().clone()),
                 checkpoint_key: spec.key.to_string(),
                 mode: spec.mode,
                 policy: spec.policy,
@@ -143,6 +147,12 @@ impl Held {
         self.lock.still_held().await
     }
 
+    /// Whether this process stopped acting for the execution because its ownership lease lapsed
+    /// (the database could not be reached for a lease): another process may have taken it.
+    pub fn lapsed(&self) -> bool {
+        self.lock.lapsed()
+    }
+
     /// [`Held::still_held`], with why the lock's connection failed when it did.
     pub async fn check(&self) -> Result<(), sqlx::Error> {
         self.lock.check().await
@@ -188,7 +198,22 @@ impl Held {
     /// ([`LockError::Held`]): the worker goes on with another partition. A whole execution waits
     /// for its holder to let go, up to [`RECOVERY_PATIENCE`].
     pub async fn recover(&mut self) -> Result<(), RecoverError> {
+        if self.lapsed() {
+            // Back from a cut: if another process took the execution meanwhile, this one leaves
+            // it as it is — taking the lock again would bump the new owner's epoch.
+            let owner = self.lock.owner().clone();
+            let newest = db::retry("confirm ownership", SETTLE_BACKOFF, || {
+                owner.still_newest(&self.pool)
+            })
+            .await?;
+            if !newest {
+                return Err(RecoverError::TakenOver(self.key().to_string()));
+            }
+        }
         if !self.lock.still_held().await {
+            // A lapsed lease may leave the old session holding the lock: let it go first, or
+            // this process would wait for itself.
+            self.lock.let_go().await;
             let key = self.key().to_string();
             let wait_for_holder = self.partition.is_none();
             let lock = ExecutionLock::reacquire(
@@ -202,7 +227,8 @@ impl Held {
             self.lock = lock;
         }
         self.settle_own().await?;
-        self.applier.renew_claim(self.lock.owner().clone());
+        self.applier
+            .renew_claim(self.lock.owner().clone(), self.lock.lease().clone());
         // What this process did before the loss is now an earlier attempt of the pass.
         if let Some(started_at) = self.pass_started_at {
             let mut pass = self.applier.config().pass.clone();

@@ -45,6 +45,7 @@ const TABLES: &[&str] = &[
     "job_rodada",
     "consumo_ao_vivo",
     "reprocessamento_dono",
+    "reprocessamento_arrendamento",
     "reprocessamento_passagem",
     "reprocessamento_progresso",
     // What people asked for from the console; `serve` claims and settles them.
@@ -101,6 +102,8 @@ const WORKER: &[(&str, &[&str])] = &[
             "consumo_ao_vivo",
             // Taking an execution increments its epoch; `confirmar_dono` locks it `for share`.
             "reprocessamento_dono",
+            // The owner confirms its lease; a taker reads it before it ends a lapsed owner.
+            "reprocessamento_arrendamento",
         ],
     ),
     (

@@ -3,6 +3,7 @@
 //! - [`pgtemp`]  — a throwaway PostgreSQL cluster from the local server binaries.
 //! - [`sink`]    — a loopback webhook that records every key it receives and answers as told.
 //! - [`archive`] — rows of `evento_arquivado` written set-based, and the demo's generated day.
+//! - [`proxy`]   — a loopback TCP proxy that can go silent, closing nothing (a network cut).
 //! - [`disk`]    — a small tmpfs to fill, for what a full disk does to the server.
 //! - [`chromedriver`] — Debian's chromedriver and headless Chromium, for the console's browser tests.
 //!
@@ -14,4 +15,5 @@ pub mod archive;
 pub mod chromedriver;
 pub mod disk;
 pub mod pgtemp;
+pub mod proxy;
 pub mod sink;

@@ -101,6 +101,8 @@ impl Drop for Completions {
 pub(super) struct Retrying {
     pub(super) pool: PgPool,
     pub(super) policy: Option<Backoff>,
+    /// The batch's claim: no call once its owner's lease lapsed.
+    pub(super) claim: Claim,
 }
 
 /// The keys of one idempotent type that a batch holds, shared by the batch's callers.
@@ -140,7 +142,7 @@ async fn call_reserved(
     completions: &mut Completions,
     retrying: &Retrying,
 ) -> (Task, Ended) {
-    if shutdown.is_triggered() {
+    if shutdown.is_triggered() || !retrying.claim.may_act() {
         return (task, Ended::NotStarted { reserved: true });
     }
     let policy = retrying.policy.unwrap_or(task.effect.config.retry);
@@ -171,6 +173,10 @@ async fn call_reserved(
         }
         if !provider_still_deduplicates(&retrying.pool, &task).await {
             return (task, Ended::Failed(err, tries));
+        }
+        if !retrying.claim.may_act() {
+            // The owner's lease lapsed: another process may own the key soon; no new call.
+            return (task, Ended::Stopped(tries));
         }
         tracing::debug!(key = %task.key, class = err.class(), attempt = tries.len() + 1, "effect call failed; retrying");
     }
@@ -251,7 +257,7 @@ pub(super) async fn reserve_then_call(
     db_backoff: Backoff,
     shutdown: Shutdown,
 ) -> (Task, Ended) {
-    if shutdown.is_triggered() {
+    if shutdown.is_triggered() || !claim.may_act() {
         return (task, Ended::NotStarted { reserved: false });
     }
     let queued = Queued {
@@ -265,8 +271,12 @@ pub(super) async fn reserve_then_call(
         Ok(Resent::Uncertain) => Ended::Uncertain,
         // Only an idempotent type's failure is kept reserved; this path takes the others.
         Ok(Resent::Kept) => Ended::Uncertain,
+        Ok(Resent::Withheld) => Ended::NotStarted { reserved: true },
+        // Already released; the run stops before it as after an idempotent failure.
+        Ok(Resent::Refused(err)) => Ended::Failed(err, Vec::new()),
         Err(err) => {
-            tracing::warn!(key = %task.key, error = %err, "could not reserve or settle effect");
+            // Said once for the batch by its dispatcher, not once per key.
+            tracing::debug!(key = %task.key, error = %err, "could not reserve or settle effect");
             Ended::Database(err)
         }
     };
@@ -274,7 +284,7 @@ pub(super) async fn reserve_then_call(
 }
 
 /// How a key called once ended (a sweeper's resend, a replay's non-idempotent effect).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resent {
     /// The provider acknowledged it: `concluido`.
     Sent,
@@ -284,6 +294,11 @@ pub enum Resent {
     Uncertain,
     /// The call failed and the provider deduplicates: kept reserved for a later retake.
     Kept,
+    /// Reserved, but not called: the owner's lease lapsed meanwhile. Nothing was sent; the
+    /// caller releases it (or the execution's next owner settles it).
+    Withheld,
+    /// The call provably sent nothing (connection refused, breaker open): released.
+    Refused(EffectError),
 }
 
 /// A queued key and what its call carries, rebuilt from the archived event.
@@ -317,6 +332,9 @@ pub(super) async fn reserve_call_once(
     if held.is_empty() {
         return Ok(Resent::Taken);
     }
+    if !claim.may_act() {
+        return Ok(Resent::Withheld);
+    }
     let keys = [queued.key.to_string()];
     let started = Instant::now();
     match effect.call(queued.key, queued.body).await {
@@ -332,6 +350,14 @@ pub(super) async fn reserve_call_once(
         Err(err) => {
             let class = err.class().to_string();
             let tries = [Attempt::new(queued.key, started, Some(class.clone()))];
+            if err.sent_nothing() {
+                // Refused before a byte was sent (or never called): provably not performed.
+                db::retry("release", PERSISTENT, || {
+                    ledger::release(pool, claim, &keys, &tries)
+                })
+                .await?;
+                return Ok(Resent::Refused(err));
+            }
             if effect.config.idempotent {
                 tracing::warn!(key = %queued.key, class = %class, "effect failed; kept reserved for a retake");
                 let mut tx = pool.begin().await?;

@@ -83,6 +83,7 @@ pub(super) async fn perform(
                 let retrying = Retrying {
                     pool: applier.pool.clone(),
                     policy: config.retries.call_backoff,
+                    claim: config.claim.clone(),
                 };
                 running.spawn(call_queued(
                     Arc::clone(&queue),
@@ -228,6 +229,8 @@ struct Collected {
     first_unsettled: Option<i64>,
     /// The first database failure under a task: the batch fails with it, as itself.
     db_error: Option<sqlx::Error>,
+    /// How many of the batch's effects met a database failure: said once, for the batch.
+    db_failures: u64,
 }
 
 impl Collected {
@@ -257,12 +260,19 @@ impl Collected {
             }
             Ended::Database(err) => {
                 self.db_error.get_or_insert(err);
+                self.db_failures += 1;
                 self.unsettled(task.posicao);
             }
             Ended::Failed(err, tries) => {
                 summary.calls_retried += tries.len().saturating_sub(1) as u64;
                 self.failed_attempts.extend(tries);
-                match task.policy.on_failure {
+                // A call that provably sent nothing is released whatever the policy: it cannot
+                // have been performed, so it needs no human review.
+                let on_failure = match err.sent_nothing() {
+                    true => OnFailure::Release,
+                    false => task.policy.on_failure,
+                };
+                match on_failure {
                     OnFailure::Keep => {
                         tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
                         self.to_uncertain.push(task.key.clone());
@@ -320,6 +330,7 @@ impl Collected {
             summary.count_effect(EffectOutcome::Released, released.len() as u64);
         }
         if let Some(err) = self.db_error {
+            say_refused(&applier.config.checkpoint_key, self.db_failures, &err);
             return Err(ApplyError::Database(err));
         }
         Ok(Dispatched {
@@ -386,4 +397,14 @@ async fn beyond_dedup_window(
         ledger::mark_uncertain(&applier.pool, &config.claim, &expired, &why, &[])
     })
     .await
+}
+
+/// One line for a batch whose effects could not be reserved or settled (not one per key): a
+/// lost lock or a newer owner refuses every key of the batch at once.
+fn say_refused(execution: &str, keys: u64, err: &sqlx::Error) {
+    if crate::tables::execution::is_fenced(err) {
+        tracing::warn!(%execution, keys, "batch refused: this process no longer holds the execution (its lock was lost or a newer owner took it); nothing of it was sent");
+    } else {
+        tracing::warn!(%execution, keys, error = %err, "batch stopped: its effects could not be reserved or settled");
+    }
 }

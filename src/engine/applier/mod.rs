@@ -163,8 +163,13 @@ impl Applier {
     /// A new claim token for this execution, after the process settled its own reservations
     /// (a long-lived consumer recovering from an error does what a restart would), under
     /// `owner` (the epoch the holder took again, or the one it kept).
-    pub fn renew_claim(&mut self, owner: crate::tables::execution::Owner) {
-        self.config.claim = Claim::owned(self.config.claim.execution_id.clone(), owner);
+    pub fn renew_claim(
+        &mut self,
+        owner: crate::tables::execution::Owner,
+        lease: crate::tables::execution::Lease,
+    ) {
+        self.config.claim =
+            Claim::owned(self.config.claim.execution_id.clone(), owner).with_lease(lease);
     }
 
     /// The pass this applier works in, once the holder knows it.

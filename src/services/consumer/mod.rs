@@ -368,6 +368,7 @@ impl Consumer<'_> {
                 Ok(())
             }
             Err(RecoverError::Lock(err @ LockError::Held { .. })) => Err(err.into()),
+            Err(RecoverError::TakenOver(key)) => Err(RunError::TakenOver(key)),
             Err(err) => {
                 match err.database() {
                     Some(e) => {

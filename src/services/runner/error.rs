@@ -22,6 +22,11 @@ pub enum RunError {
     InvalidEvent(Rejected),
     #[error("lost the lock on execution {0} (database connection dropped); stopped so that no two processes run it")]
     LockLost(String),
+    /// This process's ownership lease lapsed (it could not reach the database) and another
+    /// process took its executions meanwhile: it stopped acting at the lapse, changed nothing
+    /// since, and leaves them to their new owner.
+    #[error("{0} taken over by another process while this one could not reach the database (its ownership lease lapsed); this process changed nothing since and stops")]
+    TakenOver(String),
     #[error("job {0} is not a replay job")]
     NotReplay(String),
     /// `require_approved_simulation`: no approval, or the window changed since (`approval`).
@@ -29,6 +34,9 @@ pub enum RunError {
     NotApproved(#[from] crate::engine::approval::GateError),
     #[error(transparent)]
     Recover(#[from] RecoverError),
+    /// A statement ran past the server's `statement_timeout` (SQLSTATE 57014).
+    #[error("a statement ran past the server's statement_timeout ({message}); the checkpoint is kept: raise statement_timeout for this role, then run it again to resume")]
+    StatementTimeout { message: String },
     /// The database stayed away past every retry and recovery.
     #[error(
         "lost the database at {target}: {cause}; the checkpoint is kept, run it again to resume"
@@ -52,7 +60,8 @@ impl RunError {
     pub fn lost_to_another(&self) -> bool {
         match self {
             RunError::Locked(LockError::Held { .. })
-            | RunError::Recover(RecoverError::Lock(LockError::Held { .. })) => true,
+            | RunError::Recover(RecoverError::Lock(LockError::Held { .. }))
+            | RunError::Recover(RecoverError::TakenOver(_)) => true,
             other => other
                 .database()
                 .is_some_and(crate::tables::execution::is_fenced),
@@ -70,6 +79,9 @@ impl RunError {
     /// A lost database says where and why; any other error is returned as it is.
     pub(crate) async fn located(self, pool: &PgPool) -> RunError {
         match self.database() {
+            Some(e) if db::is_statement_timeout(e) => RunError::StatementTimeout {
+                message: db::describe(e),
+            },
             Some(e) if db::is_transient(e) => RunError::DatabaseLost {
                 target: db::target(pool),
                 cause: db::explain_loss(pool, e).await,

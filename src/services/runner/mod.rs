@@ -223,8 +223,13 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     if let Err(err) = &result {
         if err.lost_to_another() {
             // Another process owns it now: nothing of this process may be written to it.
-            tracing::warn!(execution = %key, "execution taken over by another process; left to it");
+            let lapsed = held.lapsed();
             held.release().await;
+            if lapsed {
+                // Said once, for every execution taken, by whoever ends the process.
+                return Err(RunError::TakenOver(key));
+            }
+            tracing::warn!(execution = %key, "execution taken over by another process; left to it");
             return Err(result.unwrap_err());
         }
     }
@@ -267,14 +272,7 @@ async fn run_recovering(
                     && !ctx.shutdown.is_triggered() =>
             {
                 recoveries += 1;
-                let cause = err.cause(ctx.pool).await;
-                tracing::warn!(
-                    execution = %held.key(),
-                    database = %db::target(ctx.pool),
-                    cause = %cause,
-                    attempt = recoveries,
-                    "lost the database; recovering"
-                );
+                say_loss(ctx, held, &err, recoveries).await;
                 if let Err(err) = held.recover().await {
                     return Err(RunError::from(err).located(ctx.pool).await);
                 }
@@ -283,6 +281,28 @@ async fn run_recovering(
             ok => return ok,
         }
     }
+}
+
+/// Says what was lost: the execution's lock (or its ownership, to a newer owner) is not the
+/// database, and is not told as such.
+async fn say_loss(ctx: &Context<'_>, held: &Held, err: &RunError, attempt: u32) {
+    let lock_lost = match err {
+        // The lock's session ended: the database may be gone with it, or still answer.
+        RunError::LockLost(_) => db::answers(ctx.pool).await,
+        other => other.database().is_some_and(execution::is_fenced),
+    };
+    if lock_lost {
+        tracing::warn!(execution = %held.key(), attempt, "lost the lock on the execution; taking it again, or leaving it to whoever took it");
+        return;
+    }
+    let cause = err.cause(ctx.pool).await;
+    tracing::warn!(
+        execution = %held.key(),
+        database = %db::target(ctx.pool),
+        cause = %cause,
+        attempt,
+        "lost the database; recovering"
+    );
 }
 
 /// Times a run recovers from a lost database before it gives up.

@@ -56,8 +56,10 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
     let workers = ctx.config.workers.clamp(1, count as usize);
     let results = join_all((0..workers).map(|w| worker(ctx, &key, fixed, count, w))).await;
     let mut outcome: Result<Ended, RunError> = Ok(Ended::Finished);
+    let mut taken: Vec<String> = Vec::new();
     for result in results {
         match result {
+            Err(RunError::TakenOver(k)) => taken.push(k),
             Ok((events, ended)) => {
                 report.events_this_run += events;
                 if ended == Ended::Interrupted && outcome.is_ok() {
@@ -71,6 +73,13 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
                 }
             }
         }
+    }
+    if !taken.is_empty() {
+        // Its new owners finish the execution: this process writes nothing more to it.
+        return Err(RunError::TakenOver(format!(
+            "partitions {}",
+            taken.join(", ")
+        )));
     }
     let keys: Vec<String> = (0..count).map(|i| partition_key(&key, i)).collect();
     let parts = execution::load_many(ctx.pool, &keys).await?;

@@ -66,8 +66,8 @@ impl Sweeper {
             match joined.expect("resends do not panic")? {
                 Resent::Sent => outcome.resent += 1,
                 Resent::Uncertain => outcome.uncertain += 1,
-                Resent::Kept => outcome.released += 1,
-                Resent::Taken => {}
+                Resent::Kept | Resent::Refused(_) => outcome.released += 1,
+                Resent::Taken | Resent::Withheld => {}
             }
             moved += 1;
         }

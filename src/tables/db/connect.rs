@@ -31,6 +31,9 @@ pub enum ConnectError {
     /// The URL can never work, however long one waits: invalid input (exit 2).
     #[error("DATABASE_URL (or --database-url) {0}")]
     BadUrl(String),
+    /// A session setting from the environment cannot be used: invalid input (exit 2).
+    #[error("{0}")]
+    BadSetting(String),
     /// The server could not be reached, or refused us.
     #[error("cannot connect to the database at {target}: {cause}")]
     Failed { target: String, cause: Cause },
@@ -38,7 +41,7 @@ pub enum ConnectError {
 
 impl ConnectError {
     pub fn is_bad_url(&self) -> bool {
-        matches!(self, ConnectError::BadUrl(_))
+        matches!(self, ConnectError::BadUrl(_) | ConnectError::BadSetting(_))
     }
 
     /// Whether waiting may cure it (see [`Cause::may_pass`]).
@@ -154,11 +157,17 @@ pub fn pool_for(options: PgConnectOptions) -> PgPool {
         .connect_lazy_with(options)
 }
 
+/// The options of every session this program opens for `role`: the URL's, tagged with an
+/// application name, with the server's give-up settings ([`super::session`]).
+pub fn session_options(url: &str, role: &str) -> Result<PgConnectOptions, ConnectError> {
+    let options = check_url(url)?.application_name(&super::application_name(role));
+    super::session::tuned(options).map_err(ConnectError::BadSetting)
+}
+
 /// A pool for `url` that connects when first used: for a daemon that starts while its database
 /// is away. Only the URL is checked.
 pub fn connect_lazy(url: &str, role: &str) -> Result<PgPool, ConnectError> {
-    let options = check_url(url)?.application_name(&super::application_name(role));
-    Ok(pool_for(options))
+    Ok(pool_for(session_options(url, role)?))
 }
 
 /// A pool for `url` once one connection succeeded; the cause at once otherwise.
@@ -173,7 +182,7 @@ pub async fn connect_waiting(
     role: &str,
     wait: Duration,
 ) -> Result<PgPool, ConnectError> {
-    let options = check_url(url)?.application_name(&super::application_name(role));
+    let options = session_options(url, role)?;
     let target = target_of(&options);
     let started = Instant::now();
     let mut said: Option<(Cause, Instant)> = None;

@@ -38,6 +38,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261203120002_session_idle_rule.sql",
     "20261203140000_ledger_hot_completion.sql",
     "20261204010000_run_figures.sql",
+    "20261204090000_ownership_lease.sql",
     "20261204150000_rule_payload.sql",
     "20261204151000_progress.sql",
     "20261204153000_console_requests.sql",

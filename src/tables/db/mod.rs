@@ -3,10 +3,11 @@
 
 mod connect;
 mod migrations;
+pub mod session;
 
 pub use connect::{
-    attempt, check_url, connect, connect_lazy, connect_waiting, parse_wait, pool_for, target_of,
-    Cause, ConnectError, ATTEMPT_LIMIT, MAX_WAIT,
+    attempt, check_url, connect, connect_lazy, connect_waiting, parse_wait, pool_for,
+    session_options, target_of, Cause, ConnectError, ATTEMPT_LIMIT, MAX_WAIT,
 };
 
 use std::str::FromStr;
@@ -53,9 +54,11 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// Connection options for `url`, tagged with an application name.
+/// Connection options for `url`, tagged with an application name, with the server's give-up
+/// settings ([`session`]).
 pub fn options(url: &str, role: &str) -> Result<PgConnectOptions, sqlx::Error> {
-    Ok(PgConnectOptions::from_str(url)?.application_name(&application_name(role)))
+    let options = PgConnectOptions::from_str(url)?.application_name(&application_name(role));
+    session::tuned(options).map_err(|e| sqlx::Error::Configuration(e.into()))
 }
 
 /// A transaction whose commit does not wait for its WAL to reach the disk
@@ -215,9 +218,22 @@ where
                 tracing::warn!(step = what, attempt, pause_ms = pause.as_millis() as u64, error = %err, "transient database failure; retrying");
                 tokio::time::sleep(pause).await;
             }
-            Err(err) => return Err(err),
+            Err(err) => {
+                if is_statement_timeout(&err) {
+                    tracing::warn!(
+                        step = what,
+                        "the step ran past the server's statement_timeout; the checkpoint is kept"
+                    );
+                }
+                return Err(err);
+            }
         }
     }
+}
+
+/// The server cancelled the statement at its `statement_timeout` (SQLSTATE 57014).
+pub fn is_statement_timeout(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
 }
 
 /// The server refused the statement for want of a privilege (SQLSTATE 42501,
@@ -226,6 +242,16 @@ where
 /// execution marked `concluida`).
 pub fn is_permission_denied(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some("42501"))
+}
+
+/// Whether the database answers a trivial statement within a few seconds: tells a lost lock (its
+/// session ended, the server still up) from a lost database.
+pub async fn answers(pool: &PgPool) -> bool {
+    let ping = sqlx::query("select 1").execute(pool);
+    matches!(
+        tokio::time::timeout(Duration::from_secs(3), ping).await,
+        Ok(Ok(_))
+    )
 }
 
 /// Where a pool connects, for messages: `host:port/database` (never the user or password).
@@ -261,6 +287,7 @@ pub fn describe(err: &sqlx::Error) -> String {
                 "57P03" => "the server is starting up or shutting down",
                 "53300" => "too many connections",
                 "53100" => "the server's disk is full",
+                "57014" => "the statement ran past statement_timeout",
                 "28P01" | "28000" => "authentication failed",
                 "3D000" => "the database does not exist",
                 "42501" => "permission denied",

@@ -3,9 +3,13 @@
 //! ([`Owner`]): the lock keeps a second process out, the epoch fences the writes of a process
 //! that lost its lock without knowing it yet (invariant 17).
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection};
 
+use super::lease::{self, Lease};
 use super::owner::Owner;
 
 /// The two keys of an execution's advisory lock: a constant for this program ('RPLD') and a hash
@@ -27,12 +31,48 @@ pub enum LockError {
 const TAKE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The lock on an execution, held on a connection of its own for as long as the process runs it.
-/// Dropping it (or the process dying) releases it.
+/// Dropping it (or the process dying) releases it. While held, a task confirms the ownership
+/// lease on that connection ([`lease`]).
 pub struct ExecutionLock {
     /// Behind a mutex so that holders can ask [`ExecutionLock::still_held`] through a shared
-    /// reference while batches borrow the rest of their state.
-    conn: tokio::sync::Mutex<PgConnection>,
+    /// reference while batches borrow the rest of their state, and the lease's confirmer can
+    /// use it between.
+    conn: Arc<tokio::sync::Mutex<PgConnection>>,
     owner: Owner,
+    lease: Lease,
+    confirmer: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ExecutionLock {
+    fn drop(&mut self) {
+        self.confirmer.abort();
+    }
+}
+
+/// Confirms `owner`'s lease on `conn` every [`Lease::every`], each confirmation bounded by that
+/// same time, until the lease lapses or a newer owner took the execution.
+async fn confirm_lease(conn: Arc<tokio::sync::Mutex<PgConnection>>, owner: Owner, lease: Lease) {
+    loop {
+        tokio::time::sleep(lease.every()).await;
+        if lease.lapsed() {
+            return;
+        }
+        let sent = Instant::now();
+        let confirmed = tokio::time::timeout(lease.every(), async {
+            let mut conn = conn.lock().await;
+            lease::confirm(&mut conn, &owner).await
+        })
+        .await;
+        match confirmed {
+            Ok(Ok(true)) => lease.confirmed(sent),
+            Ok(Ok(false)) => {
+                tracing::debug!(execution = %owner.key, "a newer owner took the execution");
+                return;
+            }
+            // Unconfirmed: the lease runs out unless a later confirmation gets through.
+            Ok(Err(_)) | Err(_) => {}
+        }
+    }
 }
 
 impl ExecutionLock {
@@ -56,9 +96,18 @@ impl ExecutionLock {
                 }
                 Err(e) => return Err(e.into()),
             };
+            let length = lease::configured()
+                .map_err(|e| LockError::Database(sqlx::Error::Configuration(e.into())))?;
+            let sent = Instant::now();
+            lease::confirm(&mut conn, &owner).await?;
+            let lease = Lease::new(length, sent);
+            let conn = Arc::new(tokio::sync::Mutex::new(conn));
+            let confirmer = tokio::spawn(confirm_lease(conn.clone(), owner.clone(), lease.clone()));
             return Ok(ExecutionLock {
-                conn: tokio::sync::Mutex::new(conn),
+                conn,
                 owner,
+                lease,
+                confirmer,
             });
         }
         let holder: Option<(i32, String, Option<String>, DateTime<Utc>)> = sqlx::query_as(
@@ -74,6 +123,18 @@ impl ExecutionLock {
         .bind(key)
         .fetch_optional(&mut conn)
         .await?;
+        if let Some((pid, ..)) = &holder {
+            let length = lease::configured()
+                .map_err(|e| LockError::Database(sqlx::Error::Configuration(e.into())))?;
+            let ended = lease::end_lapsed_holder(&mut conn, key, *pid, length).await?;
+            if ended > 0 {
+                tracing::warn!(
+                    execution = %key,
+                    sessions = ended,
+                    "its holder had not confirmed its lease for twice the lease: ended its sessions, the lock frees"
+                );
+            }
+        }
         let holder = match holder {
             Some((pid, app, addr, since)) => format!(
                 "'{app}' (database session pid {pid}{}, connected since {})",
@@ -141,11 +202,38 @@ impl ExecutionLock {
         self.check().await.is_ok()
     }
 
-    /// [`ExecutionLock::still_held`], with why its connection failed when it did.
+    /// [`ExecutionLock::still_held`], with why its connection failed when it did. A lease that
+    /// lapsed counts as a lost lock (another process may end this one's sessions and take it),
+    /// and so does a connection that does not answer within the lease's confirmation period.
     pub async fn check(&self) -> Result<(), sqlx::Error> {
-        let mut conn = self.conn.lock().await;
-        sqlx::query("select 1").execute(&mut *conn).await?;
-        Ok(())
+        let lapsed = || {
+            sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the ownership lease lapsed: the database did not confirm it in time",
+            ))
+        };
+        if self.lease.lapsed() {
+            return Err(lapsed());
+        }
+        let answered = tokio::time::timeout(self.lease.every(), async {
+            let mut conn = self.conn.lock().await;
+            sqlx::query("select 1").execute(&mut *conn).await
+        })
+        .await;
+        match answered {
+            Ok(done) => done.map(|_| ()),
+            Err(_) => Err(lapsed()),
+        }
+    }
+
+    /// The ownership lease this lock confirms: whoever acts for the owner asks it first.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// Whether the lease lapsed (the database could not be reached for a lease).
+    pub fn lapsed(&self) -> bool {
+        self.lease.lapsed()
     }
 
     pub fn key(&self) -> &str {
@@ -157,14 +245,29 @@ impl ExecutionLock {
         &self.owner
     }
 
+    /// Stops confirming and unlocks, if the lock's session answers within a lease's
+    /// confirmation period; the lock is then of no more use (a lost or lapsed one is replaced).
+    pub async fn let_go(&self) {
+        self.confirmer.abort();
+        let _ = tokio::time::timeout(self.lease.every(), async {
+            let mut conn = self.conn.lock().await;
+            sqlx::query("select pg_advisory_unlock($1, hashtext($2))")
+                .bind(LOCK_CLASS)
+                .bind(&self.owner.key)
+                .execute(&mut *conn)
+                .await
+        })
+        .await;
+    }
+
     /// Releases the lock now.
     pub async fn release(self) {
-        let mut conn = self.conn.into_inner();
+        self.confirmer.abort();
+        let mut conn = self.conn.lock().await;
         let _ = sqlx::query("select pg_advisory_unlock($1, hashtext($2))")
             .bind(LOCK_CLASS)
             .bind(&self.owner.key)
-            .execute(&mut conn)
+            .execute(&mut *conn)
             .await;
-        let _ = conn.close().await;
     }
 }

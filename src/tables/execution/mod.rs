@@ -12,6 +12,7 @@ use crate::shared::words::db_words;
 use crate::tables::archive::Window;
 use crate::tables::tally::{self, Scope};
 
+pub mod lease;
 mod live;
 mod lock;
 mod owner;
@@ -19,6 +20,7 @@ mod passes;
 pub mod progress;
 mod view;
 
+pub use lease::Lease;
 pub use live::{advance_live, ensure_live, live_checkpoint};
 pub use lock::{ExecutionLock, LockError};
 pub use owner::{is_fenced, Owner, FENCED};

@@ -65,6 +65,18 @@ impl Owner {
     }
 }
 
+impl Owner {
+    /// Whether this epoch is still the execution's newest: `false` once another process took it.
+    pub async fn still_newest(&self, pool: &sqlx::PgPool) -> Result<bool, sqlx::Error> {
+        let epoch: Option<i64> =
+            sqlx::query_scalar("select epoca from reprocessamento_dono where execucao_id = $1")
+                .bind(&self.key)
+                .fetch_optional(pool)
+                .await?;
+        Ok(epoch.is_none_or(|e| e == self.epoch))
+    }
+}
+
 /// Whether `err` says that a newer owner took the execution (the write changed nothing).
 pub fn is_fenced(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.code().as_deref() == Some(FENCED))

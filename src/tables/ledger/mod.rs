@@ -76,6 +76,9 @@ pub struct Claim {
     /// reservations no reservation of the old one can appear. `None` for the sweeper, which owns
     /// no execution and fences its retakes by staleness.
     pub owner: Option<Owner>,
+    /// The owner's lease ([`crate::tables::execution::lease`]): once it lapsed, nothing more is
+    /// reserved or called under this claim. `None`: no lease (the sweeper, tests).
+    pub lease: Option<crate::tables::execution::Lease>,
 }
 
 impl Claim {
@@ -85,7 +88,21 @@ impl Claim {
             execution_id: execution_id.into(),
             token: Uuid::new_v4(),
             owner: None,
+            lease: None,
         }
+    }
+
+    /// The same claim, acting only while `lease` is alive.
+    pub fn with_lease(self, lease: crate::tables::execution::Lease) -> Self {
+        Claim {
+            lease: Some(lease),
+            ..self
+        }
+    }
+
+    /// Whether this claim may still reserve and call: its owner's lease (if any) is alive.
+    pub fn may_act(&self) -> bool {
+        self.lease.as_ref().is_none_or(|l| l.alive())
     }
 
     /// The claim of the owner of an execution whose ledger rows are filed as `execution_id`.
