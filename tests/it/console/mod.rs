@@ -252,9 +252,13 @@ impl Client {
 
 /// A database with 10 orders of 2026-10-14 under the buggy commission, a gated job (its real run
 /// needs an approved simulation) whose provider does not deduplicate, and a finished simulation.
+/// The provider is up but answers 500 to everything: each message of a real run is called once
+/// and ends `incerto`, in the review queue (a refused connection would be released instead).
 pub(crate) struct Simulated {
     pub db: TestDb,
     pub jobs: tempfile::TempDir,
+    /// Held so it keeps answering while the test runs.
+    pub _provider: testkit::sink::Sink,
 }
 
 pub(crate) async fn simulated() -> Simulated {
@@ -266,11 +270,20 @@ pub(crate) async fn simulated() -> Simulated {
         extra: "require_approved_simulation: true\n".into(),
         ..JobSpec::default()
     };
-    let jobs = jobs_dir("http://127.0.0.1:9/", &spec);
+    let provider = sink(testkit::sink::Behavior {
+        fail_status: Some(500),
+        ..Default::default()
+    })
+    .await;
+    let jobs = jobs_dir(&provider.url(), &spec);
     run_job(&db, jobs.path(), JOB, Some(true), false)
         .await
         .expect("the simulation");
-    Simulated { db, jobs }
+    Simulated {
+        db,
+        jobs,
+        _provider: provider,
+    }
 }
 
 /// The finance account most console tests sign in as.

@@ -209,7 +209,7 @@ async fn at_390_px_an_operator_reaches_a_keys_decisions_and_their_confirmation_f
     let s = simulated().await;
     let approved = run_bin(&s.db.url, s.jobs.path(), &["approve", JOB]).await;
     assert_success(&approved, "approve");
-    // Its provider answers nobody: every message of the real run ends `incerto`, in the queue.
+    // Its provider answers 500 to every call: each message of the real run ends `incerto`, in the queue.
     run_job(&s.db, s.jobs.path(), JOB, None, false)
         .await
         .expect("the real run");
