@@ -95,7 +95,14 @@ pub(super) async fn list(
             .collect(),
         awaiting: &awaiting,
     };
-    let markup = page::list(&session, &zone, &shown, &filter);
+    let scheduled = match configured {
+        Some(c) => {
+            let runs = crate::services::scheduler::runs::all(&console.pool).await?;
+            crate::services::scheduler::job_statuses(&c.jobs, &all, &runs, chrono::Utc::now())
+        }
+        None => Vec::new(),
+    };
+    let markup = page::list(&session, &zone, &shown, &filter, &scheduled);
     Ok(templates::html(markup).into_response())
 }
 

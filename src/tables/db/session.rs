@@ -16,8 +16,8 @@
 //! | `REPLAY_LEDGER_TCP_USER_TIMEOUT` | `30s` |
 //!
 //! The client's own sockets keep the operating system's keepalive: sqlx 0.8 does not expose its
-//! socket. The client side is covered by the ownership lease instead
-//! ([`crate::tables::execution::lease`]).
+//! socket. The client side is covered by the ownership lease instead (the execution lock's
+//! lease, which builds on this module: it is not named here, so the dependency goes one way).
 
 use std::time::Duration;
 

@@ -60,6 +60,7 @@ pub(in crate::edges::console) fn list(
     tz_of: &dyn Fn(&str) -> Tz,
     executions: &[&Execution],
     filter: &Filter<'_>,
+    scheduled: &[crate::services::scheduler::status::JobStatus],
 ) -> Markup {
     let chip = |label: &str, word: &str, n: usize, on: bool| {
         let href = match filter.job {
@@ -125,6 +126,7 @@ pub(in crate::edges::console) fn list(
                 }
             } }
         }
+        (super::scheduled::section(scheduled))
     };
     // While something runs, the list moves: it reloads itself like a running execution's page.
     let running = filter

@@ -14,6 +14,7 @@ pub(super) mod pace;
 pub(super) mod pedido;
 pub(super) mod requests;
 pub(super) mod review;
+pub(super) mod scheduled;
 
 use axum::http::StatusCode;
 use axum::response::Html;
