@@ -20,6 +20,7 @@ mod phone;
 mod requests;
 mod requests_browser;
 mod resend_browser;
+mod scheduled;
 mod sessions;
 mod sql_rules;
 mod truth;
