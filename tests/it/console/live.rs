@@ -13,14 +13,15 @@ async fn the_live_consumers_page_shows_its_position_the_last_event_and_its_keys(
         "name: live\nkind: live\neffects:\n  notificar-vendedor: { mode: apply, on_failure: release }\n",
     )
     .unwrap();
-    insert(&db.pool, &paid_orders(3)).await;
-    // A transaction left open elsewhere holds the consumer's safe horizon (its stored
-    // checkpoint) back; the page still says which event it applied last.
+    // A transaction opened elsewhere before the events were archived, and left open, holds the
+    // consumer's safe horizon (its stored checkpoint) back; the page still says which event it
+    // applied last.
     let mut holder = db.pool.begin().await.unwrap();
     sqlx::query("select pg_current_xact_id()")
         .execute(&mut *holder)
         .await
         .unwrap();
+    insert(&db.pool, &paid_orders(3)).await;
     let mut consumer = command(&db.url, jobs.path())
         .args(["consume", "--from-start"])
         .stdin(std::process::Stdio::null())
