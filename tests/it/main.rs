@@ -27,6 +27,7 @@ mod operations;
 mod operator;
 mod outage;
 mod ownership;
+mod partitioned;
 mod partitions;
 mod pgtemp_sink;
 mod process;

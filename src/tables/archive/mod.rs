@@ -66,6 +66,14 @@ impl Window {
     }
 }
 
+/// The statement of [`bounds`]: it names the window's `ocorrido_em` range, so on an archive
+/// partitioned by month it reads only the window's months.
+pub const BOUNDS_SQL: &str = r#"
+        select min(posicao), max(posicao), count(*)
+        from evento_arquivado
+        where ocorrido_em >= $1 and ocorrido_em < $2
+        "#;
+
 /// The bounds of a window: `None` when it holds no event. Served by the
 /// `(ocorrido_em, posicao)` index, so a day in an archive of many days reads only that day.
 pub async fn bounds(
@@ -73,17 +81,11 @@ pub async fn bounds(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Option<Window>, sqlx::Error> {
-    let row: (Option<i64>, Option<i64>, i64) = sqlx::query_as(
-        r#"
-        select min(posicao), max(posicao), count(*)
-        from evento_arquivado
-        where ocorrido_em >= $1 and ocorrido_em < $2
-        "#,
-    )
-    .bind(from)
-    .bind(to)
-    .fetch_one(pool)
-    .await?;
+    let row: (Option<i64>, Option<i64>, i64) = sqlx::query_as(BOUNDS_SQL)
+        .bind(from)
+        .bind(to)
+        .fetch_one(pool)
+        .await?;
     Ok(match row {
         (Some(first), Some(last), count) => Some(Window {
             from,
@@ -97,25 +99,36 @@ pub async fn bounds(
     })
 }
 
-/// How many events of the window lie at or after `from` (for progress and ETA on resume).
-pub async fn remaining(pool: &PgPool, window: &Window, from: i64) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        r#"
+/// The statement of [`remaining`] (`$1`..`$4`: window from, to, first and last position).
+pub const REMAINING_SQL: &str = r#"
         select count(*)
         from evento_arquivado
         where ocorrido_em >= $1 and ocorrido_em < $2 and posicao >= $3 and posicao <= $4
           and ($5::int4 is null or particao_do_pedido(pedido_id, $6::int4) = $5)
-        "#,
-    )
-    .bind(window.from)
-    .bind(window.to)
-    .bind(from)
-    .bind(window.last)
-    .bind(Partition::params(window.partition).0)
-    .bind(Partition::params(window.partition).1)
-    .fetch_one(pool)
-    .await
+        "#;
+
+/// How many events of the window lie at or after `from` (for progress and ETA on resume).
+pub async fn remaining(pool: &PgPool, window: &Window, from: i64) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(REMAINING_SQL)
+        .bind(window.from)
+        .bind(window.to)
+        .bind(from)
+        .bind(window.last)
+        .bind(Partition::params(window.partition).0)
+        .bind(Partition::params(window.partition).1)
+        .fetch_one(pool)
+        .await
 }
+
+/// The statement of [`read_batch`] (`$3`, `$4`: the window's `ocorrido_em` range).
+pub const READ_BATCH_SQL: &str = r#"
+            select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em
+            from evento_arquivado
+            where posicao >= $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
+              and ($6::int4 is null or particao_do_pedido(pedido_id, $7::int4) = $6)
+            order by posicao
+            limit $5
+            "#;
 
 /// The next batch of the window from `from` on (inclusive: a cursor "after" a position could not
 /// start before an event at i64::MIN), in `posicao` order.
@@ -125,30 +138,21 @@ pub async fn read_batch(
     from: i64,
     limit: u32,
 ) -> Result<Vec<Event>, sqlx::Error> {
-    let rows: Vec<EventRow> = sqlx::query_as(
-        r#"
-            select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em
-            from evento_arquivado
-            where posicao >= $1 and posicao <= $2 and ocorrido_em >= $3 and ocorrido_em < $4
-              and ($6::int4 is null or particao_do_pedido(pedido_id, $7::int4) = $6)
-            order by posicao
-            limit $5
-            "#,
-    )
-    .bind(from)
-    .bind(window.last)
-    .bind(window.from)
-    .bind(window.to)
-    .bind(i64::from(limit))
-    .bind(Partition::params(window.partition).0)
-    .bind(Partition::params(window.partition).1)
-    // Planned with the actual values every time: a cached generic plan does not know how wide
-    // the `ocorrido_em` range is, picks the `(ocorrido_em, posicao)` index and sorts the whole
-    // window for every batch (quadratic; seen at 1,000,000 events). With the values, the planner
-    // walks the primary key from `from` and stops after `limit` rows.
-    .persistent(false)
-    .fetch_all(pool)
-    .await?;
+    let rows: Vec<EventRow> = sqlx::query_as(READ_BATCH_SQL)
+        .bind(from)
+        .bind(window.last)
+        .bind(window.from)
+        .bind(window.to)
+        .bind(i64::from(limit))
+        .bind(Partition::params(window.partition).0)
+        .bind(Partition::params(window.partition).1)
+        // Planned with the actual values every time: a cached generic plan does not know how wide
+        // the `ocorrido_em` range is, picks the `(ocorrido_em, posicao)` index and sorts the whole
+        // window for every batch (quadratic; seen at 1,000,000 events). With the values, the planner
+        // walks the primary key from `from` and stops after `limit` rows.
+        .persistent(false)
+        .fetch_all(pool)
+        .await?;
     Ok(rows.into_iter().map(into_event).collect())
 }
 
@@ -220,25 +224,26 @@ pub struct Fingerprint {
     pub hash: String,
 }
 
+/// The statement of [`fingerprint`].
+pub const FINGERPRINT_SQL: &str = r#"
+        select count(*), max(posicao),
+               coalesce(bit_xor(hashtextextended(
+                 id || '|' || versao || '|' || posicao || '|' || md5(payload::text), 0)), 0)::text
+        from evento_arquivado
+        where ocorrido_em >= $1 and ocorrido_em < $2
+        "#;
+
 /// The fingerprint of `ocorrido_em` in `[from, to)`, in one pass over the window (no sort).
 pub async fn fingerprint(
     pool: &PgPool,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Fingerprint, sqlx::Error> {
-    let (count, max_posicao, hash): (i64, Option<i64>, String) = sqlx::query_as(
-        r#"
-        select count(*), max(posicao),
-               coalesce(bit_xor(hashtextextended(
-                 id || '|' || versao || '|' || posicao || '|' || md5(payload::text), 0)), 0)::text
-        from evento_arquivado
-        where ocorrido_em >= $1 and ocorrido_em < $2
-        "#,
-    )
-    .bind(from)
-    .bind(to)
-    .fetch_one(pool)
-    .await?;
+    let (count, max_posicao, hash): (i64, Option<i64>, String) = sqlx::query_as(FINGERPRINT_SQL)
+        .bind(from)
+        .bind(to)
+        .fetch_one(pool)
+        .await?;
     Ok(Fingerprint {
         count,
         max_posicao,

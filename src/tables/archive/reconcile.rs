@@ -47,6 +47,21 @@ type OrderRow = (
     Option<i64>,
 );
 
+/// The statement of [`orders`]: the orders are found by their events in the range (`d`, which
+/// reads only the range's months of a partitioned archive); each order's events (`e`) are then
+/// looked up by `pedido_id` in every month, since an older event still decides when the newest is
+/// rejected.
+pub const ORDERS_SQL: &str = r#"
+        select e.pedido_id, e.posicao, e.id, e.versao, payload_da_regra(e.payload), e.ocorrido_em,
+               e.xid_insercao::text, c.valor_centavos, c.versao_evento
+        from evento_arquivado e
+        left join comissao c on c.pedido_id = e.pedido_id
+        where e.tipo = $3
+          and e.pedido_id in (select d.pedido_id from evento_arquivado d
+                              where d.tipo = $3 and d.ocorrido_em >= $1 and d.ocorrido_em < $2)
+        order by e.pedido_id, e.versao desc, e.posicao desc
+        "#;
+
 /// Every `tipo` event of each order that has one in `[from, to)`, with its `comissao` row; an
 /// order's events together, newest first (`versao` then `posicao`, descending: the order in
 /// which the applier's version guard lets them win).
@@ -56,40 +71,29 @@ pub fn orders<'c>(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> BoxStream<'c, Result<OrderEvent, sqlx::Error>> {
-    sqlx::query_as::<_, OrderRow>(
-        r#"
-        select e.pedido_id, e.posicao, e.id, e.versao, payload_da_regra(e.payload), e.ocorrido_em,
-               e.xid_insercao::text, c.valor_centavos, c.versao_evento
-        from evento_arquivado e
-        left join comissao c on c.pedido_id = e.pedido_id
-        where e.tipo = $3
-          and e.pedido_id in (select d.pedido_id from evento_arquivado d
-                              where d.tipo = $3 and d.ocorrido_em >= $1 and d.ocorrido_em < $2)
-        order by e.pedido_id, e.versao desc, e.posicao desc
-        "#,
-    )
-    .bind(from)
-    .bind(to)
-    .bind(tipo)
-    .fetch(conn)
-    .map(|row| {
-        let (pedido_id, posicao, id, versao, payload, ocorrido_em, xid, valor, versao_evento) =
-            row?;
-        Ok(OrderEvent {
-            event: into_event((
-                posicao,
-                id,
-                tipo.to_string(),
-                pedido_id,
-                versao,
-                payload,
-                ocorrido_em,
-            )),
-            xid: parse_xid(&xid)?,
-            row: valor.zip(versao_evento),
+    sqlx::query_as::<_, OrderRow>(ORDERS_SQL)
+        .bind(from)
+        .bind(to)
+        .bind(tipo)
+        .fetch(conn)
+        .map(|row| {
+            let (pedido_id, posicao, id, versao, payload, ocorrido_em, xid, valor, versao_evento) =
+                row?;
+            Ok(OrderEvent {
+                event: into_event((
+                    posicao,
+                    id,
+                    tipo.to_string(),
+                    pedido_id,
+                    versao,
+                    payload,
+                    ocorrido_em,
+                )),
+                xid: parse_xid(&xid)?,
+                row: valor.zip(versao_evento),
+            })
         })
-    })
-    .boxed()
+        .boxed()
 }
 
 type RangeRow = (
@@ -105,18 +109,8 @@ type RangeRow = (
     bool,
 );
 
-/// Every event in `[from, to)`, in no particular order, beside the ledger row of its key
-/// `'<evento_id>:<effect_type>'` when it is of a `handled` type (no key is looked up without an
-/// effect type). One join, so the planner may hash the ledger instead of probing it per event.
-pub fn events<'c>(
-    conn: &'c mut PgConnection,
-    handled: &'c [String],
-    effect_type: Option<&'c str>,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-) -> BoxStream<'c, Result<RangeEvent, sqlx::Error>> {
-    sqlx::query_as::<_, RangeRow>(
-        r#"
+/// The statement of [`events`]: only the range's months of a partitioned archive.
+pub const EVENTS_SQL: &str = r#"
         select e.posicao, e.id, e.tipo, e.pedido_id, e.versao,
                case when $4::text is not null and e.tipo = any($3)
                          and (l.chave is null or l.estado = 'incerto')
@@ -128,25 +122,46 @@ pub fn events<'c>(
         left join efeito_aplicado l
           on $4::text is not null and e.tipo = any($3) and l.chave = e.id || ':' || $4::text
         where e.ocorrido_em >= $1 and e.ocorrido_em < $2
-        "#,
-    )
-    .bind(from)
-    .bind(to)
-    .bind(handled)
-    .bind(effect_type)
-    .fetch(conn)
-    .map(move |row| {
-        let (posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, xid, missing, uncertain) =
-            row?;
-        let handled_type = handled.contains(&tipo);
-        Ok(RangeEvent {
-            event: into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)),
-            xid: parse_xid(&xid)?,
-            effect_missing: missing && handled_type,
-            effect_uncertain: uncertain && handled_type,
+        "#;
+
+/// Every event in `[from, to)`, in no particular order, beside the ledger row of its key
+/// `'<evento_id>:<effect_type>'` when it is of a `handled` type (no key is looked up without an
+/// effect type). One join, so the planner may hash the ledger instead of probing it per event.
+pub fn events<'c>(
+    conn: &'c mut PgConnection,
+    handled: &'c [String],
+    effect_type: Option<&'c str>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> BoxStream<'c, Result<RangeEvent, sqlx::Error>> {
+    sqlx::query_as::<_, RangeRow>(EVENTS_SQL)
+        .bind(from)
+        .bind(to)
+        .bind(handled)
+        .bind(effect_type)
+        .fetch(conn)
+        .map(move |row| {
+            let (
+                posicao,
+                id,
+                tipo,
+                pedido_id,
+                versao,
+                payload,
+                ocorrido_em,
+                xid,
+                missing,
+                uncertain,
+            ) = row?;
+            let handled_type = handled.contains(&tipo);
+            Ok(RangeEvent {
+                event: into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)),
+                xid: parse_xid(&xid)?,
+                effect_missing: missing && handled_type,
+                effect_uncertain: uncertain && handled_type,
+            })
         })
-    })
-    .boxed()
+        .boxed()
 }
 
 /// A `comissao` row that no archived `tipo` event accounts for.
