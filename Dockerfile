@@ -13,18 +13,19 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 # Dependencies first, so editing the sources does not rebuild them.
 COPY Cargo.toml Cargo.lock ./
+# The workspace's other members (test rigs, the demo's program) are not built, but cargo reads
+# their manifests.
 COPY testkit/Cargo.toml testkit/
-RUN mkdir -p src testkit/src && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs testkit/src/lib.rs \
+COPY demo/Cargo.toml demo/
+RUN mkdir -p src testkit/src demo/src && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs testkit/src/lib.rs && echo 'fn main() {}' > demo/src/main.rs \
     && cargo build --release --locked --bin replay-ledger \
-    && rm -rf src testkit/src
-# testkit: the demo's throwaway cluster, loopback webhook and generated archive.
-COPY testkit testkit
+    && rm -rf src
 COPY src src
 COPY migrations migrations
 COPY jobs jobs
 # touch: make cargo see the real sources as newer than the placeholder build.
-RUN touch src/main.rs src/lib.rs testkit/src/lib.rs \
+RUN touch src/main.rs src/lib.rs \
     && cargo build --release --locked --bin replay-ledger
 
 # --- runtime ---

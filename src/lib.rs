@@ -12,7 +12,6 @@
 //!     one order's story.
 //!   - [`edges::metrics`] — `/metrics` (Prometheus) and `/healthz` of the daemons.
 //!   - [`edges::http_server`] — serves a router with bounded connections and timeouts.
-//!   - [`edges::demo`] — the end-to-end story on a throwaway database.
 //! - [`services`] — the loops that run, to an end or until stopped:
 //!   - [`services::runner`] — a replay's batch loop: checkpoint, batch, apply, advance.
 //!   - [`services::consumer`] — the live consumer, through the same applier.

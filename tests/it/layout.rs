@@ -253,3 +253,32 @@ fn the_product_has_no_unsafe_code_and_no_libc() {
         "the product's Cargo.toml names libc"
     );
 }
+
+#[test]
+fn the_product_links_no_test_rig() {
+    for (module, text) in modules() {
+        assert!(
+            !text.contains("testkit::"),
+            "{} uses the test rigs (testkit): the product must not link them",
+            module.join("::")
+        );
+    }
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .expect("read Cargo.toml");
+    let dependencies: Vec<&str> = manifest
+        .split("\n[dependencies]\n")
+        .nth(1)
+        .expect("a [dependencies] table")
+        .lines()
+        .take_while(|l| !l.starts_with('['))
+        .collect();
+    assert!(
+        dependencies.len() > 10,
+        "the table was read: {dependencies:?}"
+    );
+    assert!(
+        !dependencies.iter().any(|l| l.contains("testkit")),
+        "the product's [dependencies] name the test rigs: {dependencies:#?}"
+    );
+}

@@ -526,6 +526,28 @@ fn demo(database_url: Option<&str>, cwd: &Path) -> tokio::process::Command {
     cmd
 }
 
+/// A build of the product alone has no demo program beside it: `demo` says how to run it (exit 2)
+/// instead of failing obscurely.
+#[tokio::test]
+async fn demo_from_a_binary_without_the_demo_program_beside_it_says_how_to_run_it() {
+    let alone = tempfile::tempdir().unwrap();
+    let product = alone.path().join("replay-ledger");
+    std::fs::copy(bin(), &product).unwrap();
+    let mut cmd = tokio::process::Command::new(&product);
+    cmd.args(["demo", "--events", "1000"])
+        .current_dir(alone.path())
+        .kill_on_drop(true);
+
+    let output = output_of(cmd, "demo").await;
+
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("cargo run --release -p replay-ledger-demo"),
+        "{output:?}"
+    );
+}
+
 #[tokio::test]
 async fn demo_on_the_shared_server_exits_0_and_every_check_holds() {
     let cwd = tempfile::tempdir().unwrap();

@@ -259,6 +259,8 @@ pub enum Command {
     /// The whole story end to end: an archive of 2026-10-14 with the commission bug, a
     /// simulation, the real run, and a second run that sends nothing. Uses a scratch database on
     /// DATABASE_URL's server when set, else a throwaway cluster from the local PostgreSQL binaries.
+    /// Runs the demo's own program, `replay-ledger-demo`, built beside this one from the
+    /// repository's workspace (`cargo run --release -p replay-ledger-demo` runs it directly).
     Demo {
         /// Events to generate.
         #[arg(long, default_value_t = 10_000)]

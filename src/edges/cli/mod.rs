@@ -11,7 +11,7 @@ use clap::Parser;
 use sqlx::PgPool;
 
 use crate::config::{self, ConfigErrors};
-use crate::{edges::demo, tables::db};
+use crate::tables::db;
 
 pub use args::{Cli, Command, ReviewAction};
 use daemons::{consume, run, serve, sweep_stale_after, RunHow};
@@ -20,6 +20,7 @@ pub use exit::{Class, Failure, Outcome};
 mod args;
 mod console;
 mod daemons;
+mod demo;
 mod exit;
 mod explain;
 mod failure;
@@ -113,7 +114,9 @@ fn tell(err: &anyhow::Error, duty: &roles::Duty, role: Option<&str>) {
     }
 }
 
-fn init_tracing() {
+/// Logs to stderr as the binary does: `RUST_LOG` (default `info`), plain lines with every field
+/// inert, or JSON with `LOG_FORMAT=json`. Public for the demo's program, which logs the same way.
+pub fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("RUST_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn"));
@@ -202,14 +205,11 @@ async fn dispatch(cli: Cli) -> Outcome {
             events,
             console,
             console_addr,
-        } => demo::run(
+        } => demo::hand_over(
             cli.database_url.as_deref(),
             *events,
             console.then_some(*console_addr),
-        )
-        .await?
-        .then_some(())
-        .ok_or(Failure::said(Class::Failed)),
+        ),
         Command::Serve {
             metrics_addr,
             metrics_max_connections,

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use sqlx::PgPool;
 
-use crate::edges::console::{self, accounts, Console, ConsoleConfig, Role};
-use crate::shared::shutdown;
+use replay_ledger::edges::console::{self, accounts, Console, ConsoleConfig, Role};
+use replay_ledger::shared::shutdown;
 
 /// The demo's accounts: who, with which role.
 const ACCOUNTS: [(&str, Role); 2] = [
@@ -24,10 +24,10 @@ pub(super) async fn serve(url: &str, addr: SocketAddr) -> anyhow::Result<()> {
             "demo --console serves on loopback only (its cookies are not Secure): {addr}"
         );
     }
-    let pool = crate::tables::db::connect(url, "console")
+    let pool = replay_ledger::tables::db::connect(url, "console")
         .await
         .context("connecting the console")?;
-    let jobs = super::people::leave_for_people(&pool, url).await?;
+    let jobs = crate::people::leave_for_people(&pool, url).await?;
     let mut passwords = Vec::new();
     for (email, role) in ACCOUNTS {
         let password = accounts::generated_password();

@@ -9,10 +9,10 @@ use anyhow::Context;
 use sqlx::PgPool;
 use testkit::sink::{Behavior, Sink, SinkConfig};
 
-use super::{execute, EFFECTS_YAML, REPLAY_YAML};
-use crate::config::{self, Job};
-use crate::domain::{effect_key, NOTIFY_SELLER};
-use crate::engine::effects::Effects;
+use crate::{execute, EFFECTS_YAML, REPLAY_YAML};
+use replay_ledger::config::{self, Job};
+use replay_ledger::domain::{effect_key, NOTIFY_SELLER};
+use replay_ledger::engine::effects::Effects;
 
 /// The day after the incident, gated: its real run waits for an approved simulation.
 const GATED_YAML: &str = "\
@@ -90,7 +90,7 @@ pub(super) async fn leave_for_people(
         before
             .summary
             .effects
-            .get(&crate::shared::summary::EffectOutcome::Uncertain)
+            .get(&replay_ledger::shared::summary::EffectOutcome::Uncertain)
             .copied()
             .unwrap_or(0)
     );

@@ -1,4 +1,5 @@
-//! `replay-ledger demo`: the story of DESIGN.md end to end, on a database of its own. An archive
+//! `replay-ledger-demo` (what `replay-ledger demo` runs): the whole story end to end, on a
+//! database of its own. An archive
 //! of 2026-10-14 with the commission bug already applied and ~30 % of the seller notifications
 //! missing; a loopback webhook that records every key; then a simulation, the real run, and a
 //! second real run that sends nothing. It checks what it shows and exits 1 if a check fails.
@@ -18,17 +19,59 @@ use testkit::archive::{self, DemoDay};
 use testkit::pgtemp::TempCluster;
 use testkit::sink::{Behavior, Sink, SinkConfig};
 
-use crate::config::{self, JobKind};
-use crate::domain::{self, effect_key, NOTIFY_SELLER};
-use crate::engine::effects::Effects;
-use crate::engine::plan::{Asked, Plan};
-use crate::services::runner::{self, RunReport, RunnerConfig};
-use crate::shared::shutdown::Shutdown;
-use crate::shared::summary::StateOutcome;
-use crate::{shared::money, tables::db};
+use replay_ledger::config::{self, JobKind};
+use replay_ledger::domain::{self, effect_key, NOTIFY_SELLER};
+use replay_ledger::engine::effects::Effects;
+use replay_ledger::engine::plan::{Asked, Plan};
+use replay_ledger::services::runner::{self, RunReport, RunnerConfig};
+use replay_ledger::shared::shutdown::Shutdown;
+use replay_ledger::shared::summary::StateOutcome;
+use replay_ledger::{shared::money, tables::db};
 
-const EFFECTS_YAML: &str = include_str!("../../../jobs/effects.yaml");
-const REPLAY_YAML: &str = include_str!("../../../jobs/replay-2026-10-14.yaml");
+/// The demo's command line: the options of `replay-ledger demo`, which hands them over as is.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "replay-ledger-demo",
+    version,
+    about = "The whole story end to end on a throwaway database: an archived day with the commission bug, a simulation, the real run, a second run that sends nothing. Uses DATABASE_URL when set (a scratch database on that server, dropped after), else a throwaway cluster from the local PostgreSQL binaries."
+)]
+struct Args {
+    /// A server to make the scratch database on (else a throwaway cluster).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Events to generate.
+    #[arg(long, default_value_t = 10_000)]
+    events: u32,
+    /// Then keep the scratch database and serve the web console over it on loopback, with a
+    /// finance and an operator account printed, until Ctrl-C.
+    #[arg(long)]
+    console: bool,
+    /// Where `--console` listens (a busy port falls back to a free one).
+    #[arg(long, default_value = "127.0.0.1:9188")]
+    console_addr: std::net::SocketAddr,
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    use clap::Parser;
+    let args = Args::parse();
+    replay_ledger::edges::cli::init_tracing();
+    let console_addr = args.console.then_some(args.console_addr);
+    match run(args.database_url.as_deref(), args.events, console_addr).await {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::from(1),
+        Err(err) => {
+            eprintln!(
+                "error: {}",
+                replay_ledger::shared::text::inert(&format!("{err:#}"))
+            );
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+const EFFECTS_YAML: &str = include_str!("../../jobs/effects.yaml");
+const REPLAY_YAML: &str = include_str!("../../jobs/replay-2026-10-14.yaml");
 
 /// Where the demo's data lives, and how to clean it up.
 enum Scratch {
@@ -41,7 +84,7 @@ enum Scratch {
 
 /// Runs the story on a scratch database; whether every check held. With `console`, the console
 /// then serves that database at the address until a stop signal.
-pub async fn run(
+async fn run(
     database_url: Option<&str>,
     events: u32,
     console: Option<std::net::SocketAddr>,
@@ -442,7 +485,7 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::*;
 
     #[test]
     fn the_generator_writes_the_event_type_the_product_handles() {
