@@ -54,6 +54,22 @@ impl EffectError {
         matches!(self.class(), CONNECT | BREAKER)
     }
 
+    /// What a failed call leaves behind, decided in one place for a replay's batch, the live
+    /// consumer and a sweeper's resend: released for a later try when the call provably sent
+    /// nothing (whatever the policy: it cannot have been performed, so it needs no person), else
+    /// what the type's `on_failure` says (`keep`: a person decides, or the sweeper retakes a key
+    /// its provider deduplicates).
+    pub fn release_or_keep(
+        &self,
+        on_failure: crate::config::OnFailure,
+    ) -> crate::config::OnFailure {
+        if self.sent_nothing() {
+            crate::config::OnFailure::Release
+        } else {
+            on_failure
+        }
+    }
+
     pub fn is_retryable(&self) -> bool {
         matches!(self, EffectError::Retryable { .. })
     }

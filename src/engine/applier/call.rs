@@ -350,8 +350,9 @@ pub(super) async fn reserve_call_once(
         Err(err) => {
             let class = err.class().to_string();
             let tries = [Attempt::new(queued.key, started, Some(class.clone()))];
-            if err.sent_nothing() {
-                // Refused before a byte was sent (or never called): provably not performed.
+            // One call, so `keep` unless it provably sent nothing; what keeping means depends
+            // on whether the provider deduplicates.
+            if err.release_or_keep(OnFailure::Keep) == OnFailure::Release {
                 db::retry("release", PERSISTENT, || {
                     ledger::release(pool, claim, &keys, &tries)
                 })

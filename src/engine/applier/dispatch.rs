@@ -266,13 +266,7 @@ impl Collected {
             Ended::Failed(err, tries) => {
                 summary.calls_retried += tries.len().saturating_sub(1) as u64;
                 self.failed_attempts.extend(tries);
-                // A call that provably sent nothing is released whatever the policy: it cannot
-                // have been performed, so it needs no human review.
-                let on_failure = match err.sent_nothing() {
-                    true => OnFailure::Release,
-                    false => task.policy.on_failure,
-                };
-                match on_failure {
+                match err.release_or_keep(task.policy.on_failure) {
                     OnFailure::Keep => {
                         tracing::warn!(key = %task.key, class = err.class(), "effect failed with unknown outcome: incerto");
                         self.to_uncertain.push(task.key.clone());
