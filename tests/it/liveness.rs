@@ -74,7 +74,7 @@ fn spawn_workers(url: &str, jobs: &std::path::Path) -> tokio::process::Child {
 }
 
 /// `url` with its port replaced by the proxy's.
-fn through(url: &str, proxy: &testkit::proxy::Proxy) -> String {
+pub(crate) fn through(url: &str, proxy: &testkit::proxy::Proxy) -> String {
     let mut url = url::Url::parse(url).expect("the test database's URL");
     url.set_port(Some(proxy.addr().port())).expect("a port");
     url.to_string()
@@ -82,7 +82,7 @@ fn through(url: &str, proxy: &testkit::proxy::Proxy) -> String {
 
 /// What the cut process could change: the ledger, `comissao`, the checkpoints, the executions'
 /// states and figures, the ownership epochs.
-async fn everything(pool: &sqlx::PgPool) -> Vec<String> {
+pub(crate) async fn everything(pool: &sqlx::PgPool) -> Vec<String> {
     let mut all = Vec::new();
     for (table, key) in [
         ("efeito_aplicado", "chave"),
