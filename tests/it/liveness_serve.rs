@@ -111,3 +111,39 @@ async fn a_serve_cut_off_mid_fire_lets_another_serve_fire_the_job_and_changes_no
         .collect();
     assert!(twice.is_empty(), "keys sent twice: {twice:?}");
 }
+
+/// A sweep pass under a lock whose lease lapsed (its holder could not reach the database in
+/// time) makes no call: another serve may be sweeping the same rows.
+#[tokio::test]
+async fn a_sweep_under_a_lapsed_lease_makes_no_call_and_says_why() {
+    use replay_ledger::services::sweeper::{SweepError, Sweeper, SweeperConfig};
+    use replay_ledger::tables::execution::Lease;
+    let db = TestDb::new().await;
+    let events = paid_orders(20);
+    insert(&db.pool, &events).await;
+    for event in &events {
+        abandon_stale_reservation(&db.pool, event).await;
+    }
+    let provider = sink(dedup()).await;
+    let jobs = jobs_dir(&provider.url(), &JobSpec::default());
+    let catalog = replay_ledger::config::load_effects(&jobs.path().join("effects.yaml"))
+        .expect("effects.yaml loads");
+    let effects =
+        replay_ledger::engine::effects::Effects::from_catalog(&catalog).expect("providers");
+    let lapsed = Lease::new(
+        Duration::from_secs(1),
+        Instant::now() - Duration::from_secs(5),
+    );
+    let sweeper = Sweeper::new(db.pool.clone(), effects, SweeperConfig::default())
+        .expect("a valid sweeper")
+        .under_lease(lapsed);
+
+    let swept = sweeper.run_once().await;
+
+    assert!(matches!(swept, Err(SweepError::LeaseLapsed)), "{swept:?}");
+    assert_eq!(provider.request_count(), 0, "no call");
+    assert_eq!(
+        keys_in_state(&db.pool, "reservado").await.len(),
+        events.len()
+    );
+}

@@ -93,6 +93,11 @@ impl JobLock {
             .unwrap_or(Err(JobLockError::Timeout(limit)))
     }
 
+    /// The lease this lock confirms: whoever acts for the job under it asks it first.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
     /// Whether this holder stopped acting for the job: it could not confirm its lease in time.
     pub fn lapsed(&self) -> bool {
         self.lease.lapsed()
