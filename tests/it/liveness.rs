@@ -74,7 +74,7 @@ fn spawn_workers(url: &str, jobs: &std::path::Path) -> tokio::process::Child {
 }
 
 /// `url` with its port replaced by the proxy's.
-fn through(url: &str, proxy: &testkit::proxy::Proxy) -> String {
+pub(crate) fn through(url: &str, proxy: &testkit::proxy::Proxy) -> String {
     let mut url = url::Url::parse(url).expect("the test database's URL");
     url.set_port(Some(proxy.addr().port())).expect("a port");
     url.to_string()
@@ -82,7 +82,7 @@ fn through(url: &str, proxy: &testkit::proxy::Proxy) -> String {
 
 /// What the cut process could change: the ledger, `comissao`, the checkpoints, the executions'
 /// states and figures, the ownership epochs.
-async fn everything(pool: &sqlx::PgPool) -> Vec<String> {
+pub(crate) async fn everything(pool: &sqlx::PgPool) -> Vec<String> {
     let mut all = Vec::new();
     for (table, key) in [
         ("efeito_aplicado", "chave"),
@@ -295,4 +295,91 @@ async fn a_run_cut_by_statement_timeout_says_so_and_keeps_its_checkpoint() {
 
     assert_exits_saying(&out, 1, "statement_timeout");
     assert_exits_saying(&out, 1, "the checkpoint is kept");
+}
+
+/// Whether `key`'s owner last confirmed its lease more than `secs` ago, by the database's clock.
+async fn unconfirmed_for(pool: &sqlx::PgPool, key: &str, secs: i64) -> bool {
+    sqlx::query_scalar(
+        "select coalesce(bool_and(confirmado_em < now() - make_interval(secs => $2)), false) from reprocessamento_arrendamento where execucao_id = $1",
+    )
+    .bind(key)
+    .bind(secs as f64)
+    .fetch_one(pool)
+    .await
+    .expect("read the lease")
+}
+
+/// A `run` started while the execution's holder is cut off (and has not confirmed its lease for
+/// twice the lease) ends the holder's sessions and runs the execution itself, instead of saying
+/// it is "already being run" by a process that has stopped.
+#[tokio::test]
+async fn a_run_started_while_the_holder_is_cut_off_takes_the_execution_over_at_once() {
+    let db = TestDb::new().await;
+    let events = paid_orders(EVENTS);
+    insert(&db.pool, &events).await;
+    let provider = sink(testkit::sink::Behavior {
+        delay: std::time::Duration::from_millis(10),
+        ..testkit::sink::Behavior::default()
+    })
+    .await;
+    let spec = JobSpec {
+        extra: String::new(),
+        ..cut_spec()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    let parsed = url::Url::parse(&db.url).expect("the test database's URL");
+    let server =
+        tokio::net::lookup_host((parsed.host_str().unwrap(), parsed.port().unwrap_or(5432)))
+            .await
+            .expect("the server's address")
+            .next()
+            .expect("an address");
+    let proxy = testkit::proxy::Proxy::start(server).await.expect("a proxy");
+    let cut_one = command(&through(&db.url, &proxy), jobs.path())
+        .env("REPLAY_LEDGER_LEASE", "3s")
+        .args(["run", JOB])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the first run");
+    wait_until("the first run is mid-window", || async {
+        provider.request_count() >= (EVENTS / 10) as usize
+    })
+    .await;
+
+    proxy.cut();
+    wait_until("its lease went unconfirmed for twice the lease", || {
+        unconfirmed_for(&db.pool, JOB, 6)
+    })
+    .await;
+    let mut second = command(&db.url, jobs.path());
+    second.env("REPLAY_LEDGER_LEASE", "3s").args(["run", JOB]);
+    let second = output_of(second, "the second run").await;
+    proxy.resume();
+    let cut_one = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        cut_one.wait_with_output(),
+    )
+    .await
+    .expect("the cut run exits within 60 s of the network's return")
+    .expect("wait for the cut run");
+
+    assert_success(&second, "the run started while the holder was cut off");
+    assert_eq!(
+        execution_state(&db.pool, JOB).await.as_deref(),
+        Some("concluida")
+    );
+    assert_eq!(cut_one.status.code(), Some(1), "{}", stderr(&cut_one));
+    assert!(
+        stderr(&cut_one).contains("taken over"),
+        "{}",
+        stderr(&cut_one)
+    );
+    let twice: Vec<_> = provider
+        .deliveries()
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    assert!(twice.is_empty(), "keys sent twice: {twice:?}");
 }

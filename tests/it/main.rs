@@ -23,6 +23,8 @@ mod http_server;
 mod layout;
 mod ledger;
 mod liveness;
+mod liveness_serve;
+mod named_causes;
 mod operations;
 mod operator;
 mod outage;

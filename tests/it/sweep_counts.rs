@@ -53,3 +53,77 @@ async fn two_sweeps_racing_on_the_same_stale_rows_print_counts_that_add_up_to_th
     assert_eq!(uncertain, ROWS as u64, "every stale row moved");
     assert_eq!(moved(&a) + moved(&b), uncertain, "each row counted once");
 }
+
+/// Waits until a session of the process `pid` waits for a row lock.
+async fn waits_for_a_row_lock(pool: &sqlx::PgPool, pid: u32) -> bool {
+    sqlx::query_scalar(
+        r#"
+        select exists (select 1 from pg_stat_activity
+                       where application_name like '% ' || $1 and wait_event_type = 'Lock')
+        "#,
+    )
+    .bind(format!("%:{pid}"))
+    .fetch_one(pool)
+    .await
+    .expect("read pg_stat_activity")
+}
+
+/// The race of issue 33 made real: a sweep frozen (SIGSTOP) in the middle of its pass — its
+/// UPDATE of a page held up by a row lock, then let through while it is frozen — is resumed only
+/// after a second sweep finished the rest. Each prints only the rows its own statements changed.
+#[tokio::test]
+async fn a_sweep_frozen_mid_pass_and_resumed_after_another_counts_only_its_own_rows() {
+    use nix::sys::signal::Signal;
+    let db = TestDb::new().await;
+    let spec = JobSpec {
+        idempotent: false,
+        on_failure: "keep",
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir("http://127.0.0.1:9/", &spec);
+    stale_rows(&db.pool).await;
+    // A row of the third page (pages of 500 in `chave` order): the first sweep stops on it.
+    let mut blocker = db.pool.begin().await.expect("a transaction");
+    sqlx::query(
+        "select 1 from efeito_aplicado where chave = (select chave from efeito_aplicado order by chave offset 1200 limit 1) for update",
+    )
+    .execute(&mut *blocker)
+    .await
+    .expect("lock a row of the third page");
+    let first = command(&db.url, jobs.path())
+        .arg("sweep")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the first sweep");
+    let pid = first.id().expect("its pid");
+    wait_until("the first sweep waits on the locked row", || {
+        waits_for_a_row_lock(&db.pool, pid)
+    })
+    .await;
+
+    send_signal(&first, Signal::SIGSTOP);
+    blocker.rollback().await.expect("let its statement through");
+    let second = run_bin_within(&db.url, jobs.path(), &["sweep"]).await;
+    send_signal(&first, Signal::SIGCONT);
+    let first = finish(first, "the first sweep").await;
+
+    assert_success(&first, "the first sweep");
+    assert_success(&second, "the second sweep");
+    eprintln!(
+        "frozen sweep: moved to incerto {}; the other: {}",
+        moved(&first),
+        moved(&second)
+    );
+    let uncertain = keys_in_state(&db.pool, "incerto").await.len() as u64;
+    assert_eq!(uncertain, ROWS as u64, "every stale row moved");
+    assert!(
+        moved(&first) >= 1000,
+        "the first sweep moved its first pages"
+    );
+    assert_eq!(
+        moved(&first) + moved(&second),
+        uncertain,
+        "each row counted once"
+    );
+}

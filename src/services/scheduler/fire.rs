@@ -22,7 +22,7 @@ use crate::services::sweeper::{Sweeper, SweeperConfig};
 use crate::shared::shutdown::Shutdown;
 use crate::shared::summary::Summary;
 use crate::tables::execution::State;
-use crate::tables::execution::{self, LockError};
+use crate::tables::execution::{self, Lease, LockError};
 
 /// A job the scheduler fires, with its parsed schedule.
 pub(super) struct Scheduled {
@@ -141,7 +141,7 @@ impl Shared {
         match &job.kind {
             JobKind::Replay(replay) => self.fire_replay(job, replay, at).await,
             JobKind::Sweep(sweep) => {
-                self.fire_sweep(job, sweep).await;
+                self.fire_sweep(job, sweep, lock.lease()).await;
             }
             JobKind::Report(report_job) => {
                 let started = Utc::now();
@@ -369,14 +369,20 @@ impl Shared {
     }
 
     /// A sweep fire: one sweeper pass. Returns whether it ran, and its counts or why not.
-    pub(super) async fn fire_sweep(&self, job: &Job, sweep: &SweepJob) -> (bool, String) {
+    /// A sweep fire: one pass, making no new call once the lease of the job's lock lapsed.
+    pub(super) async fn fire_sweep(
+        &self,
+        job: &Job,
+        sweep: &SweepJob,
+        lease: &Lease,
+    ) -> (bool, String) {
         let started = Utc::now();
         let config = SweeperConfig {
             stale_after: sweep.stale_after,
             ..SweeperConfig::default()
         };
         let result = match Sweeper::new(self.pool.clone(), self.effects.clone(), config) {
-            Ok(sweeper) => sweeper.run_once().await,
+            Ok(sweeper) => sweeper.under_lease(lease.clone()).run_once().await,
             Err(e) => Err(e),
         };
         match &result {

@@ -18,7 +18,7 @@ use crate::config::{Job, JobKind};
 use crate::engine::plan::Plan;
 use crate::services::counters::RunOutcome;
 use crate::shared::text::inert;
-use crate::tables::execution::{self, Mode, State};
+use crate::tables::execution::{self, Lease, Mode, State};
 use crate::tables::requests::{self, Action, Request, RequestState};
 
 /// How often pending requests are looked for.
@@ -143,18 +143,25 @@ async fn carry_out(shared: &Shared, request: &Request) -> (RequestState, String)
                 ))
             }
         };
-    let ended = by_kind(shared, job, request).await;
+    let ended = by_kind(shared, job, request, lock.lease()).await;
     lock.release().await;
     ended
 }
 
 /// What the request's action does with a job of this kind.
-async fn by_kind(shared: &Shared, job: &Job, request: &Request) -> (RequestState, String) {
+async fn by_kind(
+    shared: &Shared,
+    job: &Job,
+    request: &Request,
+    lease: &Lease,
+) -> (RequestState, String) {
     match (request.action, &job.kind) {
-        (Action::Sweep, JobKind::Sweep(sweep)) => match shared.fire_sweep(job, sweep).await {
-            (true, counts) => (RequestState::Done, format!("varredura feita: {counts}")),
-            (false, why) => failed(format!("a varredura falhou: {why}")),
-        },
+        (Action::Sweep, JobKind::Sweep(sweep)) => {
+            match shared.fire_sweep(job, sweep, lease).await {
+                (true, counts) => (RequestState::Done, format!("varredura feita: {counts}")),
+                (false, why) => failed(format!("a varredura falhou: {why}")),
+            }
+        }
         (Action::Start | Action::Resume, JobKind::Replay(_)) => {
             match plan(shared, job, request).await {
                 Ok(plan) => {

@@ -21,6 +21,7 @@ use crate::domain;
 use crate::engine::effects::{Effect, Effects};
 use crate::tables::archive;
 use crate::tables::db::{self, Backoff};
+use crate::tables::execution::Lease;
 use crate::tables::ledger::{self, Attempt, Claim, Reason, StaleRow, Why};
 
 mod resend;
@@ -98,6 +99,9 @@ pub struct Sweeper {
     pool: PgPool,
     effects: Effects,
     config: SweeperConfig,
+    /// The lease of the lock a pass runs under (a `serve` fire holds its job's lock): once it
+    /// lapsed, the pass makes no new call ([`Sweeper::under_lease`]).
+    lease: Option<Lease>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +110,10 @@ pub enum SweepError {
     Config(String),
     #[error("database: {0}")]
     Database(#[from] sqlx::Error),
+    /// The lease of the lock the pass ran under lapsed (the database could not be reached in
+    /// time): another process may sweep now, so this one stopped before its next page.
+    #[error("the sweep stopped before its next page: the lease of its job's lock lapsed (the database did not confirm it in time); another serve may sweep meanwhile")]
+    LeaseLapsed,
 }
 
 impl Sweeper {
@@ -115,7 +123,23 @@ impl Sweeper {
             pool,
             effects,
             config,
+            lease: None,
         })
+    }
+
+    /// Runs its passes under `lease`: a page starts only while it is alive, so a holder cut off
+    /// from the database makes no new call (calls in flight finish under their claim).
+    pub fn under_lease(mut self, lease: Lease) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// [`SweepError::LeaseLapsed`] once the lease it runs under lapsed.
+    fn still_leased(&self) -> Result<(), SweepError> {
+        match &self.lease {
+            Some(lease) if lease.lapsed() => Err(SweepError::LeaseLapsed),
+            _ => Ok(()),
+        }
     }
 
     /// One pass over every stale reservation, page by page, until a short page; then every key
@@ -141,6 +165,7 @@ impl Sweeper {
     async fn sweep_stale(&self, outcome: &mut SweepOutcome) -> Result<(), SweepError> {
         let backoff = Backoff::default();
         loop {
+            self.still_leased()?;
             let page = db::retry("stale page", backoff, || {
                 ledger::stale_page(&self.pool, self.config.stale_after, self.config.page)
             })

@@ -21,6 +21,7 @@ impl Sweeper {
         let claim = Claim::new(self.config.execution_id.clone());
         let types = self.effects.types();
         loop {
+            self.still_leased()?;
             let page = db::retry("queued page", Backoff::default(), || {
                 ledger::queued_page(&self.pool, &types, self.config.page)
             })

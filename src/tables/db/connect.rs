@@ -7,7 +7,10 @@
 //!
 //! Every message names the server as `host:port/database`, never the user's password.
 
+use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -149,11 +152,18 @@ fn database_of(options: &PgConnectOptions) -> String {
         .to_string()
 }
 
-/// A pool sized for one worker process, connecting when first used.
+/// A pool sized for one worker process, connecting when first used. Its server is watched, so
+/// that its timeouts can be explained ([`cause_for`]).
 pub fn pool_for(options: PgConnectOptions) -> PgPool {
+    watch(&options);
+    let reached = options.clone();
     PgPoolOptions::new()
         .max_connections(10)
         .acquire_timeout(Duration::from_secs(10))
+        .after_connect(move |_, _| {
+            seen(&reached);
+            Box::pin(async { Ok(()) })
+        })
         .connect_lazy_with(options)
 }
 
@@ -188,7 +198,10 @@ pub async fn connect_waiting(
     let mut said: Option<(Cause, Instant)> = None;
     loop {
         let cause = match attempt(&options).await {
-            Ok(()) => return Ok(pool_for(options)),
+            Ok(()) => {
+                seen(&options);
+                return Ok(pool_for(options));
+            }
             Err(cause) => cause,
         };
         let left = wait.saturating_sub(started.elapsed());
@@ -277,12 +290,122 @@ fn classify(err: &sqlx::Error, options: &PgConnectOptions, addr: &str) -> Cause 
                     message,
                 },
                 "3D000" => Cause::NoDatabase(inert(&database_of(options))),
-                "57P01" | "57P02" | "57P03" | "53300" => Cause::NotAccepting(message),
+                "57P01" | "57P02" | "57P03" | "53300" => {
+                    Cause::NotAccepting(format!("{message}; SQLSTATE {code}"))
+                }
                 c if c.starts_with("08") => Cause::Network(message),
                 _ => Cause::Other(format!("{message} (SQLSTATE {code})")),
             }
         }
         other => Cause::Other(inert(&other.to_string())),
+    }
+}
+
+// Why a pool gets no connection. sqlx's pool retries a refused connection, a server starting up
+// or in recovery (57P03) and one out of slots (53300) silently until its acquire timeout, then
+// says only "pool timed out": the cause is lost. So every pool this process builds is noted with
+// its options; when one times out, one direct attempt with the same options ([`attempt`]) finds
+// the last connect error, in the words of [`Cause`]. Tasks that ask within [`FRESH`] share one
+// attempt, so a hundred steps timing out together do not dial a hundred times.
+//
+// A server this process was connected to (a pool got a connection, or a command's first attempt
+// succeeded) that now refuses every connection has stopped. PostgreSQL does that after a full
+// `pg_wal` (a PANIC, then no restart): it stays down until someone frees space and starts it, so
+// the cause says so rather than letting an operator wait for it.
+
+/// How long one attempt's answer stands for every task that asks.
+const FRESH: Duration = Duration::from_secs(2);
+
+/// One server (and role) this process connects to.
+struct Server {
+    options: PgConnectOptions,
+    /// A connection to it succeeded once in this process.
+    seen: AtomicBool,
+    /// The last direct attempt: when, and what it found (`None`: it connected).
+    last: tokio::sync::Mutex<Option<(Instant, Option<Cause>)>>,
+}
+
+static SERVERS: LazyLock<Mutex<HashMap<String, Arc<Server>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Who and where: the role and `host:port/database`.
+fn key_of(options: &PgConnectOptions) -> String {
+    format!("{}@{}", options.get_username(), target_of(options))
+}
+
+fn server(options: &PgConnectOptions) -> Arc<Server> {
+    let mut servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    servers
+        .entry(key_of(options))
+        .or_insert_with(|| {
+            Arc::new(Server {
+                options: options.clone(),
+                seen: Default::default(),
+                last: tokio::sync::Mutex::new(None),
+            })
+        })
+        .clone()
+}
+
+/// Notes a pool's server, so that a timeout of any pool can be explained.
+fn watch(options: &PgConnectOptions) {
+    server(options);
+}
+
+/// Notes that a connection to this server succeeded.
+fn seen(options: &PgConnectOptions) {
+    server(options).seen.store(true, Ordering::Relaxed);
+}
+
+/// Why `options` gets no connection now, in words: the cause found by a direct attempt (shared
+/// for [`FRESH`]), or that the server answers again.
+pub async fn cause_for(options: &PgConnectOptions) -> String {
+    let server = server(options);
+    let mut last = server.last.lock().await;
+    let found = match &*last {
+        Some((at, found)) if at.elapsed() < FRESH => found.clone(),
+        _ => {
+            let found = attempt(&server.options).await.err();
+            *last = Some((Instant::now(), found.clone()));
+            found
+        }
+    };
+    if found.is_none() {
+        seen(options);
+    }
+    said(found, server.seen.load(Ordering::Relaxed))
+}
+
+/// [`cause_for`] every pool of this process, for a step that does not say which pool timed out
+/// (a process has one, or several on the same server): each distinct answer once.
+pub async fn cause_for_pools() -> String {
+    let servers: Vec<Arc<Server>> = {
+        let servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+        servers.values().cloned().collect()
+    };
+    let mut said: Vec<String> = Vec::new();
+    for server in servers {
+        let cause = cause_for(&server.options).await;
+        if !said.contains(&cause) {
+            said.push(cause);
+        }
+    }
+    match said.is_empty() {
+        true => "no connection within the pool's timeout".into(),
+        false => said.join("; "),
+    }
+}
+
+/// The words for what an attempt found.
+fn said(found: Option<Cause>, seen: bool) -> String {
+    match found {
+        None => "the pool timed out, though the server answers again".into(),
+        Some(cause @ Cause::Refused(_)) if seen => format!(
+            "{cause}; this process was connected to it before, so the server has stopped — \
+             after a full disk (pg_wal) PostgreSQL stops with a PANIC and stays down until \
+             space is freed and it is started by hand"
+        ),
+        Some(cause) => cause.to_string(),
     }
 }
 
@@ -352,5 +475,14 @@ mod tests {
         assert_eq!(parse_wait("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_wait("2d").is_err());
         assert!(parse_wait("soon").is_err());
+    }
+
+    #[test]
+    fn a_refused_connection_to_a_server_seen_before_says_it_stopped() {
+        let refused = Cause::Refused("db:5432".into());
+        assert!(!said(Some(refused.clone()), false).contains("stopped"));
+        let seen = said(Some(refused), true);
+        assert!(seen.contains("has stopped"), "{seen}");
+        assert!(seen.contains("started by hand"), "{seen}");
     }
 }

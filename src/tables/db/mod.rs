@@ -6,8 +6,8 @@ mod migrations;
 pub mod session;
 
 pub use connect::{
-    attempt, check_url, connect, connect_lazy, connect_waiting, parse_wait, pool_for,
-    session_options, target_of, Cause, ConnectError, ATTEMPT_LIMIT, MAX_WAIT,
+    attempt, cause_for, cause_for_pools, check_url, connect, connect_lazy, connect_waiting,
+    parse_wait, pool_for, session_options, target_of, Cause, ConnectError, ATTEMPT_LIMIT, MAX_WAIT,
 };
 
 use std::str::FromStr;
@@ -177,10 +177,10 @@ pub fn is_transient(err: &sqlx::Error) -> bool {
 static TROUBLE: std::sync::Mutex<Option<(std::time::Instant, String)>> =
     std::sync::Mutex::new(None);
 
-fn note_trouble(err: Option<&sqlx::Error>) {
+fn note_trouble(cause: Option<&str>) {
     let mut trouble = TROUBLE.lock().unwrap_or_else(|e| e.into_inner());
-    match err {
-        Some(err) => *trouble = Some((std::time::Instant::now(), describe(err))),
+    match cause {
+        Some(cause) => *trouble = Some((std::time::Instant::now(), cause.to_string())),
         None if trouble.is_some() => *trouble = None,
         None => {}
     }
@@ -205,17 +205,32 @@ where
     let mut attempt = 1;
     loop {
         let result = op().await;
-        match &result {
-            Ok(_) => note_trouble(None),
-            Err(err) if is_transient(err) => note_trouble(Some(err)),
-            Err(_) => {}
-        }
+        let cause = match &result {
+            Ok(_) => {
+                note_trouble(None);
+                None
+            }
+            Err(err) if is_transient(err) => {
+                let cause = cause_of(err).await;
+                note_trouble(Some(&cause));
+                Some(cause)
+            }
+            Err(_) => None,
+        };
         match result {
             Ok(value) => return Ok(value),
             Err(err) if is_transient(&err) && attempt < backoff.attempts => {
                 attempt += 1;
                 let pause = backoff.delay(attempt);
-                tracing::warn!(step = what, attempt, pause_ms = pause.as_millis() as u64, error = %err, "transient database failure; retrying");
+                // The pool's own words hide the cause; the server's are said with their class
+                // (`the server's disk is full (53100: …)`); any other error says its own.
+                let error = match &err {
+                    sqlx::Error::PoolTimedOut | sqlx::Error::Database(_) => {
+                        cause.unwrap_or_default()
+                    }
+                    other => other.to_string(),
+                };
+                tracing::warn!(step = what, attempt, pause_ms = pause.as_millis() as u64, %error, "transient database failure; retrying");
                 tokio::time::sleep(pause).await;
             }
             Err(err) => {
@@ -228,6 +243,15 @@ where
                 return Err(err);
             }
         }
+    }
+}
+
+/// What a transient failure says: [`describe`], or for a pool that timed out (which hides why its
+/// connection attempts failed) the last connect error of this process's pools ([`cause_for_pools`]).
+async fn cause_of(err: &sqlx::Error) -> String {
+    match err {
+        sqlx::Error::PoolTimedOut => cause_for_pools().await,
+        other => describe(other),
     }
 }
 
@@ -274,9 +298,7 @@ pub fn describe(err: &sqlx::Error) -> String {
             _ if io.to_string().contains("lookup address") => format!("unknown host ({io})"),
             _ => format!("I/O error: {io}"),
         },
-        sqlx::Error::PoolTimedOut => {
-            "no connection within the pool's timeout (the server does not answer)".into()
-        }
+        sqlx::Error::PoolTimedOut => "no connection within the pool's timeout".into(),
         sqlx::Error::PoolClosed => "the connection pool was closed".into(),
         sqlx::Error::Tls(e) => format!("TLS failed: {e}"),
         sqlx::Error::Database(db) => {
@@ -301,15 +323,12 @@ pub fn describe(err: &sqlx::Error) -> String {
 }
 
 /// Explains a lost database: the cause of `err`, or, when the pool only says that it timed out
-/// (it hides why its connection attempts failed), the cause found by one direct attempt.
+/// (it hides why its connection attempts failed), its last connect error ([`cause_for`]).
 pub async fn explain_loss(pool: &PgPool, err: &sqlx::Error) -> String {
     if !matches!(err, sqlx::Error::PoolTimedOut) {
         return describe(err);
     }
-    match attempt(&pool.connect_options()).await {
-        Ok(()) => "the pool timed out, though the server answers again".into(),
-        Err(cause) => cause.to_string(),
-    }
+    cause_for(&pool.connect_options()).await
 }
 
 #[cfg(test)]

@@ -75,57 +75,47 @@ async fn confirm_lease(conn: Arc<tokio::sync::Mutex<PgConnection>>, owner: Owner
     }
 }
 
-impl ExecutionLock {
-    /// Takes the lock or says who holds it.
-    pub async fn acquire(url: &str, key: &str, role: &str) -> Result<Self, LockError> {
-        let mut conn = PgConnection::connect_with(&crate::tables::db::options(url, role)?).await?;
-        let taken: bool = sqlx::query_scalar("select pg_try_advisory_lock($1, hashtext($2))")
-            .bind(LOCK_CLASS)
-            .bind(key)
-            .fetch_one(&mut conn)
-            .await?;
-        if taken {
-            let owner = match Owner::take(&mut conn, key, TAKE_PATIENCE).await {
-                Ok(owner) => owner,
-                // 55P03: the previous owner still holds a confirmed write open.
-                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {
-                    return Err(LockError::Held {
-                        key: key.to_string(),
-                        holder: "a process still writing under an earlier ownership epoch".into(),
-                    })
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let length = lease::configured()
-                .map_err(|e| LockError::Database(sqlx::Error::Configuration(e.into())))?;
-            let sent = Instant::now();
-            lease::confirm(&mut conn, &owner).await?;
-            let lease = Lease::new(length, sent);
-            let conn = Arc::new(tokio::sync::Mutex::new(conn));
-            let confirmer = tokio::spawn(confirm_lease(conn.clone(), owner.clone(), lease.clone()));
-            return Ok(ExecutionLock {
-                conn,
-                owner,
-                lease,
-                confirmer,
-            });
-        }
-        let holder: Option<(i32, String, Option<String>, DateTime<Utc>)> = sqlx::query_as(
-            r#"
-            select a.pid, a.application_name, a.client_addr::text, a.backend_start
-            from pg_locks l join pg_stat_activity a on a.pid = l.pid
-            where l.locktype = 'advisory' and l.granted
-              and l.classid = $1::oid and l.objid = hashtext($2)::oid and l.objsubid = 2
-            limit 1
-            "#,
-        )
+/// Takes `key`'s lock on `conn` if it is free.
+async fn try_lock(conn: &mut PgConnection, key: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("select pg_try_advisory_lock($1, hashtext($2))")
         .bind(LOCK_CLASS)
         .bind(key)
-        .fetch_optional(&mut conn)
-        .await?;
+        .fetch_one(conn)
+        .await
+}
+
+/// The session holding `key`'s lock: its pid, application name, address and start.
+async fn holder_of(
+    conn: &mut PgConnection,
+    key: &str,
+) -> Result<Option<(i32, String, Option<String>, DateTime<Utc>)>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select a.pid, a.application_name, a.client_addr::text, a.backend_start
+        from pg_locks l join pg_stat_activity a on a.pid = l.pid
+        where l.locktype = 'advisory' and l.granted
+          and l.classid = $1::oid and l.objid = hashtext($2)::oid and l.objsubid = 2
+        limit 1
+        "#,
+    )
+    .bind(LOCK_CLASS)
+    .bind(key)
+    .fetch_optional(conn)
+    .await
+}
+
+impl ExecutionLock {
+    /// Takes the lock or says who holds it. A holder that has not confirmed its lease for twice
+    /// the lease has stopped itself: its sessions are ended and the lock taken at once.
+    pub async fn acquire(url: &str, key: &str, role: &str) -> Result<Self, LockError> {
+        let mut conn = PgConnection::connect_with(&crate::tables::db::options(url, role)?).await?;
+        let length = lease::configured()
+            .map_err(|e| LockError::Database(sqlx::Error::Configuration(e.into())))?;
+        if try_lock(&mut conn, key).await? {
+            return Self::own(conn, key, length).await;
+        }
+        let holder = holder_of(&mut conn, key).await?;
         if let Some((pid, ..)) = &holder {
-            let length = lease::configured()
-                .map_err(|e| LockError::Database(sqlx::Error::Configuration(e.into())))?;
             let ended = lease::end_lapsed_holder(&mut conn, key, *pid, length).await?;
             if ended > 0 {
                 tracing::warn!(
@@ -133,6 +123,13 @@ impl ExecutionLock {
                     sessions = ended,
                     "its holder had not confirmed its lease for twice the lease: ended its sessions, the lock frees"
                 );
+                // The ended sessions let go as their backends exit: a moment.
+                for _ in 0..20 {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    if try_lock(&mut conn, key).await? {
+                        return Self::own(conn, key, length).await;
+                    }
+                }
             }
         }
         let holder = match holder {
@@ -146,6 +143,37 @@ impl ExecutionLock {
         Err(LockError::Held {
             key: key.to_string(),
             holder,
+        })
+    }
+
+    /// With the lock taken on `conn`: takes the execution's next ownership epoch and starts
+    /// confirming its lease.
+    async fn own(
+        mut conn: PgConnection,
+        key: &str,
+        length: std::time::Duration,
+    ) -> Result<Self, LockError> {
+        let owner = match Owner::take(&mut conn, key, TAKE_PATIENCE).await {
+            Ok(owner) => owner,
+            // 55P03: the previous owner still holds a confirmed write open.
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {
+                return Err(LockError::Held {
+                    key: key.to_string(),
+                    holder: "a process still writing under an earlier ownership epoch".into(),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let sent = Instant::now();
+        lease::confirm(&mut conn, &owner).await?;
+        let lease = Lease::new(length, sent);
+        let conn = Arc::new(tokio::sync::Mutex::new(conn));
+        let confirmer = tokio::spawn(confirm_lease(conn.clone(), owner.clone(), lease.clone()));
+        Ok(ExecutionLock {
+            conn,
+            owner,
+            lease,
+            confirmer,
         })
     }
 
