@@ -114,12 +114,18 @@ fn citations(text: &str) -> (Vec<Cited>, Vec<Cited>) {
     let mut numbers = Vec::new();
     let lower = text.to_ascii_lowercase();
     let line_of = |at: usize| text[..at].matches('\n').count() + 1;
-    for (at, _) in lower.match_indices("invariant") {
+    // The book's guarantees were numbered too; they are the invariants now.
+    let cited = ["invariant", "guarantee"].into_iter().flat_map(|word| {
+        lower
+            .match_indices(word)
+            .map(move |(at, _)| (at, word.len()))
+    });
+    for (at, word_len) in cited {
         let before = lower[..at].chars().next_back();
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-') {
             continue;
         }
-        let mut rest = &text[at + "invariant".len()..];
+        let mut rest = &text[at + word_len..];
         rest = rest.strip_prefix('s').unwrap_or(rest);
         let after_word = skip_gap(rest);
         if after_word.len() == rest.len() && !rest.starts_with(char::is_whitespace) {
@@ -130,7 +136,8 @@ fn citations(text: &str) -> (Vec<Cited>, Vec<Cited>) {
                 .chars()
                 .take_while(|c| c.is_ascii_digit() || matches!(c, '–' | '-' | ',' | ' '))
                 .collect();
-            numbers.push((line_of(at), format!("invariant {}", cited.trim())));
+            let word = &text[at..at + word_len];
+            numbers.push((line_of(at), format!("{word} {}", cited.trim())));
             continue;
         }
         let mut rest = after_word;
@@ -263,12 +270,13 @@ fn every_file_path_a_comment_names_exists() {
 #[test]
 fn the_checks_recognise_citations_as_they_are_written() {
     let text = "// one (invariant `a-b`), two (invariants `c`, `d` and `e`)\n\
-                //! wrapped (invariant\n//! 14) and a loop invariant: none\n\
+                //! wrapped (invariant\n//! 14) and a loop invariant: none (guarantee 9)\n\
                 /// see src/no/such.rs. and (tests/it/main.rs)\n";
     let (names, numbers) = citations(text);
     let names: Vec<&str> = names.iter().map(|(_, n)| n.as_str()).collect();
     assert_eq!(names, ["a-b", "c", "d", "e"]);
-    assert_eq!(numbers, [(2, "invariant 14".to_string())]);
+    let numbers: Vec<&str> = numbers.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(numbers, ["invariant 14", "guarantee 9"]);
     assert_eq!(
         cited_paths(text),
         ["src/no/such.rs".to_string(), "tests/it/main.rs".to_string()]
