@@ -21,6 +21,7 @@ mod figures;
 mod helpers;
 mod hostile;
 mod http_server;
+mod kit;
 mod layout;
 mod ledger;
 mod liveness;

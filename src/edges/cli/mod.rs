@@ -23,6 +23,7 @@ mod daemons;
 mod exit;
 mod explain;
 mod failure;
+mod kit;
 mod ops;
 mod reports;
 mod roles;
@@ -147,6 +148,8 @@ fn inert_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
 async fn dispatch(cli: Cli) -> Outcome {
     match &cli.command {
         Command::Check => check(&cli.jobs_dir),
+        Command::Completions { shell } => kit::completions(*shell),
+        Command::Man { out_dir } => kit::man(out_dir.as_deref()),
         Command::Migrate { status } => ops::migrate(&cli, *status).await,
         Command::Run {
             job,
