@@ -4,9 +4,9 @@
 //! - (j) the window read: the archive's events, a batch at a time, to the client, each one's
 //!   commission computed — what any run does to know which effects an event asks for;
 //! - (k) the ledger's two writes: each effect's reservation, committed before the call
-//!   (invariant 1), and its completion, conditioned on the claim (invariant 8), by the ledger's
-//!   own functions, the reservations a batch at a time, the completions in groups of a chosen
-//!   size.
+//!   (invariant `one-row-per-key`), and its completion, conditioned on the claim (invariant
+//!   `claim-conditioned`), by the ledger's own functions, the reservations a batch at a time, the
+//!   completions in groups of a chosen size.
 
 use std::time::Instant;
 

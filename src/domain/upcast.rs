@@ -1,5 +1,5 @@
 //! The historical shapes of `pedido.pago`'s payload, read into the current one on read; the
-//! archive itself is never rewritten (invariant 16). One upcaster per shape:
+//! archive itself is never rewritten (invariant `history-read-only`). One upcaster per shape:
 //!
 //! - [`Shape::Current`] `{"valorCentavos": int, "percentual": number}` — the seed's rule as is.
 //! - [`Shape::ReaisV1`] `{"valor": "159.90" | 159.9, "percentual": 5 | "5"}` — reais as a decimal

@@ -1,8 +1,8 @@
 //! What decides the outcome of a replay job's run, written down so that an approval can bind it
-//! (invariant 10, "approved = applied"): the resolved window, the event types, each effect type's
-//! `mode`, and for a type that is applied its `on_failure`, provider and `idempotent` (which
-//! decides whether an unknown outcome is released and resent or held `incerto`),
-//! `on_invalid_event`, and the version of the commission rule.
+//! (invariant `approved-is-applied`, "approved = applied"): the resolved window, the event types,
+//! each effect type's `mode`, and for a type that is applied its `on_failure`, provider and
+//! `idempotent` (which decides whether an unknown outcome is released and resent or held
+//! `incerto`), `on_invalid_event`, and the version of the commission rule.
 //!
 //! Not in it: what changes how fast or when a run goes, never what it does (`batch_size`,
 //! `partitions`, `schedule`, `report_to`, concurrency, rate limits) — and an effect type's

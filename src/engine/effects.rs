@@ -325,7 +325,7 @@ impl Effect {
 
     /// Waits for a slot under the type's concurrency limit. Held from before the reservation of a
     /// non-idempotent key until its call returns, so at most `concurrency` such keys are reserved
-    /// but not yet sent (invariant 2).
+    /// but not yet sent (invariant `at-most-once`).
     pub async fn slot(&self) -> OwnedSemaphorePermit {
         Arc::clone(&self.permits)
             .acquire_owned()

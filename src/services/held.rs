@@ -3,9 +3,9 @@
 //! consumer both hold their execution through [`Held`], so the recovery sequence exists once.
 //!
 //! Holding the lock is what makes a reservation left `reservado` by this execution abandoned
-//! (invariant 6): no other process can be running it, so this one settles them at once —
-//! released for a provider that deduplicates, `incerto` for any other — instead of waiting for
-//! the sweeper's `stale_after`.
+//! (invariant `kill-and-rerun`): no other process can be running it, so this one settles them at
+//! once — released for a provider that deduplicates, `incerto` for any other — instead of waiting
+//! for the sweeper's `stale_after`.
 
 use std::time::Duration;
 
@@ -239,7 +239,7 @@ impl Held {
     }
 
     /// The ownership epoch this process holds the execution under: every write of the execution
-    /// is fenced by it (invariant 17).
+    /// is fenced by it (invariant `one-owner`).
     pub fn owner(&self) -> &execution::Owner {
         self.lock.owner()
     }

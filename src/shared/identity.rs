@@ -1,8 +1,8 @@
-//! Who did it is proven, not claimed (DESIGN.md invariant 12). An approval or a review decision is
-//! recorded under the authenticated identity — the session's database role (`session_user`),
-//! later the console's logged-in user — never under a name given on the command line. What a
-//! person types (`--note`, the old `--by`) is kept as a note, and checked here first: bounded,
-//! and free of control characters, so it cannot forge another line or drive a terminal when shown.
+//! Who did it is proven, not claimed (invariant `who-is-proven`). An approval or a review decision
+//! is recorded under the authenticated identity — the session's database role (`session_user`),
+//! later the console's logged-in user — never under a name given on the command line. What a person
+//! types (`--note`, the old `--by`) is kept as a note, and checked here first: bounded, and free of
+//! control characters, so it cannot forge another line or drive a terminal when shown.
 
 use crate::shared::text::is_hazard;
 

@@ -15,7 +15,7 @@ db_words! {
         Written = "gravado",
         /// The row already held exactly this value and version: nothing to write.
         Unchanged = "inalterado",
-        /// The order's row was written from a newer version; left alone (invariant 4).
+        /// The order's row was written from a newer version; left alone (invariant `never-older`).
         NewerKept = "ignorado-versao-mais-nova",
         /// A simulation: the real run would change the order's row to this event's value and
         /// version (a simulation writes no `comissao` row, so it never says `gravado`).

@@ -1,4 +1,4 @@
-//! Archive text made inert for a terminal (DESIGN.md invariant 13): an id or any text derived
+//! Archive text made inert for a terminal (invariant `inert-text`): an id or any text derived
 //! from the archive or typed by someone else is printed with its control characters, bidi
 //! controls and line separators escaped, so it stays on its line and cannot drive the terminal or
 //! reorder what surrounds it (`evt-1\u{202e}…` would show reversed).

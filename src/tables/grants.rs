@@ -1,5 +1,5 @@
 //! What each database role may do, said once: the statements `replay-ledger grants` runs as the
-//! owner that ran `migrate` (or prints for a DBA). Duties are split (DESIGN.md invariant 12):
+//! owner that ran `migrate` (or prints for a DBA). Duties are split (invariant `who-is-proven`):
 //!
 //! - the **worker** runs, sweeps, consumes, serves and reports. It writes the ledger, the
 //!   checkpoints, the executions, the diff and the corrections, but cannot insert an approval or

@@ -7,7 +7,7 @@
 //! - [`disk`]    — a small tmpfs to fill, for what a full disk does to the server.
 //! - [`chromedriver`] — Debian's chromedriver and headless Chromium, for the console's browser tests.
 //!
-//! Used by the integration tests, the benchmark (`examples/bench.rs`) and `replay-ledger demo`.
+//! Used by the integration tests, the benchmark (`examples/bench/main.rs`) and `replay-ledger demo`.
 //! It does not depend on the `replay-ledger` crate (which depends on it for `demo`), so the
 //! archive generator speaks in plain rows and strings, not in the product's types.
 

@@ -114,3 +114,25 @@ fn the_readme_is_a_front_door_of_at_most_250_lines() {
     let lines = readme.lines().count();
     assert!(lines <= 250, "README.md has {lines} lines");
 }
+
+#[test]
+fn ci_runs_exactly_the_readmes_test_command_last_after_building_the_book() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let command = readme
+        .lines()
+        .find(|l| l.starts_with("cargo nextest run"))
+        .and_then(|l| l.split('#').next())
+        .map(str::trim)
+        .expect("the README's test command");
+    let ci = std::fs::read_to_string(root().join(".ci/run")).expect(".ci/run");
+    let steps: Vec<&str> = ci
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(steps.last(), Some(&command), ".ci/run must end with it");
+    assert!(
+        steps.contains(&"mdbook build docs"),
+        ".ci/run does not build the book"
+    );
+}

@@ -1,5 +1,7 @@
 //! The replay engine against a real PostgreSQL and a real loopback provider: simulation, real run,
-//! the version guard, failures under each policy, invalid events, reruns (invariants 1–5, 7).
+//! the version guard, failures under each policy, invalid events, reruns (invariants
+//! `one-row-per-key`, `at-most-once`, `at-least-once`, `never-older`, `simulation-writes-nothing`,
+//! `checkpoint-after-settle`).
 
 use std::collections::HashSet;
 

@@ -1,9 +1,10 @@
-//! One truth for numbers (invariant 11): after an execution is interrupted — SIGINT, SIGKILL at
-//! three instants, a PostgreSQL restart, with one partition or several — and then resumed, every
-//! surface (`run --json`, `status --json`, the report's totals and CSV, `/metrics`) shows the same
-//! figures, and they are what SQL over `comissao`, `reprocessamento_correcao` and
-//! `efeito_aplicado` says, and the very keys the loopback provider received. SIGINT and the
-//! restart run both with one partition and with `partitions: 4` under `--workers 2`.
+//! One truth for numbers (invariant `one-truth-for-numbers`): after an execution is interrupted —
+//! SIGINT, SIGKILL at three instants, a PostgreSQL restart, with one partition or several — and
+//! then resumed, every surface (`run --json`, `status --json`, the report's totals and CSV,
+//! `/metrics`) shows the same figures, and they are what SQL over `comissao`,
+//! `reprocessamento_correcao` and `efeito_aplicado` says, and the very keys the loopback provider
+//! received. SIGINT and the restart run both with one partition and with `partitions: 4` under
+//! `--workers 2`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

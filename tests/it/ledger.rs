@@ -1,6 +1,6 @@
 //! The ledger's statements against a real PostgreSQL: one row per key, reservation before any
 //! call, stale retakes only where the provider deduplicates, and every settlement conditioned on
-//! the claim (invariants 1, 2, 8).
+//! the claim (invariants `one-row-per-key`, `at-most-once`, `claim-conditioned`).
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -2,6 +2,8 @@
 //! test, see `helpers`), a real loopback HTTP provider and, where the behaviour is about processes,
 //! the real `replay-ledger` binary.
 
+mod alerts;
+mod citations;
 mod config;
 mod console;
 mod consumer;
@@ -20,6 +22,7 @@ mod figures;
 mod helpers;
 mod hostile;
 mod http_server;
+mod kit;
 mod layout;
 mod ledger;
 mod liveness;

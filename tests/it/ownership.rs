@@ -1,5 +1,5 @@
-//! One owner at a time, even across a database restart (invariant 17): two processes run one
-//! partitioned job, PostgreSQL is restarted with `-m immediate` under them, and a worker of one
+//! One owner at a time, even across a database restart (invariant `one-owner`): two processes run
+//! one partitioned job, PostgreSQL is restarted with `-m immediate` under them, and a worker of one
 //! process claims a partition whose holder in the other process has not noticed yet that its lock
 //! died. Every write of the old holder is fenced by the epoch it took, so the partition's
 //! checkpoint, figures and ledger end as if one process had run it.

@@ -1,7 +1,8 @@
 //! The behaviours that are about processes, proven on the real `replay-ledger` binary run as
-//! separate OS processes: kill -9 mid-window and resume (invariants 2 and 6), SIGINT/SIGTERM,
-//! one process per execution, abandoned reservations settled at once, two executions racing over
-//! one window, the exit statuses of the interface contract, and `demo`.
+//! separate OS processes: kill -9 mid-window and resume (invariants `at-most-once` and
+//! `kill-and-rerun`), SIGINT/SIGTERM, one process per execution, abandoned reservations settled at
+//! once, two executions racing over one window, the exit statuses of the interface contract, and
+//! `demo`.
 
 use std::collections::{BTreeSet, HashSet};
 use std::future::ready;
@@ -25,10 +26,10 @@ fn slow(ms: u64, dedup: bool) -> Behavior {
     }
 }
 
-/// The keys left `reservado` after a crash, asserted to be at most `concurrency` (invariant 2: a
-/// crash leaves at most that many non-idempotent keys whose outcome is unknown). On failure it
-/// says which of them the provider had received (sent, only their completion was lost) and which
-/// it had not (reserved but not yet sent).
+/// The keys left `reservado` after a crash, asserted to be at most `concurrency` (invariant
+/// `at-most-once`: a crash leaves at most that many non-idempotent keys whose outcome is unknown).
+/// On failure it says which of them the provider had received (sent, only their completion was
+/// lost) and which it had not (reserved but not yet sent).
 async fn reserved_within_concurrency(
     pool: &PgPool,
     provider: &testkit::sink::Sink,

@@ -1,4 +1,4 @@
-//! A decision acts (DESIGN.md invariant 14): a key resolved `--not-sent` is queued, and the next
+//! A decision acts (invariant `decision-acts`): a key resolved `--not-sent` is queued, and the next
 //! `sweep` sends it through the ledger — once, whoever covers the event at the same time (a
 //! `--restart` replay, the live consumer), and never twice for a provider that cannot
 //! deduplicate, even when the sweeper is killed in the middle of the call.
@@ -244,7 +244,8 @@ async fn a_sweep_and_the_live_consumer_on_a_queued_key_send_it_once() {
 }
 
 /// The sweeper is killed while its resend is with the provider: the key stays reserved under
-/// the sweeper's claim, and once stale the next sweep settles it as invariants 2 and 3 say.
+/// the sweeper's claim, and once stale the next sweep settles it as invariants `at-most-once` and
+/// `at-least-once` say.
 async fn kill_the_sweeper_mid_resend(
     spec: JobSpec,
     behavior: Behavior,

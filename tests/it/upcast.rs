@@ -1,4 +1,4 @@
-//! Older payload shapes, read through their upcaster (DESIGN.md invariant 16 and "Payload
+//! Older payload shapes, read through their upcaster (invariant `history-read-only` and "Payload
 //! shapes"): each shape's fixture under `tests/fixtures/payloads/` says what every payload
 //! implies, the domain agrees on it, a replay and the live consumer write exactly it, and no
 //! command that reads the archive changes a row of it.

@@ -1,7 +1,7 @@
-//! `verify` (DESIGN.md invariant 15), through the real binary: on a database made right by a real
-//! replay it finds nothing; with faults planted on known days it reports exactly them, per day in
-//! the timezone, and zeros elsewhere; it changes no row of any table; and the jobs it emits take
-//! the wrong days through simulate → approve → run to a clean verify.
+//! `verify` (invariant `exact-reconciliation`), through the real binary: on a database made right
+//! by a real replay it finds nothing; with faults planted on known days it reports exactly them,
+//! per day in the timezone, and zeros elsewhere; it changes no row of any table; and the jobs it
+//! emits take the wrong days through simulate → approve → run to a clean verify.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,5 +1,5 @@
 // The seed's `calcularComissao` (seeds/000_2dc36fca75b1dbab.txt, "comissao.js"), copied verbatim
-// (only re-indented). It is the reference for DESIGN.md invariant 9: the Rust
+// (only re-indented). It is the reference for invariant `js-parity`: the Rust
 // `replay_ledger::domain::calcular_comissao` must give the same answer for every payload.
 // Do not "fix" it here: a difference is a Rust bug, or a decision to record in DESIGN.md.
 

@@ -273,6 +273,23 @@ pub enum Command {
         #[arg(long, default_value = "127.0.0.1:9188")]
         console_addr: std::net::SocketAddr,
     },
+    /// Print the shell completion script for SHELL on stdout (from this command line's own
+    /// definition; touches no database). E.g. `replay-ledger completions bash >
+    /// /etc/bash_completion.d/replay-ledger`.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page, in roff, on stdout: the global options and every command (from this
+    /// command line's own definition; touches no database). E.g. `replay-ledger man | man -l -`.
+    Man {
+        /// Write instead one page per command into DIR (`replay-ledger.1`, `replay-ledger-run.1`,
+        /// `replay-ledger-review-resolve.1`, …), each with that command's options, for
+        /// /usr/local/share/man/man1.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

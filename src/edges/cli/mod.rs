@@ -24,6 +24,7 @@ mod demo;
 mod exit;
 mod explain;
 mod failure;
+mod kit;
 mod ops;
 mod reports;
 mod roles;
@@ -150,6 +151,8 @@ fn inert_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
 async fn dispatch(cli: Cli) -> Outcome {
     match &cli.command {
         Command::Check => check(&cli.jobs_dir),
+        Command::Completions { shell } => kit::completions(*shell),
+        Command::Man { out_dir } => kit::man(out_dir.as_deref()),
         Command::Migrate { status } => ops::migrate(&cli, *status).await,
         Command::Run {
             job,

@@ -7,7 +7,7 @@
 //!   backoff under `release`; completions group-committed as they arrive.
 //! - Non-idempotent types: a key is reserved only once a concurrency slot is held, and the slot is
 //!   kept until its call returns, so at most `concurrency` keys are reserved but not yet sent: a
-//!   crash can leave at most that many false `incerto` (invariant 2).
+//!   crash can leave at most that many false `incerto` (invariant `at-most-once`).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;

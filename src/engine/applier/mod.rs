@@ -2,7 +2,7 @@
 //! execution id, the policy and the simulate flag, exactly as in the seed. Per batch it decides
 //! (domain), writes state (version-guarded upsert, or diff rows when simulating) and performs or
 //! accounts for the effects through the ledger; it reports which prefix of the batch is settled so
-//! the runner can move the checkpoint (invariant 7).
+//! the runner can move the checkpoint (invariant `checkpoint-after-settle`).
 
 mod call;
 mod dispatch;

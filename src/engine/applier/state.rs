@@ -16,7 +16,7 @@ impl Applier {
     /// The state step, in one transaction with the rejected events and the figures it adds
     /// (orders changed, totals): the version-guarded upsert and the corrections, or, in a
     /// simulation, the diff rows (none for an order whose current row is newer). The transaction
-    /// first confirms that this applier's owner still owns the execution (invariant 17).
+    /// first confirms that this applier's owner still owns the execution (invariant `one-owner`).
     pub(super) async fn write_state(
         &self,
         decided: &[Decided],

@@ -1,7 +1,7 @@
 //! Every statement on `consumo_ao_vivo`: what the live consumer has applied, stored with its
 //! checkpoint (`reprocessamento_checkpoint`) and the tallies of the batch that moved it, in one
 //! transaction ([`save`]), so after any interruption the figures, the checkpoint and what counts
-//! as applied agree (DESIGN invariant 11).
+//! as applied agree (invariant `one-truth-for-numbers`).
 
 use sqlx::{PgConnection, PgPool};
 

@@ -1,6 +1,7 @@
 //! The batch loop of one execution (or partition) that this process holds: read a batch after
-//! the checkpoint, apply it, move the checkpoint past whole settled batches (invariant 7), with
-//! the next batches read and written while earlier ones' effects are in flight.
+//! the checkpoint, apply it, move the checkpoint past whole settled batches (invariant
+//! `checkpoint-after-settle`), with the next batches read and written while earlier ones' effects
+//! are in flight.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -94,8 +95,9 @@ impl<'a> Batches<'a> {
 
     /// Batches are applied `depth` at a time: the next one is read, decided and written while the
     /// current one's effects are in flight. Their outcomes come back in order, and the checkpoint
-    /// moves only while every batch before has been wholly settled (invariant 7). Under
-    /// `on_invalid_event: stop` no batch may run ahead of a halt, so one at a time.
+    /// moves only while every batch before has been wholly settled (invariant
+    /// `checkpoint-after-settle`). Under `on_invalid_event: stop` no batch may run ahead of a halt,
+    /// so one at a time.
     pub(super) async fn run(mut self) -> Result<Ended, RunError> {
         let applier = self.held.applier();
         let shutdown = self.shutdown;
@@ -174,9 +176,10 @@ impl<'a> Batches<'a> {
     }
 
     /// Takes a batch's outcome, in order. The checkpoint moves by whole batches: past a batch
-    /// once every event of it is settled (invariant 7), never into its middle, so a batch left
-    /// partly unsettled (a failure, a stop) is read again as a whole by the run that resumes it,
-    /// and the stored summary, which counts whole batches, counts each event once.
+    /// once every event of it is settled (invariant `checkpoint-after-settle`), never into its
+    /// middle, so a batch left partly unsettled (a failure, a stop) is read again as a whole by the
+    /// run that resumes it, and the stored summary, which counts whole batches, counts each event
+    /// once.
     async fn settle(&mut self, last: i64, outcome: Result<BatchOutcome, ApplyError>) {
         let outcome = match outcome {
             Ok(outcome) => outcome,

@@ -56,7 +56,7 @@ impl RunError {
     }
 
     /// Whether another process owns the execution: its lock is held elsewhere, or a write of this
-    /// process found a newer ownership epoch (invariant 17) and changed nothing.
+    /// process found a newer ownership epoch (invariant `one-owner`) and changed nothing.
     pub fn lost_to_another(&self) -> bool {
         match self {
             RunError::Locked(LockError::Held { .. })

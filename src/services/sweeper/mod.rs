@@ -5,7 +5,7 @@
 //! its `dedup_window`, an event no longer in the archive — moves to `incerto` for a human.
 //!
 //! Then it performs the keys a human queued for a resend (`review resolve --not-sent`, invariant
-//! 14), through the applier's resend path (`resend.rs`).
+//! `decision-acts`), through the applier's resend path (`resend.rs`).
 //!
 //! A retake whose call fails stays reserved under the sweeper's claim, so the next pass retries it
 //! once it is stale again; releasing it instead could drop the key of a window already finished.

@@ -1,9 +1,9 @@
 //! The sweeper's second duty: the keys a human queued for a resend (`review resolve --not-sent`,
-//! invariant 14). Each is rebuilt from its archived event and performed through the applier's
-//! resend path (reserve, call once, settle), under its type's concurrency limit. A key whose event
-//! is gone cannot be performed: it is reserved and ends `incerto` again with that reason, so it
-//! leaves the queue either way. Only declared types are read: a report's e-mail is resent by the
-//! report's next attempt.
+//! invariant `decision-acts`). Each is rebuilt from its archived event and performed through the
+//! applier's resend path (reserve, call once, settle), under its type's concurrency limit. A key
+//! whose event is gone cannot be performed: it is reserved and ends `incerto` again with that
+//! reason, so it leaves the queue either way. Only declared types are read: a report's e-mail is
+//! resent by the report's next attempt.
 
 use std::sync::Arc;
 

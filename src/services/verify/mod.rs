@@ -1,9 +1,9 @@
-//! Reconciliation (`verify`, invariant 15): the archive against what was derived from it, day by
-//! day in a timezone. Per day of each order's newest `pedido.pago` (the highest `versao`, then the
-//! highest `posicao`, of the events the rule accepts — the one the applier's version guard lets
-//! win): is its `comissao` row what the domain's rule (upcasting included) implies? Per day of
-//! events: does the ledger hold a row for each effect the job's policy applies, and which are
-//! `incerto`?
+//! Reconciliation (`verify`, invariant `exact-reconciliation`): the archive against what was
+//! derived from it, day by day in a timezone. Per day of each order's newest `pedido.pago` (the
+//! highest `versao`, then the highest `posicao`, of the events the rule accepts — the one the
+//! applier's version guard lets win): is its `comissao` row what the domain's rule (upcasting
+//! included) implies? Per day of events: does the ledger hold a row for each effect the job's
+//! policy applies, and which are `incerto`?
 //!
 //! What a replay would not fix is set apart ([`apart`]): orders and effects the live consumer has
 //! not reached yet, rows newer than the archive, rows with no archived event.

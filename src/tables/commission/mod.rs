@@ -104,10 +104,10 @@ pub struct Upserted {
 }
 
 /// The version-guarded upsert of the seed, for a whole batch: a row is overwritten only by an
-/// event of the same or a newer version (invariant 4). A row that already holds exactly this
-/// value and version, or a newer version, is left untouched — not even locked: a replay of a
-/// correct day writes nothing, not even `atualizado_em` or a row lock. Each order's row is
-/// looked up once, by the primary key (a lateral subquery the planner cannot turn into a scan).
+/// event of the same or a newer version (invariant `never-older`). A row that already holds exactly
+/// this value and version, or a newer version, is left untouched — not even locked: a replay of a
+/// correct day writes nothing, not even `atualizado_em` or a row lock. Each order's row is looked
+/// up once, by the primary key (a lateral subquery the planner cannot turn into a scan).
 ///
 /// Returns the orders written, each with the row it replaced: the version the upsert itself
 /// locked and overwrote, so the before-values stay true whatever another writer committed

@@ -1,7 +1,7 @@
-//! The advisory lock that lets one process at a time run an execution (invariant 6), and says who
-//! holds it when it is taken. Taking the lock takes the execution's next ownership epoch too
-//! ([`Owner`]): the lock keeps a second process out, the epoch fences the writes of a process
-//! that lost its lock without knowing it yet (invariant 17).
+//! The advisory lock that lets one process at a time run an execution (invariant `kill-and-rerun`),
+//! and says who holds it when it is taken. Taking the lock takes the execution's next ownership
+//! epoch too ([`Owner`]): the lock keeps a second process out, the epoch fences the writes of a
+//! process that lost its lock without knowing it yet (invariant `one-owner`).
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,7 +1,8 @@
 //! Executions and their bookkeeping: `reprocessamento_execucao` (what an execution is, its fixed
 //! `posicao` range, its summary), `reprocessamento_checkpoint` (the last `posicao` fully settled),
 //! `evento_rejeitado`, and the PostgreSQL advisory lock that lets one process at a time run an
-//! execution (invariant 6). The live consumer's execution and checkpoint are in `live.rs`.
+//! execution (invariant `kill-and-rerun`). The live consumer's execution and checkpoint are in
+//! `live.rs`.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -384,9 +385,10 @@ async fn clear_checkpoint(conn: &mut PgConnection, key: &str) -> Result<(), sqlx
 }
 
 /// Advances the checkpoint past a settled prefix of the window and adds the figures of the
-/// batches it passes to the tallies, together (invariant 7: the caller passes only a position
-/// whose events are all settled), so each batch is counted exactly once — and only while `owner`
-/// still owns the execution (invariant 17), for the rest of the caller's transaction.
+/// batches it passes to the tallies, together (invariant `checkpoint-after-settle`: the caller
+/// passes only a position whose events are all settled), so each batch is counted exactly once —
+/// and only while `owner` still owns the execution (invariant `one-owner`), for the rest of the
+/// caller's transaction.
 pub async fn advance(
     conn: &mut PgConnection,
     owner: &Owner,

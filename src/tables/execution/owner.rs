@@ -1,4 +1,4 @@
-//! Ownership epochs (`reprocessamento_dono`, DESIGN.md invariant 17): taking an execution
+//! Ownership epochs (`reprocessamento_dono`, invariant `one-owner`): taking an execution
 //! increments its epoch, and every write that belongs to the owner is conditioned on the epoch it
 //! took, through the database's `confirmar_dono` (see the migration for why it locks). A process
 //! whose advisory lock died with a database restart may still be running when another takes the

@@ -6,10 +6,10 @@
 //! decision (`resolver_incerto`, see [`resolve`]) moves a row out of `incerto`: `enviado` to
 //! `concluido`, `nao-enviado` to the resend queue (still `incerto`, `reenvio_pedido_em` set), from
 //! which the next [`reserve`] of the key — the sweeper's, a replay's or the live consumer's —
-//! takes it back to `reservado` (invariant 14). Every change after
+//! takes it back to `reservado` (invariant `decision-acts`). Every change after
 //! the reservation names the claim it expects (the row still `reservado`, `reserva_id = $token`)
 //! and reports which rows it changed, so a slow, stale worker cannot settle a reservation that
-//! someone else has since retaken (invariant 8).
+//! someone else has since retaken (invariant `claim-conditioned`).
 //!
 //! The changes that name their keys (here, and the sweeper's in `sweep`) find their rows by one
 //! probe of the primary key per key. A batch's statements pass their keys as an array the planner
@@ -66,7 +66,7 @@ db_words! {
 }
 
 /// The claim a writer holds: its execution, a token unique to this process run and, for the owner
-/// of an execution, the ownership epoch it took (invariant 17).
+/// of an execution, the ownership epoch it took (invariant `one-owner`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     pub execution_id: String,
@@ -130,15 +130,16 @@ pub struct Reservation<'a> {
     pub tipo_efeito: &'a str,
 }
 
-/// Reserves keys for `claim`; returns the keys it now holds (invariant 1: one row per key, ever;
-/// the provider is called only for keys returned here).
+/// Reserves keys for `claim`; returns the keys it now holds (invariant `one-row-per-key`: one row
+/// per key, ever; the provider is called only for keys returned here).
 ///
 /// A key already present is left alone, except a reservation that is stale (older than
 /// `retake_stale_after`, `Some` only for a type whose provider deduplicates by key: the seed's
 /// `RESERVAR`), a reservation this very claim already holds (a retried statement whose first
 /// try committed before the connection dropped), and an `incerto` key a human queued for a resend
-/// (`review resolve --not-sent`, invariant 14): whoever reserves it first — the sweeper, a replay
-/// or the live consumer — performs it; the row lock and the re-checked `where` let exactly one.
+/// (`review resolve --not-sent`, invariant `decision-acts`): whoever reserves it first — the
+/// sweeper, a replay or the live consumer — performs it; the row lock and the re-checked `where`
+/// let exactly one.
 pub async fn reserve(
     pool: &PgPool,
     claim: &Claim,
@@ -244,12 +245,12 @@ pub async fn complete(
 /// Only a crash of the server itself can lose such a commit — at most the last few hundred
 /// milliseconds of them — and never without every later commit, since the log is written and
 /// flushed in order: a checkpoint that passed these keys, or anyone's commit made after seeing
-/// them `concluido`, survives only with them (invariant 7). A lost completion leaves its key
-/// `reservado` under the claim, and the key is retaken and called again (the settlement at take,
-/// or the sweeper), which the provider deduplicates (invariant 3). The commit a server crash
-/// cannot lose is the reservation's, before the call (invariant 1); a non-idempotent key's
-/// completion goes through [`complete`], since losing it would turn a sent effect into a false
-/// `incerto`.
+/// them `concluido`, survives only with them (invariant `checkpoint-after-settle`). A lost
+/// completion leaves its key `reservado` under the claim, and the key is retaken and called again
+/// (the settlement at take, or the sweeper), which the provider deduplicates (invariant
+/// `at-least-once`). The commit a server crash cannot lose is the reservation's, before the call
+/// (invariant `one-row-per-key`); a non-idempotent key's completion goes through [`complete`],
+/// since losing it would turn a sent effect into a false `incerto`.
 pub async fn complete_deduplicated(
     pool: &PgPool,
     claim: &Claim,
@@ -359,7 +360,8 @@ pub async fn release(
 
 /// Moves reservations of `claim` whose outcome is unknown to `incerto` (`keep`), each with why
 /// (`why[i]` for `keys[i]`): out of the automatic flow, into the review queue, never resent
-/// automatically (invariant 2). Appends the attempts that explain them, in the same transaction.
+/// automatically (invariant `at-most-once`). Appends the attempts that explain them, in the same
+/// transaction.
 pub async fn mark_uncertain(
     pool: &PgPool,
     claim: &Claim,
@@ -460,11 +462,11 @@ pub struct Settled {
 
 /// Settles the reservations an execution left `reservado` in an earlier process, or under an
 /// earlier ownership epoch of a process that lost its lock. Called only by the owner, in a
-/// transaction that confirms its epoch first (invariants 6 and 17): every earlier owner is then
-/// fenced, so none of its calls in flight can complete, release or add a reservation after this
-/// settlement. An idempotent type's reservation is released (the run will send it again and the
-/// provider deduplicates); any other becomes `incerto` ([`Reason::CrashInFlight`]), because the
-/// call may have gone out.
+/// transaction that confirms its epoch first (invariants `kill-and-rerun` and `one-owner`): every
+/// earlier owner is then fenced, so none of its calls in flight can complete, release or add a
+/// reservation after this settlement. An idempotent type's reservation is released (the run will
+/// send it again and the provider deduplicates); any other becomes `incerto`
+/// ([`Reason::CrashInFlight`]), because the call may have gone out.
 pub async fn settle_abandoned(
     pool: &PgPool,
     owner: &Owner,

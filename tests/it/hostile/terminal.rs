@@ -1,6 +1,6 @@
-//! Archive text is inert (invariant 13): ESC sequences, BEL, `\r\n` and bidi overrides in event
-//! ids and `pedido_id` reach no terminal, log line or mail text part as themselves — not through
-//! the run summary's rejected events, the plain log lines, `review list`, `status`, nor the
+//! Archive text is inert (invariant `inert-text`): ESC sequences, BEL, `\r\n` and bidi overrides in
+//! event ids and `pedido_id` reach no terminal, log line or mail text part as themselves — not
+//! through the run summary's rejected events, the plain log lines, `review list`, `status`, nor the
 //! report's text part (where `\r\n` in a `pedido_id` would forge lines of the mail body).
 
 use serde_json::json;

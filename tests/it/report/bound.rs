@@ -1,6 +1,6 @@
-//! Approved = applied (invariant 10), through the real binary: an approval binds the job's
-//! outcome-deciding definition and the commission rule's version; a real run under anything else
-//! refuses to start, writes and sends nothing, and says what changed, field by field.
+//! Approved = applied (invariant `approved-is-applied`), through the real binary: an approval binds
+//! the job's outcome-deciding definition and the commission rule's version; a real run under
+//! anything else refuses to start, writes and sends nothing, and says what changed, field by field.
 
 use std::path::Path;
 

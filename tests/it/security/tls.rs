@@ -8,18 +8,25 @@ use replay_ledger::tables::db;
 
 use crate::helpers::*;
 
-/// The local server's certificate, when it serves TLS with one; `None` otherwise (the PostgreSQL
-/// tests then have nothing to check).
-async fn server_certificate(db: &TestDb) -> Option<String> {
+/// The local server's certificate. A server without TLS fails the test that asks, saying how to
+/// turn it on: these tests would otherwise prove nothing and pass.
+async fn server_certificate(db: &TestDb) -> String {
     let ssl: String = sqlx::query_scalar("show ssl")
         .fetch_one(&db.pool)
         .await
-        .ok()?;
+        .expect("show ssl");
     let file: String = sqlx::query_scalar("show ssl_cert_file")
         .fetch_one(&db.pool)
         .await
-        .ok()?;
-    (ssl == "on" && Path::new(&file).is_file()).then_some(file)
+        .expect("show ssl_cert_file");
+    assert!(
+        ssl == "on" && Path::new(&file).is_file(),
+        "the test PostgreSQL does not serve TLS (ssl = {ssl}, ssl_cert_file = {file}): these \
+         tests need it. Debian's postgresql turns it on with the snakeoil certificate of the \
+         ssl-cert package (make-ssl-cert generate-default-snakeoil; ssl = on in postgresql.conf), \
+         readable by this user"
+    );
+    file
 }
 
 /// The test database's URL with `host` and a query.
@@ -44,10 +51,7 @@ async fn encrypted(url: &str) -> Result<bool, String> {
 #[tokio::test]
 async fn sslmode_in_the_url_encrypts_and_verify_full_checks_the_certificate() {
     let db = TestDb::new().await;
-    let Some(cert) = server_certificate(&db).await else {
-        eprintln!("the test server does not serve TLS: nothing to check");
-        return;
-    };
+    let cert = server_certificate(&db).await;
 
     let required = encrypted(&url_with(&db, "127.0.0.1", "sslmode=require")).await;
     let verified = url_with(
@@ -87,10 +91,7 @@ async fn sslmode_in_the_url_encrypts_and_verify_full_checks_the_certificate() {
 #[tokio::test]
 async fn the_binary_runs_over_verified_tls() {
     let db = TestDb::new().await;
-    let Some(cert) = server_certificate(&db).await else {
-        eprintln!("the test server does not serve TLS: nothing to check");
-        return;
-    };
+    let cert = server_certificate(&db).await;
     let url = url_with(
         &db,
         "localhost",
