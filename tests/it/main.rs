@@ -18,6 +18,7 @@ mod explain_inputs;
 mod faults;
 mod figures;
 mod helpers;
+mod history;
 mod hostile;
 mod http_server;
 mod layout;
