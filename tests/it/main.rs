@@ -2,6 +2,7 @@
 //! test, see `helpers`), a real loopback HTTP provider and, where the behaviour is about processes,
 //! the real `replay-ledger` binary.
 
+mod candidate_rule;
 mod config;
 mod console;
 mod consumer;
