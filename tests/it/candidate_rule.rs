@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::*;
 
-const CANDIDATE: &str = "teto";
+pub(crate) const CANDIDATE: &str = "teto";
 
 fn on_day(posicao: i64, pedido: &str, versao: i64, day: u32, payload: Value) -> Event {
     Event {
@@ -79,7 +79,7 @@ fn expected(events: &[Event], cap: i64) -> BTreeMap<String, (i64, i64)> {
 
 /// The archive, today's table as the rule in force left it, the ledger of the live consumer,
 /// and a jobs dir with the candidate job.
-async fn today(rule: &str) -> (TestDb, tempfile::TempDir) {
+pub(crate) async fn today(rule: &str) -> (TestDb, tempfile::TempDir) {
     let db = TestDb::new().await;
     let events = history();
     insert(&db.pool, &events).await;
