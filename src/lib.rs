@@ -22,6 +22,7 @@
 //!   - [`services::held`] — an execution held by this process: lock, claim, recovery.
 //!   - [`services::counters`] — what this process did since it started.
 //!   - [`services::story`] — one order's story (`explain`, the console's `/pedidos/{id}`).
+//!   - [`services::history`] — the commission table as of a moment, and what changed since.
 //! - [`engine`] — the one path an event takes, and what decides it:
 //!   - [`engine::plan`] — an execution planned once from a job and how it was asked.
 //!   - [`engine::applier`] — the one code path for live processing and replay.

@@ -187,6 +187,9 @@ pub struct ReplayJob {
     /// partition, so their order is kept); each partition has its own checkpoint and is claimed by
     /// one worker at a time, in any process on any machine. 1..=1024; default 1.
     pub partitions: u32,
+    /// `rule`: the commission rule the run computes with; default the one in force. Another
+    /// (a candidate, `crate::domain::rules`) is only simulated: a real run of it is refused.
+    pub rule: crate::domain::Rule,
 }
 
 /// `kind: live`: the policy of the live consumer (`execucao_id = 'ao-vivo'`).
@@ -242,6 +245,18 @@ pub enum WindowSpec {
     },
     /// The previous calendar day in the job's timezone.
     PreviousDay,
+    /// `window: all`: every event of the archive, [`all_from`] to [`all_to`].
+    All,
+}
+
+/// Where `window: all` starts (0001-01-01T00:00:00Z): before any event an archive holds.
+pub fn all_from() -> DateTime<Utc> {
+    DateTime::from_timestamp(-62_135_596_800, 0).expect("0001-01-01 is an instant")
+}
+
+/// Where `window: all` ends (9999-12-31T00:00:00Z): after any event an archive holds.
+pub fn all_to() -> DateTime<Utc> {
+    DateTime::from_timestamp(253_402_214_400, 0).expect("9999-12-31 is an instant")
 }
 
 /// A window made concrete for one execution.
@@ -300,6 +315,11 @@ impl Job {
                 execution_id: self.name.clone(),
                 from: from.with_timezone(&Utc),
                 to: to.with_timezone(&Utc),
+            },
+            WindowSpec::All => ResolvedWindow {
+                execution_id: self.name.clone(),
+                from: all_from(),
+                to: all_to(),
             },
             WindowSpec::PreviousDay => {
                 let today = now.with_timezone(&self.timezone).date_naive();

@@ -13,11 +13,11 @@ use chrono_tz::Tz;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 
-use super::de::{checked_map, checked_seq};
+use super::de::checked_seq;
 use super::policy::Policies;
 use super::scalar::{
-    BatchSize, Email, EventType, JobName, Lookback, Partitions, Schedule, StaleAfter, Timestamp,
-    Zone,
+    BatchSize, Email, EventType, JobName, Lookback, Partitions, RuleName, Schedule, StaleAfter,
+    Timestamp, Zone,
 };
 use super::{
     Job, JobKind, LiveJob, OnInvalidEvent, ReplayJob, ReportJob, SweepJob, VerifyJob, WindowSpec,
@@ -67,6 +67,7 @@ pub(super) struct RawReplay {
     #[serde(default)]
     report_to: Vec<Email>,
     partitions: Option<Partitions>,
+    rule: Option<RuleName>,
 }
 
 #[derive(Deserialize)]
@@ -168,6 +169,7 @@ impl RawReplay {
             require_approved_simulation: self.require_approved_simulation,
             report_to: self.report_to.into_iter().map(|e| e.0).collect(),
             partitions: self.partitions.map_or(1, |p| p.0),
+            rule: self.rule.map_or(crate::domain::Rule::IN_FORCE, |r| r.0),
         });
         job(file, self.name, self.schedule, self.timezone, kind)
     }
@@ -231,26 +233,46 @@ enum Period {
     Day,
 }
 
-const WINDOW_FORMS: &str =
-    "a window is either `from` and `to` (RFC 3339 timestamps), or `previous: day`";
+const WINDOW_FORMS: &str = "a window is either `from` and `to` (RFC 3339 timestamps), \
+     `previous: day`, or `all` (every event of the archive: a candidate rule's simulation)";
 
 impl<'de> Deserialize<'de> for Window {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        checked_map(d, WINDOW_FORMS, |raw: RawWindow| {
-            match (raw.from, raw.to, raw.previous) {
-                (Some(from), Some(to), None) if from.0 < to.0 => Ok(Window(WindowSpec::Fixed {
-                    from: from.0,
-                    to: to.0,
-                })),
-                (Some(from), Some(to), None) => Err(format!(
-                    "window is empty or reversed: `from` ({}) must be before `to` ({})",
-                    from.0.to_rfc3339(),
-                    to.0.to_rfc3339()
-                )),
-                (None, None, Some(Period::Day)) => Ok(Window(WindowSpec::PreviousDay)),
-                _ => Err(WINDOW_FORMS.to_owned()),
+        struct Forms;
+        impl<'de> serde::de::Visitor<'de> for Forms {
+            type Value = Window;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(WINDOW_FORMS)
             }
-        })
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Window, E> {
+                match s {
+                    "all" => Ok(Window(WindowSpec::All)),
+                    _ => Err(E::custom(WINDOW_FORMS)),
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Window, A::Error> {
+                let raw =
+                    RawWindow::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                window_of(raw).map_err(serde::de::Error::custom)
+            }
+        }
+        d.deserialize_any(Forms)
+    }
+}
+
+fn window_of(raw: RawWindow) -> Result<Window, String> {
+    match (raw.from, raw.to, raw.previous) {
+        (Some(from), Some(to), None) if from.0 < to.0 => Ok(Window(WindowSpec::Fixed {
+            from: from.0,
+            to: to.0,
+        })),
+        (Some(from), Some(to), None) => Err(format!(
+            "window is empty or reversed: `from` ({}) must be before `to` ({})",
+            from.0.to_rfc3339(),
+            to.0.to_rfc3339()
+        )),
+        (None, None, Some(Period::Day)) => Ok(Window(WindowSpec::PreviousDay)),
+        _ => Err(WINDOW_FORMS.to_owned()),
     }
 }
 

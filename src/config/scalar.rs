@@ -42,6 +42,16 @@ from_str_scalar!(EventType, plain_str, "an event type", |s| {
     Ok(s)
 });
 
+/// `rule`: the name of a commission rule (`crate::domain::rules`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RuleName(pub crate::domain::Rule);
+from_str_scalar!(RuleName, plain_str, "a commission rule's name", |s| {
+    crate::domain::Rule::from_name(&s).ok_or_else(|| {
+        let names: Vec<&str> = crate::domain::Rule::ALL.iter().map(|r| r.name()).collect();
+        format!("unknown rule `{s}`: the rules are {}", names.join(", "))
+    })
+});
+
 /// `schedule`: cron with seconds, checked by the parser the scheduler uses.
 #[derive(Debug, Clone)]
 pub(super) struct Schedule(pub String);

@@ -5,9 +5,11 @@
 use serde_json::{json, Value};
 
 pub mod inputs;
+pub mod rules;
 pub mod upcast;
 
 pub use inputs::{inputs_of, Inputs};
+pub use rules::Rule;
 
 /// The event type this domain handles.
 pub const ORDER_PAID: &str = "pedido.pago";
@@ -89,9 +91,7 @@ pub struct Decision {
 /// The commission a `pedido.pago` payload implies, whatever its shape: the one rule the replay,
 /// the live consumer, `verify` and `explain` all call. `Ok((cents, upcast))`.
 pub fn commission_of(payload: &Value) -> Result<(i64, bool), InvalidPayload> {
-    let current = upcast::to_current(payload)?;
-    let upcast = matches!(current, std::borrow::Cow::Owned(_));
-    Ok((calcular_comissao(&current)?, upcast))
+    Rule::IN_FORCE.commission_of(payload)
 }
 
 /// The ledger key: depends only on the event and the effect type, so the live consumer and every
@@ -112,6 +112,17 @@ pub fn effect_key(evento_id: &str, tipo_efeito: &str) -> String {
 /// a finite value in `i64` range (JavaScript would produce `Infinity` or lose cents, and the
 /// `bigint` column could not hold it) is rejected instead of being stored wrong.
 pub fn calcular_comissao(payload: &Value) -> Result<i64, InvalidPayload> {
+    calcular(payload, None, js_math_round)
+}
+
+/// The seed's computation with the percentage capped at `cap` (when given) and the product
+/// rounded by `round`: `calcularComissao` itself is `(None, js_math_round)`; the candidate rules
+/// of [`rules`] change one of the two and nothing else (same checks, same order of operations).
+fn calcular(
+    payload: &Value,
+    cap: Option<f64>,
+    round: fn(f64) -> f64,
+) -> Result<i64, InvalidPayload> {
     let obj = payload
         .as_object()
         .ok_or(invalid("payload is not an object"))?;
@@ -126,8 +137,9 @@ pub fn calcular_comissao(payload: &Value) -> Result<i64, InvalidPayload> {
         .get("percentual")
         .and_then(Value::as_f64)
         .ok_or(invalid("percentual is not a number"))?;
+    let percentual = cap.map_or(percentual, |cap| percentual.min(cap));
     let exact = (valor * percentual) / 100.0;
-    let rounded = js_math_round(exact);
+    let rounded = round(exact);
     // Beyond 2^53 - 1 JavaScript no longer holds the exact integer (and `String(n)` would store a
     // rounded one), so there is no exact value to agree with: reject rather than store a guess.
     if !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&rounded) {
@@ -148,8 +160,14 @@ fn js_math_round(x: f64) -> f64 {
     rounded + 0.0
 }
 
-/// The `pedido.pago` handler: `Ok(None)` for an event type this domain does not handle.
+/// The `pedido.pago` handler under the rule in force: `Ok(None)` for an event type this domain
+/// does not handle.
 pub fn handle(event: &Event) -> Result<Option<Decision>, InvalidPayload> {
+    handle_with(Rule::IN_FORCE, event)
+}
+
+/// The `pedido.pago` handler under `rule` (a candidate rule's simulation; see [`rules`]).
+pub fn handle_with(rule: Rule, event: &Event) -> Result<Option<Decision>, InvalidPayload> {
     if event.tipo != ORDER_PAID {
         return Ok(None);
     }
@@ -159,7 +177,7 @@ pub fn handle(event: &Event) -> Result<Option<Decision>, InvalidPayload> {
     if event.pedido_id.len() > MAX_ID_BYTES {
         return Err(invalid("pedido_id longer than 1024 bytes"));
     }
-    let (valor, upcast) = commission_of(&event.payload)?;
+    let (valor, upcast) = rule.commission_of(&event.payload)?;
     let effects = vec![EffectRequest {
         tipo: NOTIFY_SELLER,
         key: effect_key(&event.id, NOTIFY_SELLER),

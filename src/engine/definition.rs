@@ -61,7 +61,9 @@ impl Definition {
         let mut put = |k: String, v: String| {
             fields.insert(k, v);
         };
-        put("rule".into(), domain::RULE_VERSION.into());
+        // The rule's name and version (the one in force: `calcularComissao/N`, as before rules
+        // had names, so approvals recorded then still hold).
+        put("rule".into(), replay.rule.version().into());
         put("job".into(), job.name.clone());
         put("window.from".into(), window.from.to_rfc3339());
         put("window.to".into(), window.to.to_rfc3339());

@@ -49,6 +49,11 @@ pub struct Story {
     pub reason: Option<String>,
     pub corrections: Vec<Correction>,
     pub effects: Vec<OrderEffect>,
+    /// Told as of this moment (`explain --as-of`, `?as_of=`): only the events that occurred by
+    /// then, so `expected_cents` is what the table would have said then; the corrections
+    /// recorded by then; `comissao` is the row as it is now. Absent from the JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,11 +72,23 @@ pub enum StoryError {
 /// The story of `pedido_id`; an order neither the archive nor `comissao` knows is
 /// [`StoryError::Unknown`].
 pub async fn story(pool: &PgPool, pedido_id: &str) -> Result<Story, StoryError> {
+    story_as_of(pool, pedido_id, None).await
+}
+
+/// The story of `pedido_id` as of `as_of` (see [`Story::as_of`]); `None`: as it stands.
+pub async fn story_as_of(
+    pool: &PgPool,
+    pedido_id: &str,
+    as_of: Option<DateTime<Utc>>,
+) -> Result<Story, StoryError> {
     // PostgreSQL text never holds NUL: no order has such an id, and the query would fail.
     if pedido_id.is_empty() || pedido_id.contains('\0') {
         return Err(StoryError::InvalidId);
     }
-    let events = archive::of_order(pool, pedido_id).await?;
+    let mut events = archive::of_order(pool, pedido_id).await?;
+    if let Some(at) = as_of {
+        events.retain(|e| e.ocorrido_em <= at);
+    }
     let comissao = order::row_of(pool, pedido_id).await?;
     if events.is_empty() && comissao.is_none() {
         return Err(StoryError::Unknown(pedido_id.to_string()));
@@ -85,7 +102,10 @@ pub async fn story(pool: &PgPool, pedido_id: &str) -> Result<Story, StoryError> 
         })
         .collect();
     let effects = ledger::effects_of_keys(pool, &keys).await?;
-    let corrections = order::corrections_of(pool, pedido_id).await?;
+    let mut corrections = order::corrections_of(pool, pedido_id).await?;
+    if let Some(at) = as_of {
+        corrections.retain(|c| c.registrado_em <= at);
+    }
     let (told, expected) = tell(&events);
     let reason = reason(
         comissao
@@ -102,6 +122,7 @@ pub async fn story(pool: &PgPool, pedido_id: &str) -> Result<Story, StoryError> 
         reason,
         corrections,
         effects,
+        as_of,
     })
 }
 

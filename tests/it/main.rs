@@ -3,6 +3,7 @@
 //! the real `replay-ledger` binary.
 
 mod alerts;
+mod candidate_rule;
 mod citations;
 mod config;
 mod console;
@@ -20,6 +21,7 @@ mod explain_inputs;
 mod faults;
 mod figures;
 mod helpers;
+mod history;
 mod hostile;
 mod http_server;
 mod kit;

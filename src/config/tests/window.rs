@@ -54,3 +54,21 @@ fn a_fixed_window_resolves_to_utc_under_the_jobs_name() {
         }
     );
 }
+
+#[test]
+fn window_all_covers_every_instant_an_archive_holds_under_the_jobs_name() {
+    let job = job("name: history\nrule: teto-10pct\nwindow: all\nsimulate: true\n").unwrap();
+    let resolved = job.resolve_window(&replay(&job).window, Utc::now());
+    assert_eq!(resolved.execution_id, "history");
+    assert_eq!(resolved.from, utc("0001-01-01T00:00:00Z"));
+    assert_eq!(resolved.to, utc("9999-12-31T00:00:00Z"));
+    assert_eq!(replay(&job).rule, crate::domain::Rule::Teto10Pct);
+}
+
+#[test]
+fn a_window_word_other_than_all_says_the_forms_at_its_line() {
+    let err = job("name: n\nwindow: everything\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`all`") && err.contains(":2:"), "{err}");
+}

@@ -91,6 +91,41 @@ pub enum Command {
         /// Print the story as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Tell the story as of this moment: only the events that occurred by then (what
+        /// `comissao` would have said then). RFC 3339, `YYYY-MM-DD` (the close of that day),
+        /// `YYYY-MM-DD HH:MM` in `--timezone`, or `now`.
+        #[arg(long, value_name = "TIME")]
+        as_of: Option<String>,
+        /// The timezone of an `--as-of` without an offset (default UTC).
+        #[arg(long, value_name = "TZ", value_parser = super::verify::parse_timezone, requires = "as_of")]
+        timezone: Option<chrono_tz::Tz>,
+    },
+    /// The commission table as the archive says it stood at a moment, computed from
+    /// `evento_arquivado` with the rule and upcasters in force (each order's newest accepted
+    /// `pedido.pago` that occurred by then); with `--compare-to`, only the orders whose value
+    /// differs between the two moments. Reads only; streams its rows. Default output: a
+    /// tab-separated table on standard output.
+    Comissao {
+        /// The moment: RFC 3339, `YYYY-MM-DD` (the close of that day), `YYYY-MM-DD HH:MM` in
+        /// `--timezone`, or `now`.
+        #[arg(long, value_name = "TIME")]
+        as_of: String,
+        /// A second moment ("what changed since"): list the orders whose value differs, as
+        /// `antes` (the earlier moment) and `depois` (the later).
+        #[arg(long, visible_alias = "since", value_name = "TIME")]
+        compare_to: Option<String>,
+        /// The timezone of moments without an offset (default UTC).
+        #[arg(long, value_name = "TZ", value_parser = super::verify::parse_timezone)]
+        timezone: Option<chrono_tz::Tz>,
+        /// Write the rows as CSV (the diff download's shape) to FILE.
+        #[arg(long, value_name = "FILE", group = "output")]
+        csv: Option<PathBuf>,
+        /// Write the rows as an XLSX spreadsheet (amounts in reais) to FILE.
+        #[arg(long, value_name = "FILE", group = "output")]
+        xlsx: Option<PathBuf>,
+        /// Print one JSON object: the moments, `rows`, `totals`.
+        #[arg(long, group = "output")]
+        json: bool,
     },
     /// One sweeper pass over stale reservations: retake those of idempotent types, move the
     /// others to `incerto`; then send the keys a review decision queued (`--not-sent`).

@@ -14,7 +14,7 @@ use crate::edges::metrics::{Endpoint, Metrics};
 use crate::engine::effects::Effects;
 use crate::engine::plan::{Asked, Plan};
 use crate::services::runner::summary::counts;
-use crate::services::runner::{self, Ended, RunnerConfig};
+use crate::services::runner::{self, Ended, RunError, RunnerConfig};
 use crate::{services::scheduler, shared::shutdown};
 
 /// How `run` was asked to run.
@@ -58,7 +58,10 @@ pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
     if how.json {
         print_execution_json(&pool, &plan.key).await;
     }
-    let report = result.map_err(Failure::failed)?;
+    let report = result.map_err(|e| match e {
+        RunError::CandidateRule { .. } => Failure::invalid(e),
+        e => Failure::failed(e),
+    })?;
     if !how.json {
         print!("{report}");
     }
@@ -153,7 +156,10 @@ pub(super) async fn consume(
     let result =
         crate::services::consumer::consume(&pool, &url, &job, live, effects, config, stop).await;
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), served).await;
-    let report = result.map_err(Failure::failed)?;
+    let report = result.map_err(|e| match e {
+        RunError::CandidateRule { .. } => Failure::invalid(e),
+        e => Failure::failed(e),
+    })?;
     print!("{}", consumed(&report));
     Ok(())
 }

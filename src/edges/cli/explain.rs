@@ -10,9 +10,14 @@ use crate::services::story::{self, Story, StoryError};
 use crate::shared::money::brl;
 use crate::shared::text::inert;
 
-pub(super) async fn explain(cli: &Cli, pedido: &str, json: bool) -> Outcome {
+pub(super) async fn explain(
+    cli: &Cli,
+    pedido: &str,
+    json: bool,
+    as_of: Option<chrono::DateTime<chrono::Utc>>,
+) -> Outcome {
     let pool = connect(cli, true).await?;
-    let told = match story::story(&pool, pedido).await {
+    let told = match story::story_as_of(&pool, pedido, as_of).await {
         Ok(told) => told,
         Err(StoryError::Database(e)) => return Err(e.into()),
         Err(err) => return Err(Failure::invalid(inert(&err.to_string()))),
@@ -27,8 +32,12 @@ pub(super) async fn explain(cli: &Cli, pedido: &str, json: bool) -> Outcome {
 
 /// The story as lines for a terminal.
 fn text(s: &Story) -> String {
+    let as_of = s
+        .as_of
+        .map(|at| format!(" as of {}", at.format("%Y-%m-%d %H:%M:%S%.f UTC")))
+        .unwrap_or_default();
     let mut out = format!(
-        "order {}\n\nevents ({}):\n",
+        "order {}{as_of}\n\nevents ({}):\n",
         inert(&s.pedido_id),
         s.events.len()
     );
@@ -65,9 +74,13 @@ fn text(s: &Story) -> String {
         None => "consistent".to_string(),
         Some(why) => format!("INCONSISTENT: {why}"),
     };
+    let (now, then) = match s.as_of {
+        Some(_) => (" (now)", as_of.clone()),
+        None => ("", String::new()),
+    };
     let _ = write!(
         out,
-        "\ncomissao: {row}\nexpected: {expected} by {} ({verdict})\n\ncorrections ({}):\n",
+        "\ncomissao{now}: {row}\nexpected{then}: {expected} by {} ({verdict})\n\ncorrections ({}):\n",
         crate::domain::RULE_VERSION,
         s.corrections.len()
     );

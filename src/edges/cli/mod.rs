@@ -24,6 +24,7 @@ mod demo;
 mod exit;
 mod explain;
 mod failure;
+mod history;
 mod kit;
 mod ops;
 mod reports;
@@ -171,7 +172,27 @@ async fn dispatch(cli: Cli) -> Outcome {
         }
         Command::Status { json } => ops::status(&cli, *json).await,
         Command::Sweep { stale_after } => ops::sweep(&cli, *stale_after).await,
-        Command::Explain { pedido, json } => explain::explain(&cli, pedido, *json).await,
+        Command::Explain {
+            pedido,
+            json,
+            as_of,
+            timezone,
+        } => {
+            let when = history::Moments::of(as_of.as_deref(), None, *timezone)?;
+            explain::explain(&cli, pedido, *json, when.as_of).await
+        }
+        Command::Comissao {
+            as_of,
+            compare_to,
+            timezone,
+            csv,
+            xlsx,
+            json,
+        } => {
+            let when = history::Moments::of(Some(as_of), compare_to.as_deref(), *timezone)?;
+            let form = history::form(csv.as_ref(), xlsx.as_ref(), *json);
+            history::comissao(&cli, &when, &form).await
+        }
         Command::Review { action } => ops::review(&cli, action).await,
         Command::Grants {
             worker,

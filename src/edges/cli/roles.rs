@@ -61,6 +61,7 @@ pub(super) fn duty_of(command: &Command) -> Duty {
         Command::Review { .. }
         | Command::Status { .. }
         | Command::Explain { .. }
+        | Command::Comissao { .. }
         | Command::Verify { .. } => (
             "read the ledger",
             "a role granted `--worker`, `--approver` or `--reviewer`",

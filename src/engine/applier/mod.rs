@@ -36,6 +36,8 @@ pub struct Policy {
     /// Effect type → policy; a type not listed is suppressed.
     pub effects: BTreeMap<String, EffectPolicy>,
     pub on_invalid_event: OnInvalidEvent,
+    /// The commission rule the domain decides with (the live consumer's: the one in force).
+    pub rule: domain::Rule,
 }
 
 impl From<&ReplayJob> for Policy {
@@ -44,6 +46,7 @@ impl From<&ReplayJob> for Policy {
             event_types: job.event_types.clone(),
             effects: job.effects.clone(),
             on_invalid_event: job.on_invalid_event,
+            rule: job.rule,
         }
     }
 }
@@ -54,6 +57,7 @@ impl From<&LiveJob> for Policy {
             event_types: job.event_types.clone(),
             effects: job.effects.clone(),
             on_invalid_event: job.on_invalid_event,
+            rule: domain::Rule::IN_FORCE,
         }
     }
 }
@@ -224,7 +228,7 @@ impl Applier {
                 summary.events_skipped += 1;
                 continue;
             }
-            match domain::handle(event) {
+            match domain::handle_with(self.config.policy.rule, event) {
                 Ok(Some(decision)) => {
                     summary.events_upcast += u64::from(decision.upcast);
                     decided.push(Decided {

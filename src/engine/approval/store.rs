@@ -79,7 +79,7 @@ pub(super) async fn insert(pool: &PgPool, a: NewApproval) -> Result<Approval, sq
         .bind(&a.fingerprint.events.hash)
         .bind(&a.fingerprint.comissao)
         .bind(definition)
-        .bind(crate::domain::RULE_VERSION)
+        .bind(rule_version(&a))
         .fetch_one(pool)
         .await?;
     Ok(row.into_approval())
@@ -135,7 +135,7 @@ pub(super) async fn insert_in_console_once(
         "eventos_hash": a.fingerprint.events.hash,
         "comissao_hash": a.fingerprint.comissao,
         "definicao": a.fingerprint.definition.as_ref().map(Definition::to_json),
-        "versao_regra": crate::domain::RULE_VERSION,
+        "versao_regra": rule_version(&a),
     });
     let id: i64 =
         sqlx::query_scalar("select console_aprovar($1, make_interval(secs => $2), $3::jsonb)")
@@ -218,4 +218,13 @@ impl ApprovalRow {
             },
         }
     }
+}
+
+/// The rule an approval binds: its definition's (the job's `rule`), else the rule in force.
+fn rule_version(a: &NewApproval) -> String {
+    a.fingerprint
+        .definition
+        .as_ref()
+        .and_then(|d| d.0.get("rule").cloned())
+        .unwrap_or_else(|| crate::domain::RULE_VERSION.to_string())
 }

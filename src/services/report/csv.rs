@@ -43,7 +43,7 @@ pub fn guard(text: &str) -> String {
 }
 
 /// RFC 4180: quoted when it holds a comma, a quote or a line break; quotes doubled.
-pub(super) fn field(text: &str) -> String {
+pub fn field(text: &str) -> String {
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {

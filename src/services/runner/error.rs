@@ -29,6 +29,10 @@ pub enum RunError {
     TakenOver(String),
     #[error("job {0} is not a replay job")]
     NotReplay(String),
+    /// A real run of a job whose `rule` is a candidate, not the rule in force: a candidate is
+    /// only simulated (nothing is written for it but the diff).
+    #[error("job {job} computes with the candidate rule {rule}, which is only simulated: run it with --simulate (or `simulate: true`); putting a rule in force is a release, not a job setting")]
+    CandidateRule { job: String, rule: &'static str },
     /// `require_approved_simulation`: no approval, or the window changed since (`approval`).
     #[error(transparent)]
     NotApproved(#[from] crate::engine::approval::GateError),

@@ -111,6 +111,13 @@ pub async fn run(
     config: RunnerConfig,
     shutdown: Shutdown,
 ) -> Result<RunReport, RunError> {
+    let rule = plan.policy.rule;
+    if plan.mode == crate::tables::execution::Mode::Real && !rule.in_force() {
+        return Err(RunError::CandidateRule {
+            job: plan.job.name.clone(),
+            rule: rule.version(),
+        });
+    }
     let ctx = Context {
         pool,
         database_url,

@@ -12,6 +12,7 @@ use sqlx::PgPool;
 
 use crate::domain::Event;
 
+pub mod history;
 mod live;
 mod payload;
 pub mod reconcile;

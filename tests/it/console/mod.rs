@@ -9,6 +9,7 @@ mod approval_browser;
 mod browser;
 mod decisions_browser;
 mod demo;
+mod history;
 mod hostile;
 mod http;
 mod live;

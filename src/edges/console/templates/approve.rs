@@ -56,6 +56,12 @@ fn messages(page: &str, sends: &BTreeMap<String, u64>) -> Markup {
 pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
     let e = c.execution;
     let page = format!("/executions/{}", segment(&e.key));
+    // The rule the simulation computed with, as recorded with it (a candidate's name and
+    // version); a simulation recorded before definitions were, the rule in force.
+    let rule = c
+        .definition
+        .and_then(|d| d.0.get("rule").cloned())
+        .unwrap_or_else(|| crate::domain::RULE_VERSION.to_string());
     let body = html! {
         p { "Ao aprovar, a execução real desta janela passa a poder rodar e aplicará exatamente o que esta simulação mostra: corrige "
             code { "comissao" } " dos pedidos abaixo e executa os efeitos que faltam. Se algo mudar até lá (eventos, comissões, a definição do job), a execução real é recusada." }
@@ -65,7 +71,7 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
             p { "Simulação concluída em " (e.finished_at.map_or("-".into(), |t| time(t, c.tz))) "." }
             p #window { "Janela: de " (e.window_from.map_or("-".into(), |t| time(t, c.tz)))
                 " a " (e.window_to.map_or("-".into(), |t| time(t, c.tz)))
-                " (" (c.tz.name()) "). Regra: " code { (crate::domain::RULE_VERSION) } "." }
+                " (" (c.tz.name()) "). Regra: " code { (rule) } "." }
         }
         @if let Some(sends) = c.sends { (messages(&page, sends)) }
         section #largest {

@@ -284,6 +284,10 @@ fn identity(e: &Execution, tz: Tz) -> Markup {
             e.finished_at.map_or("-".into(), |t| time(t, tz)),
         ),
     ];
+    // The rule it computed with, as recorded with it: a candidate's simulation says which.
+    if let Some(rule) = e.definition.as_ref().and_then(|d| d.get("rule")?.as_str()) {
+        rows.push(("Regra", rule.to_string()));
+    }
     if let Some(error) = &e.error {
         rows.push(("Erro", error.clone()));
     }

@@ -25,10 +25,15 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> M
     } else {
         "inconsistente"
     };
+    let expected_label = match s.as_of {
+        Some(at) => format!("Esperada pelo arquivo em {}", time(at, tz)),
+        None => "Esperada pelo arquivo".into(),
+    };
     let body = html! {
+        (as_of_form(s, tz))
         (facts(&[
             ("Comissão atual", row),
-            ("Esperada pelo arquivo", s.expected_cents.map_or("nenhuma".into(), brl)),
+            (expected_label.as_str(), s.expected_cents.map_or("nenhuma".into(), brl)),
             ("Situação", verdict.into()),
             ("Regra", crate::domain::RULE_VERSION.into()),
         ]))
@@ -48,6 +53,23 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> M
         session,
         body,
     )
+}
+
+/// "Como estava em": the story as of a moment (a GET form, so the page's address says it).
+fn as_of_form(s: &Story, tz: Tz) -> Markup {
+    html! {
+        form.as-of method="get" action={ "/pedidos/" (segment(&s.pedido_id)) } {
+            label { "Como estava em (" (tz.name()) "): "
+                input type="text" name="as_of" placeholder="2026-10-31 ou 2026-10-31 18:00"
+                    value=(s.as_of.map(|at| at.with_timezone(&tz).to_rfc3339()).unwrap_or_default());
+            }
+            " " button type="submit" { "Ver" }
+            @if s.as_of.is_some() {
+                " " a href={ "/pedidos/" (segment(&s.pedido_id)) } { "hoje" }
+                p { "Só os eventos ocorridos até esse momento; a comissão atual é a de hoje." }
+            }
+        }
+    }
 }
 
 fn events(s: &Story, tz: Tz) -> Markup {
