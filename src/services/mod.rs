@@ -5,6 +5,7 @@
 pub mod consumer;
 pub mod counters;
 pub mod held;
+pub mod rebuild;
 pub mod report;
 pub mod runner;
 pub mod scheduler;

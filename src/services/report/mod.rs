@@ -13,7 +13,7 @@
 //! Money is integer cents throughout, formatted by [`crate::shared::money`]; never floating point.
 
 pub mod approved;
-mod csv;
+pub mod csv;
 pub mod deliver;
 pub mod jobs;
 pub mod links;

@@ -14,6 +14,7 @@ use crate::domain::Event;
 
 mod live;
 mod payload;
+pub mod rebuild;
 pub mod reconcile;
 pub mod snapshot;
 pub mod unsent;
