@@ -30,6 +30,7 @@ mod ownership;
 mod partitions;
 mod pgtemp_sink;
 mod process;
+mod rebuild;
 mod report;
 mod resend;
 mod retries;

@@ -5,9 +5,11 @@
 //! 2. Every `pedido.pago` of the archive, in chunks by `posicao`, decided by the domain's one rule
 //!    (upcasters included) and written set-based with the applier's version guard; the
 //!    checkpoint moves in the chunk's own transaction, so a killed rebuild resumes after it.
-//! 3. The live writers followed: triggers on `comissao` queue every order anybody writes while
-//!    the rebuild is open (the live consumer, a replay, the seed's JavaScript consumer); each is
-//!    re-derived from the archive into the new table, and the archive's tail is read too.
+//! 3. The live events followed: the build reads the archive up to its highest `posicao` when the
+//!    rebuild opened; from then on the live writers apply the new events, and triggers on
+//!    `comissao` queue every order anybody writes while the rebuild is open (the live consumer, a
+//!    replay, the seed's JavaScript consumer); each is re-derived from the archive into the new
+//!    table, until the queue is empty. An event no writer has applied yet is in neither table.
 //! 4. Compared by count and checksum, with the list of orders that differ and its fingerprint.
 //! 5. Swapped only once an approval names that fingerprint: in one transaction that takes
 //!    `comissao` with a short `lock_timeout` (retried), drains the queue under the lock, checks
@@ -192,9 +194,9 @@ impl Work<'_, '_> {
     /// Reads the archive after the checkpoint to its end, chunk by chunk.
     async fn build(&mut self) -> Result<()> {
         let started = Instant::now();
-        let (mut said, mut read_here) = (Instant::now(), 0_i64);
-        while self.chunk().await? > 0 {
-            read_here = self.rebuild.events_read;
+        let (mut said, mut read_here) = (Instant::now(), 0);
+        while let n @ 1.. = self.chunk().await? {
+            read_here += n;
             if said.elapsed() >= self.config.progress_every {
                 said = Instant::now();
                 self.progress(started.elapsed(), read_here);
@@ -208,9 +210,10 @@ impl Work<'_, '_> {
         Ok(())
     }
 
-    fn progress(&mut self, elapsed: Duration, _read: i64) {
+    /// A progress line: events read of the total, the checkpoint, the pace of this process.
+    fn progress(&mut self, elapsed: Duration, read_here: usize) {
         let r = &self.rebuild;
-        let rate = r.events_read as f64 / elapsed.as_secs_f64().max(1e-3);
+        let rate = read_here as f64 / elapsed.as_secs_f64().max(1e-3);
         (self.say)(&format!(
             "rebuild {}: {} of {} events ({:.0}%), checkpoint posicao {}, {rate:.0} events/s",
             r.id,
@@ -229,7 +232,8 @@ impl Work<'_, '_> {
         }
         let after = self.rebuild.checkpoint.unwrap_or(i64::MIN);
         let mut tx = db::begin_relaxed(self.pool).await?;
-        let events = archive::chunk(&mut tx, ORDER_PAID, after, self.config.chunk).await?;
+        let upto = self.rebuild.target.unwrap_or(i64::MIN);
+        let events = archive::chunk(&mut tx, ORDER_PAID, (after, upto), self.config.chunk).await?;
         let Some(last) = events.last().map(|e| e.posicao) else {
             return Ok(0);
         };
@@ -252,30 +256,29 @@ impl Work<'_, '_> {
         Ok(events.len())
     }
 
-    /// Re-derives the queued orders and reads the archive's tail until neither has anything.
+    /// Re-derives the orders the live writers wrote until the queue is empty.
     async fn follow(&mut self) -> Result<()> {
+        let mut did = 0;
         loop {
-            let mut did = 0;
-            while let n @ 1.. = self.chunk().await? {
-                did += n;
+            if self.shutdown.is_triggered() {
+                return Err(RebuildError::Interrupted);
             }
-            loop {
-                if self.shutdown.is_triggered() {
-                    return Err(RebuildError::Interrupted);
-                }
-                let mut tx = self.pool.begin().await?;
-                let n = swap::drain_some(&mut tx, &self.rebuild, self.config.follow_batch).await?;
-                tx.commit().await?;
-                if n == 0 {
-                    break;
-                }
-                self.rebuild.orders_rederived += n as i64;
-                did += n;
+            let mut tx = self.pool.begin().await?;
+            let n = swap::drain_some(&mut tx, &self.rebuild, self.config.follow_batch).await?;
+            tx.commit().await?;
+            if n == 0 {
+                break;
             }
-            if did == 0 {
-                return Ok(());
-            }
+            self.rebuild.orders_rederived += n as i64;
+            did += n;
         }
+        if did > 0 {
+            (self.say)(&format!(
+                "rebuild {}: caught up with the live writers ({did} orders re-derived)",
+                self.rebuild.id
+            ));
+        }
+        Ok(())
     }
 
     /// Compares, or swaps what was approved.

@@ -27,19 +27,19 @@ pub async fn extent(
     .await
 }
 
-/// The next chunk of `tipo` events after `after`, in `posicao` order. Planned with its values
-/// (not a cached generic plan) so it walks the primary key from `after`.
+/// The next chunk of `tipo` events after `after` and up to `upto`, in `posicao` order. Planned
+/// with its values (not a cached generic plan) so it walks the primary key from `after`.
 pub async fn chunk(
     conn: &mut PgConnection,
     tipo: &str,
-    after: i64,
+    (after, upto): (i64, i64),
     limit: u32,
 ) -> Result<Vec<Event>, sqlx::Error> {
     let rows: Vec<EventRow> = sqlx::query_as(
         r#"
         select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em
         from evento_arquivado
-        where posicao > $1 and tipo = $2
+        where posicao > $1 and posicao <= $4 and tipo = $2
         order by posicao
         limit $3
         "#,
@@ -47,6 +47,7 @@ pub async fn chunk(
     .bind(after)
     .bind(tipo)
     .bind(i64::from(limit))
+    .bind(upto)
     .persistent(false)
     .fetch_all(conn)
     .await?;
