@@ -102,28 +102,38 @@ end
 $$;
 select comissao_reconstrucao_gatilhos('comissao', true);
 
--- A new, empty `comissao_nova` shaped exactly as `comissao` (columns, defaults, constraints,
--- indexes), with the same grants, so every role keeps its duty on the table once it is swapped in.
-create or replace function comissao_nova_criar() returns void
+-- Every privilege granted on table `p_de` (but its owner's) granted on `p_para` too.
+create or replace function comissao_copiar_grants(p_de text, p_para text) returns void
 language plpgsql
 as $$
 declare
   g record;
 begin
-  drop table if exists comissao_nova;
-  create table comissao_nova (like comissao including all);
   for g in
     select a.privilege_type, a.grantee
     from pg_class c, aclexplode(c.relacl) a
-    where c.oid = 'comissao'::regclass and a.grantee <> c.relowner
+    where c.relname = p_de and c.relnamespace = current_schema()::regnamespace
+      and a.grantee <> c.relowner
   loop
     if g.grantee = 0 then
-      execute format('grant %s on comissao_nova to public', g.privilege_type);
+      execute format('grant %s on %I to public', g.privilege_type, p_para);
     else
-      execute format('grant %s on comissao_nova to %I', g.privilege_type,
+      execute format('grant %s on %I to %I', g.privilege_type, p_para,
                      pg_get_userbyid(g.grantee));
     end if;
   end loop;
+end
+$$;
+
+-- A new, empty `comissao_nova` shaped exactly as `comissao` (columns, defaults, constraints,
+-- indexes), with the same grants, so every role keeps its duty on the table once it is swapped in.
+create or replace function comissao_nova_criar() returns void
+language plpgsql
+as $$
+begin
+  drop table if exists comissao_nova;
+  create table comissao_nova (like comissao including all);
+  perform comissao_copiar_grants('comissao', 'comissao_nova');
 end
 $$;
 
@@ -135,6 +145,8 @@ create or replace function comissao_trocar(p_saida text, p_entrada text) returns
 language plpgsql
 as $$
 begin
+  -- Grants given on `comissao` since the incoming table was created hold on it too.
+  perform comissao_copiar_grants('comissao', p_entrada);
   perform comissao_reconstrucao_gatilhos('comissao', false);
   execute format('alter table comissao rename to %I', p_saida);
   execute format('alter table %I rename to comissao', p_entrada);
@@ -174,6 +186,7 @@ begin
   foreach f in array array[
     'comissao_reconstrucao_capturar()',
     'comissao_reconstrucao_gatilhos(text, boolean)',
+    'comissao_copiar_grants(text, text)',
     'comissao_nova_criar()',
     'comissao_trocar(text, text)',
     'comissao_renomear_indices(text, text, text)'

@@ -241,9 +241,15 @@ async fn a_rebuild_swapped_in_while_the_seeds_consumer_and_the_live_consumer_wri
     let compared = run_bin(&db.url, jobs.path(), &["rebuild", "--chunk", "100"]).await;
     assert_success(&compared, "rebuild (build and compare)");
     let fingerprint = fingerprint_in(&stdout(&compared));
+    let live_in_diff: Vec<(String, Option<i64>, Option<i64>)> = sqlx::query_as(
+        "select pedido_id, antes, depois from comissao_reconstrucao_diff where pedido_id like 'live-%'",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
     assert!(
         stdout(&compared).contains("160 orders differ"),
-        "{}",
+        "{}\n{live_in_diff:?}",
         stdout(&compared)
     );
     let approved = run_bin(

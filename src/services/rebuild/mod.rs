@@ -148,10 +148,12 @@ pub async fn run(
     work.finish().await
 }
 
-/// The open rebuild to go on with, or a new one.
+/// The open rebuild to go on with, or a new one. A new one is committed before the archive's
+/// extent is read: from its commit on every write to `comissao` is queued, so an event archived
+/// after the extent (beyond the build's reach) is caught through the writer that applies it.
 async fn open_or_start(pool: &PgPool, say: Say<'_>) -> Result<Rebuild> {
     let mut tx = pool.begin().await?;
-    match table::open(&mut tx).await? {
+    let mut rebuild = match table::open(&mut tx).await? {
         Some(r) if r.stage.in_progress() => {
             say(&format!(
                 "rebuild {}: resuming ({}), {} of {} events read, checkpoint posicao {}",
@@ -161,24 +163,37 @@ async fn open_or_start(pool: &PgPool, say: Say<'_>) -> Result<Rebuild> {
                 r.events_total,
                 opt(r.checkpoint)
             ));
-            Ok(r)
+            r
         }
-        Some(r) => Err(RebuildError::Kept {
-            id: r.id,
-            stage: r.stage,
-        }),
+        Some(r) => {
+            return Err(RebuildError::Kept {
+                id: r.id,
+                stage: r.stage,
+            })
+        }
         None => {
-            let (total, target) = archive::extent(&mut tx, ORDER_PAID, i64::MIN).await?;
-            let r = table::start(&mut tx, domain::RULE_VERSION, total, target).await?;
+            let r = table::start(&mut tx, domain::RULE_VERSION).await?;
             tx.commit().await?;
             say(&format!(
-                "rebuild {}: comissao_nova created; {total} {ORDER_PAID} events to read under {}",
+                "rebuild {}: comissao_nova created under {}; writes to comissao are followed from now on",
                 r.id,
                 domain::RULE_VERSION
             ));
-            Ok(r)
+            r
         }
+    };
+    if rebuild.target.is_none() {
+        let mut conn = pool.acquire().await?;
+        let (total, target) = archive::extent(&mut conn, ORDER_PAID, i64::MIN).await?;
+        table::set_extent(&mut conn, rebuild.id, total, target).await?;
+        (rebuild.events_total, rebuild.target) = (total, target.or(Some(i64::MIN)));
+        say(&format!(
+            "rebuild {}: {total} {ORDER_PAID} events to read, up to posicao {}",
+            rebuild.id,
+            opt(target)
+        ));
     }
+    Ok(rebuild)
 }
 
 /// A rebuild under way in this process.

@@ -130,12 +130,7 @@ pub async fn latest(pool: &PgPool) -> Result<Option<Rebuild>, sqlx::Error> {
 /// Opens a rebuild: its row (from which on every write to `comissao` is captured) and a new empty
 /// `comissao_nova` shaped and granted as `comissao`, in the caller's transaction. The queue and the
 /// diff of any earlier rebuild are emptied.
-pub async fn start(
-    conn: &mut PgConnection,
-    rule: &str,
-    events_total: i64,
-    target: Option<i64>,
-) -> Result<Rebuild, sqlx::Error> {
+pub async fn start(conn: &mut PgConnection, rule: &str) -> Result<Rebuild, sqlx::Error> {
     sqlx::query("delete from comissao_reconstrucao_fila")
         .execute(&mut *conn)
         .await?;
@@ -144,20 +139,42 @@ pub async fn start(
         .await?;
     let rebuild = sqlx::query_as(
         r#"
-        insert into comissao_reconstrucao (estado, versao_regra, eventos_total, alvo_posicao)
-        values ('construindo', $1, $2, $3)
+        insert into comissao_reconstrucao (estado, versao_regra)
+        values ('construindo', $1)
         returning *
         "#,
     )
     .bind(rule)
-    .bind(events_total)
-    .bind(target)
     .fetch_one(&mut *conn)
     .await?;
     sqlx::query("select comissao_nova_criar()")
         .execute(&mut *conn)
         .await?;
     Ok(rebuild)
+}
+
+/// Records how much of the archive the build reads: `target`, the archive's highest `posicao`
+/// (`i64::MIN` for an empty archive), and the `total` events up to it.
+pub async fn set_extent(
+    conn: &mut PgConnection,
+    id: i64,
+    total: i64,
+    target: Option<i64>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        r#"
+        update comissao_reconstrucao
+        set eventos_total = $2, alvo_posicao = coalesce($3, -9223372036854775808),
+            atualizado_em = now()
+        where id = $1 and alvo_posicao is null
+        "#,
+    )
+    .bind(id)
+    .bind(total)
+    .bind(target)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// Writes a chunk's rows into `comissao_nova` with the applier's version guard (a row is replaced
