@@ -23,6 +23,7 @@
 //!   call and no engine;
 //! - (p) the plans of every statement of a real run, as PostgreSQL chose them;
 //! - (v) `verify` over the whole archive, beside (w) its floor: the same counts in one statement;
+//! - (x) `rebuild` of `comissao` over the whole archive, beside (y) one `INSERT … SELECT` of it;
 //!
 //! and prints events/s, the ratios, the peak RSS of each measurement, the CPU time the whole
 //! machine spent per event (every process: the harness, PostgreSQL and the webhook, so the cost
@@ -33,6 +34,7 @@ mod data;
 mod effect_floor;
 mod http;
 mod plans;
+mod rebuild;
 mod reference;
 mod verify;
 
@@ -71,7 +73,7 @@ struct Args {
     /// Requests of the HTTP reference (h); default: as many as (c)'s effects, at most 300,000.
     #[arg(long)]
     http_requests: Option<i64>,
-    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,j,k,c,g,v).
+    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,j,k,c,g,v,x).
     #[arg(long, value_delimiter = ',')]
     only: Vec<char>,
     /// How long (p) runs with every statement explained.
@@ -282,6 +284,9 @@ async fn bench(
     }
     if args.wants('v') {
         verify::both(&pool, &loaded, &mut results).await?;
+    }
+    if args.wants('x') {
+        rebuild::both(&pool, &mut results).await?;
     }
     let mut scaling = Vec::new();
     if args.wants('f') {

@@ -7,7 +7,7 @@ use super::context::{self, Context};
 use super::de::with_scalar_budget;
 use super::effects::Catalog;
 use super::limits;
-use super::raw::{Kind, KindProbe, RawLive, RawReplay, RawReport, RawSweep, RawVerify};
+use super::raw::{Kind, KindProbe, RawLive, RawRebuild, RawReplay, RawReport, RawSweep, RawVerify};
 use super::{ConfigError, ConfigErrors, EffectCatalog, Job, EFFECTS_FILE};
 
 /// Everything in a jobs directory.
@@ -131,6 +131,7 @@ fn parse_job_kind(text: &str, file: &Path) -> Result<Job, serde_yaml::Error> {
         Kind::Sweep => serde_yaml::from_str::<RawSweep>(text)?.into_job(file),
         Kind::Report => serde_yaml::from_str::<RawReport>(text)?.into_job(file),
         Kind::Verify => serde_yaml::from_str::<RawVerify>(text)?.into_job(file),
+        Kind::Rebuild => serde_yaml::from_str::<RawRebuild>(text)?.into_job(file),
     })
 }
 

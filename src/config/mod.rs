@@ -151,6 +151,7 @@ pub enum JobKind {
     Report(ReportJob),
     Live(LiveJob),
     Verify(VerifyJob),
+    Rebuild(RebuildJob),
 }
 
 impl JobKind {
@@ -161,6 +162,7 @@ impl JobKind {
             JobKind::Report(_) => "report",
             JobKind::Live(_) => "live",
             JobKind::Verify(_) => "verify",
+            JobKind::Rebuild(_) => "rebuild",
         }
     }
 }
@@ -222,6 +224,14 @@ impl VerifyJob {
         let from = today - chrono::Days::new(u64::from(self.lookback_days));
         (from, today)
     }
+}
+
+/// `kind: rebuild`: `replay-ledger rebuild` on a schedule — builds or resumes `comissao_nova`,
+/// follows the writers, compares, and swaps once the comparison shown was approved.
+#[derive(Debug, Clone)]
+pub struct RebuildJob {
+    /// `pedido.pago` events per chunk; default the rebuild's (20,000).
+    pub chunk: Option<u32>,
 }
 
 #[derive(Debug, Clone)]

@@ -20,7 +20,8 @@ use super::scalar::{
     Timestamp, Zone,
 };
 use super::{
-    Job, JobKind, LiveJob, OnInvalidEvent, ReplayJob, ReportJob, SweepJob, VerifyJob, WindowSpec,
+    Job, JobKind, LiveJob, OnInvalidEvent, RebuildJob, ReplayJob, ReportJob, SweepJob, VerifyJob,
+    WindowSpec,
 };
 
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
@@ -32,6 +33,7 @@ pub(super) enum Kind {
     Report,
     Live,
     Verify,
+    Rebuild,
 }
 
 /// Reads only `kind` (default `replay`); every other key is left to the kind's struct.
@@ -130,6 +132,20 @@ pub(super) struct RawVerify {
     report_to: Recipients,
 }
 
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a rebuild job: a mapping with `name` and `schedule`"
+)]
+pub(super) struct RawRebuild {
+    name: JobName,
+    #[serde(default, rename = "kind")]
+    _kind: IgnoredAny,
+    schedule: Option<Schedule>,
+    timezone: Option<Zone>,
+    chunk: Option<BatchSize>,
+}
+
 const DEFAULT_BATCH_SIZE: u32 = 1000;
 const DEFAULT_EVENT_TYPE: &str = "pedido.pago";
 
@@ -211,6 +227,15 @@ impl RawVerify {
         let kind = JobKind::Verify(VerifyJob {
             lookback_days: self.lookback.0,
             report_to: self.report_to.0,
+        });
+        job(file, self.name, self.schedule, self.timezone, kind)
+    }
+}
+
+impl RawRebuild {
+    pub fn into_job(self, file: &Path) -> Job {
+        let kind = JobKind::Rebuild(RebuildJob {
+            chunk: self.chunk.map(|c| c.0),
         });
         job(file, self.name, self.schedule, self.timezone, kind)
     }

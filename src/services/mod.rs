@@ -6,6 +6,7 @@ pub mod consumer;
 pub mod counters;
 pub mod held;
 pub mod history;
+pub mod rebuild;
 pub mod report;
 pub mod runner;
 pub mod scheduler;

@@ -62,6 +62,7 @@ fn every_example_job_file_loads() {
         "finance-daily",
         "live",
         "nightly-reconcile",
+        "rebuild-comissao",
         "replay-2026-10-14-v2",
         "sweeper",
         "verify-daily",
@@ -337,4 +338,32 @@ fn a_file_that_is_not_yaml_is_refused_without_quoting_its_first_line_as_a_key() 
     assert!(!err.contains("Meeting notes"), "{err}");
     let typo = jobs_dir(Some(EFFECTS), &[("t.yaml", "name: t\non_falure: x\n")]);
     assert!(errors(&typo).contains("unknown field `on_falure`"));
+}
+
+#[test]
+fn a_rebuild_job_is_accepted_and_a_key_it_does_not_take_is_an_error_at_its_line() {
+    let ok = jobs_dir(
+        Some(EFFECTS),
+        &[(
+            "r.yaml",
+            "name: r\nkind: rebuild\nschedule: \"0 0 3 * * *\"\nchunk: 500\n",
+        )],
+    );
+    let config = load_dir(ok.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(
+        config.jobs[0].kind,
+        replay_ledger::config::JobKind::Rebuild(replay_ledger::config::RebuildJob {
+            chunk: Some(500)
+        })
+    ));
+
+    let typo = jobs_dir(
+        Some(EFFECTS),
+        &[("r.yaml", "name: r\nkind: rebuild\nwindow: {}\n")],
+    );
+    assert!(
+        errors(&typo).starts_with(&at(&typo, "r.yaml", 3, 1)),
+        "{}",
+        errors(&typo)
+    );
 }

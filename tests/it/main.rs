@@ -38,6 +38,7 @@ mod partitioned;
 mod partitions;
 mod pgtemp_sink;
 mod process;
+mod rebuild;
 mod report;
 mod resend;
 mod retries;

@@ -265,6 +265,35 @@ pub enum Command {
         #[arg(long, env = "METRICS_MAX_CONNECTIONS", default_value_t = 256)]
         metrics_max_connections: usize,
     },
+    /// Blue-green rebuild of comissao: builds comissao_nova from the whole archive with the rule
+    /// and upcasters in force (resumable), follows the live writers, compares by count and
+    /// checksum and prints the fingerprint of the differences; once that fingerprint is approved
+    /// (`--approve`), the next `rebuild` swaps the tables in one short transaction. The previous
+    /// table is kept as comissao_anterior until `--drop-previous`. Run it as the schema's owner.
+    Rebuild {
+        /// Approve the comparison shown, by its fingerprint (e.g. '#0123456789ab'); recorded as the
+        /// database role you are connected as.
+        #[arg(long, value_name = "FINGERPRINT", conflicts_with_all = ["rollback", "drop_previous", "abandon", "diff"])]
+        approve: Option<String>,
+        /// A note kept with the approval (at most 500 characters, plain text).
+        #[arg(long, requires = "approve")]
+        note: Option<String>,
+        /// Swap the previous table back in (writes made since the swap are carried over).
+        #[arg(long, conflicts_with_all = ["drop_previous", "abandon", "diff"])]
+        rollback: bool,
+        /// Drop the table the swap (comissao_anterior) or the rollback (comissao_nova) kept.
+        #[arg(long, conflicts_with_all = ["abandon", "diff"])]
+        drop_previous: bool,
+        /// Give the open rebuild up before its swap: comissao_nova is dropped.
+        #[arg(long, conflicts_with = "diff")]
+        abandon: bool,
+        /// Write the orders that differ to FILE (.csv or .xlsx), as the diff finance reads.
+        #[arg(long, value_name = "FILE")]
+        diff: Option<PathBuf>,
+        /// pedido.pago events per chunk (one transaction each; default 20000).
+        #[arg(long)]
+        chunk: Option<u32>,
+    },
     /// Reconcile: which days of `[from, to)` (in the timezone) hold an order whose `comissao`
     /// differs from what the archive implies, or an event whose effect the ledger lacks. Per day:
     /// events, orders (by the day of their newest `pedido.pago`), orders wrong, orders missing,

@@ -27,6 +27,7 @@ mod failure;
 mod history;
 mod kit;
 mod ops;
+mod rebuild;
 mod reports;
 mod roles;
 mod users;
@@ -251,6 +252,26 @@ async fn dispatch(cli: Cli) -> Outcome {
         }
         Command::Console { addr, web } => console::console(&cli, *addr, web).await,
         Command::Users { action } => users::users(&cli, action).await,
+        Command::Rebuild {
+            approve,
+            note,
+            rollback,
+            drop_previous,
+            abandon,
+            diff,
+            chunk,
+        } => {
+            let args = rebuild::RebuildArgs {
+                approve: approve.clone(),
+                note: note.clone(),
+                rollback: *rollback,
+                drop_previous: *drop_previous,
+                abandon: *abandon,
+                diff: diff.clone(),
+                chunk: *chunk,
+            };
+            rebuild::rebuild(&cli, &args).await
+        }
         Command::Verify {
             from,
             to,

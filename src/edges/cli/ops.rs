@@ -212,6 +212,7 @@ pub(super) async fn status(cli: &Cli, json: bool) -> Outcome {
     .await?;
     let review = ledger::review_queue_size(&pool).await?;
     let runs = scheduler::runs::all(&pool).await?;
+    let rebuild = crate::services::rebuild::latest(&pool).await?;
     let jobs = config::load_dir(&cli.jobs_dir)
         .map(|l| scheduler::job_statuses(&l.jobs, &executions, &runs, chrono::Utc::now()))
         .map_err(|e| e.to_string());
@@ -219,7 +220,8 @@ pub(super) async fn status(cli: &Cli, json: bool) -> Outcome {
         let views: Vec<ExecutionView<'_>> = executions.iter().map(ExecutionView::from).collect();
         let value = serde_json::json!({ "executions": views, "review_queue": review,
             "jobs": jobs.as_ref().ok(), "jobs_error": jobs.as_ref().err(),
-            "live_lag": lag.as_ref().map(lag_json) });
+            "live_lag": lag.as_ref().map(lag_json),
+            "rebuild": rebuild.as_ref().map(rebuild_json) });
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(());
     }
@@ -228,11 +230,43 @@ pub(super) async fn status(cli: &Cli, json: bool) -> Outcome {
         print!("{}", lag_text(lag));
     }
     println!("review queue: {review} effect(s) incerto");
+    if let Some(r) = &rebuild {
+        println!("{}", rebuild_text(r));
+    }
     match jobs {
         Ok(jobs) => print!("jobs:\n{}", scheduler::status::render(&jobs)),
         Err(e) => println!("jobs: cannot load {}: {e}", cli.jobs_dir.display()),
     }
     Ok(())
+}
+
+/// The newest rebuild of `comissao` in one line: its state, how far, what waits.
+fn rebuild_text(r: &crate::services::rebuild::Rebuild) -> String {
+    let fingerprint = r.fingerprint.as_deref().unwrap_or("-");
+    format!(
+        "rebuild {} of comissao: {}, {} of {} events read ({:.0}%), checkpoint posicao {}, {} orders re-derived from live writes; {} orders differ, fingerprint {fingerprint}",
+        r.id,
+        r.stage,
+        r.events_read,
+        r.events_total,
+        r.progress() * 100.0,
+        r.checkpoint.map_or("-".into(), |c| c.to_string()),
+        r.orders_rederived,
+        r.orders_differing.map_or("-".into(), |n| n.to_string()),
+    )
+}
+
+fn rebuild_json(r: &crate::services::rebuild::Rebuild) -> serde_json::Value {
+    serde_json::json!({
+        "id": r.id, "state": r.stage, "in_progress": r.stage.in_progress(),
+        "rule": r.rule, "events_read": r.events_read, "events_total": r.events_total,
+        "progress": r.progress(), "checkpoint": r.checkpoint,
+        "orders_rederived": r.orders_rederived,
+        "count_current": r.count_current, "checksum_current": r.checksum_current,
+        "count_new": r.count_new, "checksum_new": r.checksum_new,
+        "orders_differing": r.orders_differing, "fingerprint": r.fingerprint,
+        "approval": r.approval_id, "swapped_at": r.swapped_at,
+    })
 }
 
 /// The executions as a table with a header: what each is, how far, how long, its figures.

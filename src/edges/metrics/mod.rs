@@ -55,6 +55,8 @@ pub struct DbGauges {
     pub review_queue: i64,
     /// The live consumer's lag, when it has ever run in this database.
     pub live: Option<crate::services::consumer::Lag>,
+    /// The newest blue-green rebuild of `comissao`, if any ever ran.
+    pub rebuild: Option<crate::services::rebuild::Rebuild>,
 }
 
 impl DbGauges {
@@ -75,10 +77,12 @@ impl DbGauges {
             let all = execution::list(pool).await?;
             let review_queue = ledger::review_queue_size(pool).await?;
             let live = crate::services::consumer::lag(pool, horizon).await?;
+            let rebuild = crate::services::rebuild::latest(pool).await?;
             Ok::<_, sqlx::Error>(DbGauges {
                 executions: reported(all),
                 review_queue,
                 live,
+                rebuild,
             })
         };
         match tokio::time::timeout(limit, read).await {
@@ -126,6 +130,40 @@ impl DbGauges {
             "Effects in incerto, waiting for a human (review list / review resolve).",
         );
         out.sample("replay_ledger_review_queue", &[], self.review_queue);
+        self.render_rebuild(out);
+    }
+
+    /// Whether a blue-green rebuild of `comissao` is under way (built or compared, not yet
+    /// swapped or given up), and how much of the archive it has read.
+    fn render_rebuild(&self, out: &mut Exposition) {
+        let r = self.rebuild.as_ref();
+        out.family(
+            "replay_ledger_rebuild_in_progress",
+            "gauge",
+            "1 while a rebuild of comissao is under way (construindo or comparada), else 0.",
+        );
+        let on = r.is_some_and(|r| r.stage.in_progress());
+        out.sample("replay_ledger_rebuild_in_progress", &[], u8::from(on));
+        out.family(
+            "replay_ledger_rebuild_progress_ratio",
+            "gauge",
+            "Share of the archive's pedido.pago events the newest rebuild has read (0..1).",
+        );
+        out.sample(
+            "replay_ledger_rebuild_progress_ratio",
+            &[],
+            r.map_or(0.0, |r| r.progress()),
+        );
+        out.family(
+            "replay_ledger_rebuild_rederived_orders",
+            "gauge",
+            "Orders the newest rebuild has re-derived because a live writer wrote them.",
+        );
+        out.sample(
+            "replay_ledger_rebuild_rederived_orders",
+            &[],
+            r.map_or(0, |r| r.orders_rederived),
+        );
     }
 
     /// Each reported execution's figures, read from its tallies (the numbers `status --json`,
@@ -278,6 +316,8 @@ mod tests {
             "replay_ledger_checkpoint_position",
             "replay_ledger_remaining_events",
             "replay_ledger_review_queue",
+            "replay_ledger_rebuild_in_progress",
+            "replay_ledger_rebuild_progress_ratio",
         ] {
             assert!(text.contains(&format!("# HELP {family} ")), "{family}");
             assert!(text.contains(&format!("# TYPE {family} ")), "{family}");

@@ -153,9 +153,41 @@ impl Shared {
                 self.record_job_run(&job.name, started, ran, detail).await;
             }
             JobKind::Verify(verify_job) => self.fire_verify(job, verify_job, at).await,
+            JobKind::Rebuild(rebuild_job) => self.fire_rebuild(job, rebuild_job).await,
             JobKind::Live(_) => {}
         }
         lock.release().await;
+    }
+
+    /// A rebuild fire: as far as `replay-ledger rebuild` goes now (build, follow, compare, or the
+    /// swap of an approved comparison); progress lines go to the log.
+    async fn fire_rebuild(&self, job: &Job, rebuild_job: &crate::config::RebuildJob) {
+        use crate::services::rebuild::{self, Outcome, RebuildConfig};
+        let started = Utc::now();
+        let mut config = RebuildConfig::default();
+        if let Some(chunk) = rebuild_job.chunk {
+            config.chunk = chunk;
+        }
+        let name = job.name.clone();
+        let mut say = |line: &str| tracing::info!(job = %name, "{line}");
+        let ran = rebuild::run(&self.pool, &config, &self.shutdown, &mut say).await;
+        let detail = match &ran {
+            Ok(Outcome::Compared(c)) => format!(
+                "{} orders differ; fingerprint {} waits for approval",
+                c.orders_differing, c.fingerprint
+            ),
+            Ok(Outcome::AwaitingApproval { fingerprint, .. }) => {
+                format!("fingerprint {fingerprint} waits for approval")
+            }
+            Ok(Outcome::Swapped { approval, .. }) => format!("swapped in (approval {approval})"),
+            Err(e) => {
+                tracing::warn!(job = %job.name, error = %e, "rebuild did not finish; it resumes at the next tick");
+                e.to_string()
+            }
+        };
+        self.record_plain(&job.name, ran.is_ok());
+        self.record_job_run(&job.name, started, ran.is_ok(), Some(detail))
+            .await;
     }
 
     /// A verify fire: the lookback days checked, finance mailed when they differ, the figures

@@ -15,6 +15,7 @@ use crate::domain::Event;
 pub mod history;
 mod live;
 mod payload;
+pub mod rebuild;
 pub mod reconcile;
 pub mod snapshot;
 pub mod unsent;

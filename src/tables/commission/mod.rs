@@ -5,6 +5,7 @@
 
 mod diff;
 pub mod order;
+pub mod rebuild;
 
 pub use diff::{
     approved_vs_applied, clear_diff, correction_rows, diff_drift, diff_fingerprint, diff_rows,

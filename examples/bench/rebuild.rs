@@ -1,0 +1,95 @@
+//! (x) `rebuild` over the whole archive beside (y) one `INSERT … SELECT` of the same history into a
+//! fresh table (the rule in SQL, the newest version per order), measured in the same run: the
+//! rebuild's rate, the ratio (target ≥ 0.8) and its peak RSS. Both must write the same rows.
+
+use std::time::Instant;
+
+use replay_ledger::services::rebuild::{self, Outcome, RebuildConfig};
+use replay_ledger::shared::shutdown::Shutdown;
+use sqlx::PgPool;
+
+use crate::{data, measure, Measured};
+
+pub async fn both(pool: &PgPool, results: &mut Vec<Measured>) -> anyhow::Result<()> {
+    data::buggy_state(pool).await?;
+    let mut rows_rebuilt = 0;
+    let engine = measure(async {
+        let t = Instant::now();
+        let mut quiet = |_: &str| {};
+        let done = rebuild::run(
+            pool,
+            &RebuildConfig::default(),
+            &Shutdown::never(),
+            &mut quiet,
+        )
+        .await?;
+        let secs = t.elapsed().as_secs_f64();
+        let Outcome::Compared(c) = done else {
+            anyhow::bail!("the rebuild did not stop at its comparison: {done:?}");
+        };
+        rows_rebuilt = c.new.count;
+        let r = rebuild::latest(pool).await?.expect("the rebuild's row");
+        Ok(Measured::new(
+            "(x) rebuild of comissao, whole archive, compared",
+            r.events_read,
+            secs,
+        ))
+    })
+    .await?;
+    rebuild::abandon(pool).await?;
+    let mut rows_floor = 0;
+    let floor = measure(async {
+        let t = Instant::now();
+        let (events, rows) = one_statement(pool).await?;
+        rows_floor = rows;
+        let label = "(y) rebuild's floor: one INSERT … SELECT";
+        Ok(Measured::new(label, events, t.elapsed().as_secs_f64()))
+    })
+    .await?;
+    anyhow::ensure!(
+        rows_rebuilt == rows_floor,
+        "the rebuild wrote {rows_rebuilt} rows, its floor {rows_floor}"
+    );
+    println!(
+        "(x) {:.2} s, {:.0} events/s, peak RSS {} MB; (y) {:.2} s, {:.0} events/s; (x)/(y) = {:.2} (target >= 0.8); {rows_floor} rows each",
+        engine.secs,
+        engine.rate(),
+        engine.rss_mb,
+        floor.secs,
+        floor.rate(),
+        engine.rate() / floor.rate().max(1e-9)
+    );
+    results.push(engine);
+    results.push(floor);
+    Ok(())
+}
+
+/// The whole history into a new table in one statement: JavaScript's `Math.round` in SQL, the
+/// newest version per order (the last event among equal versions). Returns (events, rows).
+async fn one_statement(pool: &PgPool) -> anyhow::Result<(i64, i64)> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("create table comissao_piso (like comissao including all)")
+        .execute(&mut *tx)
+        .await?;
+    let rows = sqlx::query(
+        r#"
+        insert into comissao_piso (pedido_id, valor_centavos, versao_evento)
+        select distinct on (pedido_id) pedido_id,
+               (case when x - floor(x) >= 0.5 then floor(x) + 1 else floor(x) end)::bigint, versao
+        from (select pedido_id, versao, posicao,
+                     (payload->>'valorCentavos')::float8 * (payload->>'percentual')::float8 / 100
+                       as x
+              from evento_arquivado where tipo = 'pedido.pago') e
+        order by pedido_id, versao desc, posicao desc
+        "#,
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected() as i64;
+    let events: i64 =
+        sqlx::query_scalar("select count(*) from evento_arquivado where tipo = 'pedido.pago'")
+            .fetch_one(&mut *tx)
+            .await?;
+    tx.rollback().await?;
+    Ok((events, rows))
+}

@@ -1,0 +1,147 @@
+//! `rebuild`: the blue-green rebuild of `comissao`, for people. Without flags it goes as far as it
+//! can: builds (or resumes) `comissao_nova` from the whole archive, follows the live writers,
+//! compares and prints the counts, checksums and fingerprint to approve — or swaps when that
+//! fingerprint was approved. `--approve`, `--rollback`, `--drop-previous`, `--abandon` and
+//! `--diff FILE` act on the open rebuild.
+
+use std::path::{Path, PathBuf};
+
+use super::{connect, Class, Cli, Failure, Outcome};
+use crate::services::rebuild::{self, Outcome as Done, RebuildConfig, RebuildError};
+use crate::shared::shutdown;
+use crate::shared::text::inert;
+use crate::tables::commission::DiffRow;
+
+/// What the command line asked for.
+#[derive(Debug, Clone, Default)]
+pub struct RebuildArgs {
+    pub approve: Option<String>,
+    pub note: Option<String>,
+    pub rollback: bool,
+    pub drop_previous: bool,
+    pub abandon: bool,
+    pub diff: Option<PathBuf>,
+    pub chunk: Option<u32>,
+}
+
+pub async fn rebuild(cli: &Cli, args: &RebuildArgs) -> Outcome {
+    let pool = connect(cli, true).await?;
+    if let Some(shown) = &args.approve {
+        let (approval, by) = rebuild::approve(&pool, shown, args.note.as_deref())
+            .await
+            .map_err(failure)?;
+        println!(
+            "approved {} as approval {approval} by {}: run `replay-ledger rebuild` to swap it in",
+            inert(shown),
+            inert(&by)
+        );
+        return Ok(());
+    }
+    if args.rollback {
+        let (r, carried) = rebuild::roll_back(&pool).await.map_err(failure)?;
+        println!("rebuild {}: rolled back; comissao is the previous table again ({carried} orders written since the swap carried over); the rebuilt one is comissao_nova", r.id);
+        return Ok(());
+    }
+    if args.drop_previous {
+        let r = rebuild::drop_previous(&pool).await.map_err(failure)?;
+        let kept = match r.stage {
+            rebuild::Stage::Swapped => "comissao_anterior",
+            _ => "comissao_nova",
+        };
+        println!("rebuild {}: {kept} dropped; the rebuild is closed", r.id);
+        return Ok(());
+    }
+    if args.abandon {
+        let r = rebuild::abandon(&pool).await.map_err(failure)?;
+        println!("rebuild {}: abandoned; comissao_nova dropped", r.id);
+        return Ok(());
+    }
+    if let Some(path) = &args.diff {
+        return write_diff(&pool, path).await;
+    }
+    let mut config = RebuildConfig::default();
+    if let Some(chunk) = args.chunk {
+        config.chunk = chunk;
+    }
+    config.validate().map_err(Failure::invalid)?;
+    let (trigger, stop) = shutdown::channel();
+    shutdown::on_signals(trigger);
+    let mut say = |line: &str| println!("{line}");
+    let done = rebuild::run(&pool, &config, &stop, &mut say)
+        .await
+        .map_err(failure)?;
+    print_outcome(&done);
+    Ok(())
+}
+
+fn print_outcome(done: &Done) {
+    match done {
+        Done::Compared(c) => {
+            println!(
+                "comissao:      {} rows, checksum {}",
+                c.current.count, c.current.md5
+            );
+            println!("comissao_nova: {} rows, checksum {}", c.new.count, c.new.md5);
+            println!(
+                "{} orders differ (`replay-ledger rebuild --diff FILE.csv|.xlsx` lists them); fingerprint {}",
+                c.orders_differing, c.fingerprint
+            );
+            println!(
+                "to swap: `replay-ledger rebuild --approve '{}'`, then `replay-ledger rebuild`",
+                c.fingerprint
+            );
+        }
+        Done::AwaitingApproval {
+            fingerprint,
+            orders,
+        } => println!(
+            "{orders} orders differ; fingerprint {fingerprint} waits for approval: `replay-ledger rebuild --approve '{fingerprint}'`"
+        ),
+        Done::Swapped { current, .. } => println!(
+            "comissao: {} rows, checksum {}; `replay-ledger rebuild --rollback` swaps back, `--drop-previous` drops comissao_anterior",
+            current.count, current.md5
+        ),
+    }
+}
+
+/// The differing orders as the diff finance reads (CSV or XLSX, by the file's extension): before
+/// is `comissao`, after `comissao_nova` (0 when it has no row for the order).
+async fn write_diff(pool: &sqlx::PgPool, path: &Path) -> Outcome {
+    let rows: Vec<DiffRow> = rebuild::diff(pool, i64::MAX)
+        .await?
+        .into_iter()
+        .map(|r| DiffRow {
+            pedido_id: r.pedido_id,
+            antes: r.antes,
+            depois: r.depois.unwrap_or(0),
+        })
+        .collect();
+    let bytes = match path.extension().and_then(|e| e.to_str()) {
+        Some("xlsx") => crate::services::report::xlsx::render(&rows)?,
+        Some("csv") => crate::services::report::csv::render(&rows),
+        _ => {
+            return Err(Failure::invalid(format_args!(
+                "--diff {}: the file must end in .csv or .xlsx",
+                path.display()
+            )))
+        }
+    };
+    std::fs::write(path, bytes)?;
+    println!(
+        "wrote {} differing orders to {}",
+        rows.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+fn failure(err: RebuildError) -> Failure {
+    match err {
+        RebuildError::Interrupted => {
+            eprintln!("{err}");
+            Failure::said(Class::Interrupted)
+        }
+        RebuildError::Database(e) => Failure::from(e),
+        other => Failure::failed(other),
+    }
+}

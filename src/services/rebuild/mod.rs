@@ -1,0 +1,372 @@
+//! Blue-green rebuild of `comissao` (`replay-ledger rebuild`, `kind: rebuild`): the seed's
+//! "Faça em nova tabela e troque depois de validar", in its six steps.
+//!
+//! 1. A new table `comissao_nova`, shaped and granted as `comissao`.
+//! 2. Every `pedido.pago` of the archive, in chunks by `posicao`, decided by the domain's one rule
+//!    (upcasters included) and written set-based with the applier's version guard; the
+//!    checkpoint moves in the chunk's own transaction, so a killed rebuild resumes after it.
+//! 3. The live events followed: the build reads the archive up to its highest `posicao` when the
+//!    rebuild opened; from then on the live writers apply the new events, and triggers on
+//!    `comissao` queue every order anybody writes while the rebuild is open (the live consumer, a
+//!    replay, the seed's JavaScript consumer); each is re-derived from the archive into the new
+//!    table, until the queue is empty. An event no writer has applied yet is in neither table.
+//! 4. Compared by count and checksum, with the list of orders that differ and its fingerprint.
+//! 5. Swapped only once an approval names that fingerprint: in one transaction that takes
+//!    `comissao` with a short `lock_timeout` (retried), drains the queue under the lock, checks
+//!    the fingerprint still holds and renames the tables ([`swap`]). Writers keep writing
+//!    `comissao` by name; their prepared statements are re-planned on the new table.
+//! 6. The previous table is kept for `--rollback`, and dropped only by `--drop-previous`.
+//!
+//! One rebuild process at a time (a session advisory lock); one rebuild open at a time.
+
+mod derive;
+mod swap;
+
+use std::time::{Duration, Instant};
+
+use sqlx::PgPool;
+
+use crate::domain::{self, ORDER_PAID};
+use crate::shared::shutdown::Shutdown;
+use crate::tables::archive::rebuild as archive;
+use crate::tables::commission::rebuild::{self as table, compare};
+use crate::tables::db;
+
+pub use swap::{abandon, approve, drop_previous, roll_back};
+pub use table::compare::{Checksum, Comparison, DiffRow};
+pub use table::{Rebuild, Stage};
+
+/// How a rebuild runs.
+#[derive(Debug, Clone)]
+pub struct RebuildConfig {
+    /// `pedido.pago` events per chunk (one transaction each); default 20,000.
+    pub chunk: u32,
+    /// Orders re-derived per transaction when following the writers; default 1,000.
+    pub follow_batch: i64,
+    /// How often a progress line is said; default 2 s.
+    pub progress_every: Duration,
+}
+
+impl Default for RebuildConfig {
+    fn default() -> Self {
+        RebuildConfig {
+            chunk: 20_000,
+            follow_batch: 1_000,
+            progress_every: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RebuildConfig {
+    /// Chunk and batch sizes within 1..=1,000,000.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=1_000_000).contains(&self.chunk) {
+            return Err(format!("chunk {} must be within 1..=1000000", self.chunk));
+        }
+        if !(1..=1_000_000).contains(&self.follow_batch) {
+            return Err(format!(
+                "follow batch {} must be within 1..=1000000",
+                self.follow_batch
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a rebuild did not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum RebuildError {
+    #[error("another rebuild process is running (one at a time)")]
+    Busy,
+    #[error("rebuild {id} is {stage}: the kept table must be dropped (`replay-ledger rebuild --drop-previous`) or the swap rolled back (`--rollback`) before a new rebuild")]
+    Kept { id: i64, stage: Stage },
+    #[error("no rebuild is open")]
+    NoneOpen,
+    #[error("rebuild {id} is {stage}, not {wanted}")]
+    Stage {
+        id: i64,
+        stage: Stage,
+        wanted: &'static str,
+    },
+    #[error("the comparison shown was {shown}, it is {now} now: run `replay-ledger rebuild` to see it again, then approve what it shows")]
+    Stale { shown: String, now: String },
+    #[error("the differences changed while the swap held the table ({approved} approved, {now} under the lock): nothing was swapped; run `replay-ledger rebuild` to compare again")]
+    Changed { approved: String, now: String },
+    #[error("comissao stayed busy: the swap's lock request timed out {0} times (lock_timeout {1}); nothing was swapped, try again")]
+    LockTimeout(u32, &'static str),
+    #[error(
+        "stopped by a signal; the checkpoint is kept: run `replay-ledger rebuild` again to resume"
+    )]
+    Interrupted,
+    #[error(transparent)]
+    Note(#[from] crate::shared::identity::NoteError),
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+pub type Result<T, E = RebuildError> = std::result::Result<T, E>;
+
+/// What a `rebuild` run ended with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Built, followed and compared: waiting for an approval of `comparison.fingerprint`.
+    Compared(Comparison),
+    /// Still waiting for an approval of the comparison shown earlier (which still holds).
+    AwaitingApproval { fingerprint: String, orders: i64 },
+    /// Swapped in, under the approval `approval` given by `by`.
+    Swapped {
+        approval: i64,
+        by: String,
+        current: Checksum,
+    },
+}
+
+/// A line of progress, said as the rebuild goes.
+pub type Say<'a> = &'a mut (dyn FnMut(&str) + Send);
+
+/// Runs the rebuild as far as it can go now: opens one (or resumes the open one), reads the whole
+/// archive into `comissao_nova`, follows the writers until caught up, then compares — or, when
+/// the comparison shown was approved and still holds, swaps.
+#[tracing::instrument(skip_all, err)]
+pub async fn run(
+    pool: &PgPool,
+    config: &RebuildConfig,
+    shutdown: &Shutdown,
+    say: Say<'_>,
+) -> Result<Outcome> {
+    let _lock = swap::hold_process_lock(pool).await?;
+    let rebuild = open_or_start(pool, say).await?;
+    let mut work = Work {
+        pool,
+        config,
+        shutdown,
+        say,
+        rebuild,
+    };
+    work.build().await?;
+    work.follow().await?;
+    work.finish().await
+}
+
+/// The open rebuild to go on with, or a new one. A new one is committed before the archive's
+/// extent is read: from its commit on every write to `comissao` is queued, so an event archived
+/// after the extent (beyond the build's reach) is caught through the writer that applies it.
+async fn open_or_start(pool: &PgPool, say: Say<'_>) -> Result<Rebuild> {
+    let mut tx = pool.begin().await?;
+    let mut rebuild = match table::open(&mut tx).await? {
+        Some(r) if r.stage.in_progress() => {
+            say(&format!(
+                "rebuild {}: resuming ({}), {} of {} events read, checkpoint posicao {}",
+                r.id,
+                r.stage,
+                r.events_read,
+                r.events_total,
+                opt(r.checkpoint)
+            ));
+            r
+        }
+        Some(r) => {
+            return Err(RebuildError::Kept {
+                id: r.id,
+                stage: r.stage,
+            })
+        }
+        None => {
+            let r = table::start(&mut tx, domain::RULE_VERSION).await?;
+            tx.commit().await?;
+            say(&format!(
+                "rebuild {}: comissao_nova created under {}; writes to comissao are followed from now on",
+                r.id,
+                domain::RULE_VERSION
+            ));
+            r
+        }
+    };
+    if rebuild.target.is_none() {
+        let mut conn = pool.acquire().await?;
+        let (total, target) = archive::extent(&mut conn, ORDER_PAID, i64::MIN).await?;
+        table::set_extent(&mut conn, rebuild.id, total, target).await?;
+        (rebuild.events_total, rebuild.target) = (total, target.or(Some(i64::MIN)));
+        say(&format!(
+            "rebuild {}: {total} {ORDER_PAID} events to read, up to posicao {}",
+            rebuild.id,
+            opt(target)
+        ));
+    }
+    Ok(rebuild)
+}
+
+/// A rebuild under way in this process.
+struct Work<'a, 'b> {
+    pool: &'a PgPool,
+    config: &'a RebuildConfig,
+    shutdown: &'a Shutdown,
+    say: Say<'b>,
+    rebuild: Rebuild,
+}
+
+impl Work<'_, '_> {
+    /// Reads the archive after the checkpoint to its end, chunk by chunk.
+    async fn build(&mut self) -> Result<()> {
+        let started = Instant::now();
+        let (mut said, mut read_here) = (Instant::now(), 0);
+        while let n @ 1.. = self.chunk().await? {
+            read_here += n;
+            if said.elapsed() >= self.config.progress_every {
+                said = Instant::now();
+                self.progress(started.elapsed(), read_here);
+            }
+        }
+        let mut conn = self.pool.acquire().await?;
+        table::mark_built(&mut conn, self.rebuild.id).await?;
+        if read_here > 0 {
+            self.progress(started.elapsed(), read_here);
+        }
+        Ok(())
+    }
+
+    /// A progress line: events read of the total, the checkpoint, the pace of this process.
+    fn progress(&mut self, elapsed: Duration, read_here: usize) {
+        let r = &self.rebuild;
+        let rate = read_here as f64 / elapsed.as_secs_f64().max(1e-3);
+        (self.say)(&format!(
+            "rebuild {}: {} of {} events ({:.0}%), checkpoint posicao {}, {rate:.0} events/s",
+            r.id,
+            r.events_read,
+            r.events_total.max(r.events_read),
+            r.progress() * 100.0,
+            opt(r.checkpoint),
+        ));
+    }
+
+    /// One chunk after the checkpoint, written with the checkpoint in one transaction. Returns
+    /// how many events it read (0: the archive's end).
+    async fn chunk(&mut self) -> Result<usize> {
+        if self.shutdown.is_triggered() {
+            return Err(RebuildError::Interrupted);
+        }
+        let after = self.rebuild.checkpoint.unwrap_or(i64::MIN);
+        let mut tx = db::begin_relaxed(self.pool).await?;
+        let upto = self.rebuild.target.unwrap_or(i64::MIN);
+        let events = archive::chunk(&mut tx, ORDER_PAID, (after, upto), self.config.chunk).await?;
+        let Some(last) = events.last().map(|e| e.posicao) else {
+            return Ok(0);
+        };
+        let rows = derive::newest_of_chunk(&events);
+        let read = events.len() as i64;
+        if !table::write_chunk(&mut tx, self.rebuild.id, &rows, last, read).await? {
+            return Err(RebuildError::Stage {
+                id: self.rebuild.id,
+                stage: Stage::Abandoned,
+                wanted: "open",
+            });
+        }
+        if self.rebuild.stage == Stage::Compared {
+            let orders: Vec<String> = rows.iter().map(|r| r.pedido_id.clone()).collect();
+            compare::refresh(&mut tx, &orders).await?;
+        }
+        tx.commit().await?;
+        self.rebuild.checkpoint = Some(last);
+        self.rebuild.events_read += read;
+        Ok(events.len())
+    }
+
+    /// Re-derives the orders the live writers wrote until the queue is empty.
+    async fn follow(&mut self) -> Result<()> {
+        let mut did = 0;
+        loop {
+            if self.shutdown.is_triggered() {
+                return Err(RebuildError::Interrupted);
+            }
+            let mut tx = self.pool.begin().await?;
+            let n = swap::drain_some(&mut tx, &self.rebuild, self.config.follow_batch).await?;
+            tx.commit().await?;
+            if n == 0 {
+                break;
+            }
+            self.rebuild.orders_rederived += n as i64;
+            did += n;
+        }
+        if did > 0 {
+            (self.say)(&format!(
+                "rebuild {}: caught up with the live writers ({did} orders re-derived)",
+                self.rebuild.id
+            ));
+        }
+        Ok(())
+    }
+
+    /// Compares, or swaps what was approved.
+    async fn finish(&mut self) -> Result<Outcome> {
+        if self.rebuild.stage == Stage::Building {
+            return self.compare().await;
+        }
+        let mut conn = self.pool.acquire().await?;
+        let (orders, now) =
+            compare::restamp(&mut conn, self.rebuild.id, &self.rebuild.rule).await?;
+        if self.rebuild.fingerprint.as_deref() != Some(now.as_str()) {
+            (self.say)(&format!(
+                "rebuild {}: the differences changed since the comparison shown ({} then, {now} now): comparing again",
+                self.rebuild.id,
+                opt_str(&self.rebuild.fingerprint)
+            ));
+            return self.compare().await;
+        }
+        match table::swap::approval_of(&mut conn, &self.rebuild, &now).await? {
+            Some((approval, by)) => {
+                drop(conn);
+                let current = swap::swap(self.pool, &self.rebuild, &now).await?;
+                (self.say)(&format!(
+                    "rebuild {}: swapped in (approval {approval} by {by}); comissao has {} rows, checksum {}; the previous table is comissao_anterior",
+                    self.rebuild.id, current.count, current.md5
+                ));
+                Ok(Outcome::Swapped {
+                    approval,
+                    by,
+                    current,
+                })
+            }
+            None => Ok(Outcome::AwaitingApproval {
+                fingerprint: now,
+                orders,
+            }),
+        }
+    }
+
+    /// The whole comparison, in one repeatable-read snapshot; then the writes that raced with it
+    /// are re-derived and the fingerprint stamped as it stands.
+    async fn compare(&mut self) -> Result<Outcome> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("set transaction isolation level repeatable read")
+            .execute(&mut *tx)
+            .await?;
+        let mut comparison = compare::compare(&mut tx, self.rebuild.id, &self.rebuild.rule).await?;
+        tx.commit().await?;
+        self.rebuild.stage = Stage::Compared;
+        self.follow().await?;
+        let mut conn = self.pool.acquire().await?;
+        let (orders, stamp) =
+            compare::restamp(&mut conn, self.rebuild.id, &self.rebuild.rule).await?;
+        comparison.orders_differing = orders;
+        comparison.fingerprint = stamp;
+        Ok(Outcome::Compared(comparison))
+    }
+}
+
+/// The open rebuild's row, or the newest one (for `status`, `/metrics`).
+pub async fn latest(pool: &PgPool) -> Result<Option<Rebuild>, sqlx::Error> {
+    table::latest(pool).await
+}
+
+/// The differing orders of the open rebuild's comparison (at most `limit`).
+pub async fn diff(pool: &PgPool, limit: i64) -> Result<Vec<DiffRow>, sqlx::Error> {
+    compare::rows(pool, limit).await
+}
+
+fn opt(n: Option<i64>) -> String {
+    n.map_or("-".into(), |n| n.to_string())
+}
+
+fn opt_str(s: &Option<String>) -> &str {
+    s.as_deref().unwrap_or("-")
+}

@@ -1,0 +1,191 @@
+//! The steps of a rebuild that act on an open one from outside its build: re-deriving queued
+//! orders, the approval of what was shown, the swap under a short lock, the rollback, the drop of
+//! the kept table, giving up. Each holds the one-rebuild-process lock where it writes.
+
+use std::time::Duration;
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
+
+use super::{derive, RebuildError, Result};
+use crate::domain::ORDER_PAID;
+use crate::tables::archive::rebuild as archive;
+use crate::tables::commission::rebuild::{self as table, compare, swap as rename, Rebuild, Stage};
+
+/// Attempts at taking `comissao` for a swap or rollback before giving up.
+const LOCK_ATTEMPTS: u32 = 5;
+
+/// The session advisory lock that lets one rebuild process work at a time; released when the
+/// connection closes (a killed process releases it with its connection).
+pub struct ProcessLock(Option<PoolConnection<Postgres>>);
+
+impl Drop for ProcessLock {
+    fn drop(&mut self) {
+        // Closing the connection ends its session, and with it the advisory lock: never handed
+        // back to the pool still holding it.
+        if let Some(conn) = self.0.take() {
+            drop(conn.detach());
+        }
+    }
+}
+
+pub async fn hold_process_lock(pool: &PgPool) -> Result<ProcessLock> {
+    let mut conn = pool.acquire().await?;
+    let held: bool = sqlx::query_scalar(
+        "select pg_try_advisory_lock(hashtextextended('replay-ledger:rebuild', 0))",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    match held {
+        true => Ok(ProcessLock(Some(conn))),
+        false => Err(RebuildError::Busy),
+    }
+}
+
+/// Re-derives up to `limit` queued orders into `comissao_nova` (and their diff rows once the
+/// rebuild was compared), in the caller's transaction. Returns how many.
+pub async fn drain_some(conn: &mut PgConnection, rebuild: &Rebuild, limit: i64) -> Result<usize> {
+    let orders = table::take_queued(conn, limit).await?;
+    if orders.is_empty() {
+        return Ok(0);
+    }
+    let events = archive::of_orders(conn, ORDER_PAID, &orders).await?;
+    let rows = derive::newest_of_orders(&events);
+    table::set_orders(conn, rebuild.id, &orders, &rows).await?;
+    if rebuild.stage == Stage::Compared {
+        compare::refresh(conn, &orders).await?;
+    }
+    Ok(orders.len())
+}
+
+/// Approves the open rebuild's comparison, as the connected role: only the one shown
+/// (`shown`, its fingerprint) and only while it still is the rebuild's.
+pub async fn approve(pool: &PgPool, shown: &str, note: Option<&str>) -> Result<(i64, String)> {
+    let note = note.map(crate::shared::identity::check_note).transpose()?;
+    let mut tx = pool.begin().await?;
+    let rebuild = open_in(&mut tx, Stage::Compared, "comparada").await?;
+    let (_, now) = compare::fingerprint(&mut tx, &rebuild.rule).await?;
+    if rebuild.fingerprint.as_deref() != Some(shown) || now != shown {
+        return Err(RebuildError::Stale {
+            shown: crate::shared::text::inert(shown),
+            now,
+        });
+    }
+    let approval = rename::approve(&mut tx, &rebuild, shown, note.as_deref()).await?;
+    tx.commit().await?;
+    tracing::info!(
+        rebuild = rebuild.id,
+        approval = approval.0,
+        "rebuild comparison approved"
+    );
+    Ok(approval)
+}
+
+/// Swaps `comissao_nova` in, in one transaction: `comissao` taken with a short lock timeout
+/// (retried), the queue drained under the lock, the fingerprint checked against the approved
+/// one, the tables renamed. Returns the new `comissao`'s count and checksum.
+pub async fn swap(pool: &PgPool, rebuild: &Rebuild, approved: &str) -> Result<compare::Checksum> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut tx = pool.begin().await?;
+        match rename::lock(&mut tx).await {
+            Ok(()) => {}
+            Err(e) if rename::is_lock_timeout(&e) && attempt < LOCK_ATTEMPTS => {
+                drop(tx);
+                tracing::info!(attempt, "comissao busy; the swap tries again");
+                tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                continue;
+            }
+            Err(e) if rename::is_lock_timeout(&e) => {
+                return Err(RebuildError::LockTimeout(attempt, rename::LOCK_TIMEOUT))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        while drain_some(&mut tx, rebuild, 10_000).await? > 0 {}
+        let (_, now) = compare::fingerprint(&mut tx, &rebuild.rule).await?;
+        if now != approved {
+            return Err(RebuildError::Changed {
+                approved: approved.to_string(),
+                now,
+            });
+        }
+        rename::swap(&mut tx, rebuild.id).await?;
+        let current = compare::checksum_current(&mut tx).await?;
+        tx.commit().await?;
+        return Ok(current);
+    }
+}
+
+/// Swaps the previous table back in (`--rollback`), carrying over the writes made since the swap.
+/// Returns the rebuild and how many orders were carried.
+pub async fn roll_back(pool: &PgPool) -> Result<(Rebuild, u64)> {
+    let _lock = hold_process_lock(pool).await?;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut tx = pool.begin().await?;
+        let rebuild = open_in(&mut tx, Stage::Swapped, "trocada").await?;
+        match rename::lock(&mut tx).await {
+            Ok(()) => {}
+            Err(e) if rename::is_lock_timeout(&e) && attempt < LOCK_ATTEMPTS => {
+                drop(tx);
+                tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                continue;
+            }
+            Err(e) if rename::is_lock_timeout(&e) => {
+                return Err(RebuildError::LockTimeout(attempt, rename::LOCK_TIMEOUT))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let carried = rename::roll_back(&mut tx, rebuild.id).await?;
+        tx.commit().await?;
+        return Ok((rebuild, carried));
+    }
+}
+
+/// Drops the table the last swap or rollback kept (`--drop-previous`), closing the rebuild.
+pub async fn drop_previous(pool: &PgPool) -> Result<Rebuild> {
+    let _lock = hold_process_lock(pool).await?;
+    let mut tx = pool.begin().await?;
+    let rebuild = table::open(&mut tx).await?.ok_or(RebuildError::NoneOpen)?;
+    if !matches!(rebuild.stage, Stage::Swapped | Stage::RolledBack) {
+        return Err(RebuildError::Stage {
+            id: rebuild.id,
+            stage: rebuild.stage,
+            wanted: "trocada or revertida",
+        });
+    }
+    rename::drop_kept(&mut tx, &rebuild).await?;
+    tx.commit().await?;
+    Ok(rebuild)
+}
+
+/// Gives the open rebuild up before its swap (`--abandon`): `comissao_nova` dropped.
+pub async fn abandon(pool: &PgPool) -> Result<Rebuild> {
+    let _lock = hold_process_lock(pool).await?;
+    let mut tx = pool.begin().await?;
+    let rebuild = table::open(&mut tx).await?.ok_or(RebuildError::NoneOpen)?;
+    if !table::abandon(&mut tx, rebuild.id).await? {
+        return Err(RebuildError::Stage {
+            id: rebuild.id,
+            stage: rebuild.stage,
+            wanted: "construindo or comparada",
+        });
+    }
+    tx.commit().await?;
+    Ok(rebuild)
+}
+
+/// The open rebuild, locked, when it is at `stage`.
+async fn open_in(conn: &mut PgConnection, stage: Stage, wanted: &'static str) -> Result<Rebuild> {
+    let rebuild = table::open(conn).await?.ok_or(RebuildError::NoneOpen)?;
+    if rebuild.stage != stage {
+        return Err(RebuildError::Stage {
+            id: rebuild.id,
+            stage: rebuild.stage,
+            wanted,
+        });
+    }
+    Ok(rebuild)
+}

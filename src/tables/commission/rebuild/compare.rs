@@ -1,0 +1,213 @@
+//! The comparison of `comissao_nova` with `comissao`: each table's count and checksum
+//! (`md5(string_agg(pedido_id:valor:versao order by pedido_id))`), the orders whose row differs
+//! (`comissao_reconstrucao_diff`, kept up as live writes are re-derived), and the fingerprint of
+//! that diff with the rule's version: what finance is shown and approves.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgPool};
+
+/// A table's count and checksum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checksum {
+    pub count: i64,
+    pub md5: String,
+}
+
+/// What a comparison found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comparison {
+    pub at: DateTime<Utc>,
+    pub current: Checksum,
+    pub new: Checksum,
+    pub orders_differing: i64,
+    pub fingerprint: String,
+}
+
+/// One order whose row differs: `None` where a table has no row for it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DiffRow {
+    pub pedido_id: String,
+    pub antes: Option<i64>,
+    pub versao_antes: Option<i64>,
+    pub depois: Option<i64>,
+    pub versao_depois: Option<i64>,
+}
+
+/// The count and checksum of `comissao`.
+pub async fn checksum_current(conn: &mut PgConnection) -> Result<Checksum, sqlx::Error> {
+    let (count, md5): (i64, String) = sqlx::query_as(
+        r#"
+        select count(*), md5(coalesce(string_agg(
+                 pedido_id || ':' || valor_centavos || ':' || versao_evento, ','
+                 order by pedido_id), ''))
+        from comissao
+        "#,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Checksum { count, md5 })
+}
+
+/// The count and checksum of `comissao_nova`.
+pub async fn checksum_new(conn: &mut PgConnection) -> Result<Checksum, sqlx::Error> {
+    let (count, md5): (i64, String) = sqlx::query_as(
+        r#"
+        select count(*), md5(coalesce(string_agg(
+                 pedido_id || ':' || valor_centavos || ':' || versao_evento, ','
+                 order by pedido_id), ''))
+        from comissao_nova
+        "#,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Checksum { count, md5 })
+}
+
+/// Compares the two tables whole, in the caller's (repeatable-read) transaction: the diff written
+/// anew, the checksums, the fingerprint; the rebuild becomes `comparada` with these figures, and
+/// any approval of an earlier comparison no longer counts.
+pub async fn compare(
+    conn: &mut PgConnection,
+    id: i64,
+    rule: &str,
+) -> Result<Comparison, sqlx::Error> {
+    sqlx::query("delete from comissao_reconstrucao_diff")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        r#"
+        insert into comissao_reconstrucao_diff
+          (pedido_id, antes, versao_antes, depois, versao_depois)
+        select coalesce(c.pedido_id, n.pedido_id), c.valor_centavos, c.versao_evento,
+               n.valor_centavos, n.versao_evento
+        from comissao c
+        full join comissao_nova n on n.pedido_id = c.pedido_id
+        where (c.valor_centavos, c.versao_evento) is distinct from (n.valor_centavos, n.versao_evento)
+        "#,
+    )
+    .execute(&mut *conn)
+    .await?;
+    let current = checksum_current(conn).await?;
+    let new = checksum_new(conn).await?;
+    let (orders_differing, fingerprint) = fingerprint(conn, rule).await?;
+    let at: DateTime<Utc> = sqlx::query_scalar(
+        r#"
+        update comissao_reconstrucao
+        set estado = 'comparada', comparada_em = now(), atualizado_em = now(),
+            contagem_atual = $2, checksum_atual = $3, contagem_nova = $4, checksum_nova = $5,
+            pedidos_diferentes = $6, impressao = $7, aprovacao_id = null
+        where id = $1 and estado in ('construindo', 'comparada')
+        returning comparada_em
+        "#,
+    )
+    .bind(id)
+    .bind(current.count)
+    .bind(&current.md5)
+    .bind(new.count)
+    .bind(&new.md5)
+    .bind(orders_differing)
+    .bind(&fingerprint)
+    .fetch_one(conn)
+    .await?;
+    Ok(Comparison {
+        at,
+        current,
+        new,
+        orders_differing,
+        fingerprint,
+    })
+}
+
+/// The diff rows of `orders` computed again from both tables as they stand (after their rows in
+/// `comissao_nova` were re-derived).
+pub async fn refresh(conn: &mut PgConnection, orders: &[String]) -> Result<(), sqlx::Error> {
+    sqlx::query("delete from comissao_reconstrucao_diff where pedido_id = any($1)")
+        .bind(orders)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        r#"
+        insert into comissao_reconstrucao_diff
+          (pedido_id, antes, versao_antes, depois, versao_depois)
+        select u.pedido_id, c.valor_centavos, c.versao_evento, n.valor_centavos, n.versao_evento
+        from unnest($1::text[]) as u(pedido_id)
+        left join comissao c on c.pedido_id = u.pedido_id
+        left join comissao_nova n on n.pedido_id = u.pedido_id
+        where (c.valor_centavos, c.versao_evento) is distinct from (n.valor_centavos, n.versao_evento)
+        "#,
+    )
+    .bind(orders)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// The diff's size and fingerprint (`#` and 12 hex digits) with the rule's version: two equal
+/// fingerprints mean the same orders differ by the same values under the same rule.
+pub async fn fingerprint(
+    conn: &mut PgConnection,
+    rule: &str,
+) -> Result<(i64, String), sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select count(*),
+               '#' || left(md5($1 || '|' || count(*) || '|' || coalesce(string_agg(
+                 pedido_id || ':' || coalesce(antes::text, '-') || ':'
+                   || coalesce(versao_antes::text, '-') || ':' || coalesce(depois::text, '-')
+                   || ':' || coalesce(versao_depois::text, '-'), ',' order by pedido_id), '')), 12)
+        from comissao_reconstrucao_diff
+        "#,
+    )
+    .bind(rule)
+    .fetch_one(conn)
+    .await
+}
+
+type DiffTuple = (String, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+
+/// The diff's rows, by order id (for the CSV/XLSX finance reads), at most `limit`.
+pub async fn rows(pool: &PgPool, limit: i64) -> Result<Vec<DiffRow>, sqlx::Error> {
+    let rows: Vec<DiffTuple> = sqlx::query_as(
+        r#"
+        select pedido_id, antes, versao_antes, depois, versao_depois
+        from comissao_reconstrucao_diff order by pedido_id limit $1
+        "#,
+    )
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(pedido_id, antes, versao_antes, depois, versao_depois)| DiffRow {
+                pedido_id,
+                antes,
+                versao_antes,
+                depois,
+                versao_depois,
+            },
+        )
+        .collect())
+}
+
+/// Stamps the rebuild with its diff's fingerprint as it stands (after live writes were
+/// re-derived): what `rebuild` shows next and an approval must name.
+pub async fn restamp(
+    conn: &mut PgConnection,
+    id: i64,
+    rule: &str,
+) -> Result<(i64, String), sqlx::Error> {
+    let (orders, stamp) = fingerprint(conn, rule).await?;
+    sqlx::query(
+        r#"
+        update comissao_reconstrucao set pedidos_diferentes = $2, impressao = $3
+        where id = $1 and estado = 'comparada'
+        "#,
+    )
+    .bind(id)
+    .bind(orders)
+    .bind(&stamp)
+    .execute(conn)
+    .await?;
+    Ok((orders, stamp))
+}

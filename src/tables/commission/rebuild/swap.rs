@@ -1,0 +1,179 @@
+//! The approval of a rebuild's comparison and the statements that swap tables by renaming:
+//! `comissao` ↔ `comissao_anterior` / `comissao_nova` (function `comissao_trocar`, which moves the
+//! indexes' names and the capture triggers along). Each runs in the caller's transaction, which
+//! first takes `comissao` with [`lock`]: the swap happens whole or not at all.
+
+use sqlx::PgConnection;
+
+use super::Rebuild;
+
+/// How long live writers may be kept waiting by the swap's lock request.
+pub const LOCK_TIMEOUT: &str = "200ms";
+
+/// Takes `comissao` for the swap (access exclusive), waiting at most [`LOCK_TIMEOUT`]: a writer
+/// queued behind the request waits no longer than that. A timeout is SQLSTATE 55P03.
+pub async fn lock(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query("select set_config('lock_timeout', $1, true)")
+        .bind(LOCK_TIMEOUT)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("lock table comissao in access exclusive mode")
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Whether an error is the lock request timing out (55P03).
+pub fn is_lock_timeout(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|c| c == "55P03")
+}
+
+/// Records an approval of the rebuild's comparison (`fingerprint`, the one shown) in
+/// `reprocessamento_aprovacao` as the connected role (`session_user`): the diff's size and totals,
+/// the fingerprint as what it binds, `comissao_nova`'s checksum. Returns its id and who.
+pub async fn approve(
+    conn: &mut PgConnection,
+    rebuild: &Rebuild,
+    fingerprint: &str,
+    note: Option<&str>,
+) -> Result<(i64, String), sqlx::Error> {
+    let approval: (i64, String) = sqlx::query_as(
+        r#"
+        insert into reprocessamento_aprovacao
+          (execucao_id, job, simulacao_passagem, simulacao_concluida_em, nota, pedidos,
+           pedidos_alterados, total_antes_centavos, total_depois_centavos, eventos_total,
+           eventos_max_posicao, eventos_hash, comissao_hash, definicao, versao_regra)
+        select $1, 'rebuild', 1, $2, $3, count(*), count(*),
+               coalesce(sum(antes), 0)::bigint, coalesce(sum(depois), 0)::bigint, $4, $5, $6, $7,
+               jsonb_build_object('kind', 'rebuild', 'rule', $8::text), $8
+        from comissao_reconstrucao_diff
+        returning id, aprovado_por
+        "#,
+    )
+    .bind(rebuild.execution_id())
+    .bind(rebuild.compared_at)
+    .bind(note)
+    .bind(rebuild.events_read)
+    .bind(rebuild.checkpoint)
+    .bind(fingerprint)
+    .bind(&rebuild.checksum_new)
+    .bind(&rebuild.rule)
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query("update comissao_reconstrucao set aprovacao_id = $2 where id = $1")
+        .bind(rebuild.id)
+        .bind(approval.0)
+        .execute(conn)
+        .await?;
+    Ok(approval)
+}
+
+/// The approval that lets this comparison be swapped in: the newest for the rebuild, given for
+/// this very comparison (its time) and this fingerprint. `(id, who)`.
+pub async fn approval_of(
+    conn: &mut PgConnection,
+    rebuild: &Rebuild,
+    fingerprint: &str,
+) -> Result<Option<(i64, String)>, sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select id, aprovado_por from reprocessamento_aprovacao
+        where execucao_id = $1 and eventos_hash = $2 and simulacao_concluida_em = $3
+        order by id desc limit 1
+        "#,
+    )
+    .bind(rebuild.execution_id())
+    .bind(fingerprint)
+    .bind(rebuild.compared_at)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Swaps `comissao_nova` in: `comissao` becomes `comissao_anterior`. The caller holds the lock.
+pub async fn swap(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
+    sqlx::query("select comissao_trocar('comissao_anterior', 'comissao_nova')")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        r#"
+        update comissao_reconstrucao
+        set estado = 'trocada', trocada_em = now(), atualizado_em = now()
+        where id = $1 and estado = 'comparada'
+        "#,
+    )
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("delete from comissao_reconstrucao_fila")
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Swaps the previous table back in: the rows of the orders written since the swap (queued by the
+/// capture triggers) are carried into `comissao_anterior` first, so no write is lost; then
+/// `comissao` becomes `comissao_nova` again. The caller holds the lock.
+pub async fn roll_back(conn: &mut PgConnection, id: i64) -> Result<u64, sqlx::Error> {
+    let carried = sqlx::query(
+        r#"
+        with escritos as (delete from comissao_reconstrucao_fila returning pedido_id),
+        removidos as (
+            delete from comissao_anterior a using escritos e
+            where a.pedido_id = e.pedido_id
+              and not exists (select 1 from comissao c where c.pedido_id = e.pedido_id)
+        )
+        insert into comissao_anterior (pedido_id, valor_centavos, versao_evento, atualizado_em)
+        select c.pedido_id, c.valor_centavos, c.versao_evento, c.atualizado_em
+        from comissao c join escritos e on e.pedido_id = c.pedido_id
+        on conflict (pedido_id) do update
+        set valor_centavos = excluded.valor_centavos, versao_evento = excluded.versao_evento,
+            atualizado_em = excluded.atualizado_em
+        "#,
+    )
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    sqlx::query("select comissao_trocar('comissao_nova', 'comissao_anterior')")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        r#"
+        update comissao_reconstrucao
+        set estado = 'revertida', revertida_em = now(), atualizado_em = now()
+        where id = $1 and estado = 'trocada'
+        "#,
+    )
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(carried)
+}
+
+/// Drops the table a swapped (`comissao_anterior`) or rolled-back (`comissao_nova`) rebuild kept,
+/// and closes it.
+pub async fn drop_kept(conn: &mut PgConnection, rebuild: &Rebuild) -> Result<(), sqlx::Error> {
+    let statement = match rebuild.stage {
+        super::Stage::Swapped => "drop table if exists comissao_anterior",
+        _ => "drop table if exists comissao_nova",
+    };
+    sqlx::query(statement).execute(&mut *conn).await?;
+    sqlx::query(
+        r#"
+        update comissao_reconstrucao
+        set estado = 'encerrada', encerrada_em = now(), atualizado_em = now()
+        where id = $1 and estado in ('trocada', 'revertida')
+        "#,
+    )
+    .bind(rebuild.id)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("delete from comissao_reconstrucao_fila")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("delete from comissao_reconstrucao_diff")
+        .execute(conn)
+        .await?;
+    Ok(())
+}

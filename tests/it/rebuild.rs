@@ -1,0 +1,453 @@
+//! The blue-green rebuild of `comissao` (`replay-ledger rebuild`, issue 35): built from the whole
+//! archive with the rule in force, swapped in after approval while the seed's JavaScript consumer
+//! (tests/js/consumidor.mjs over the seed's aplicador) and the live consumer keep writing
+//! `comissao` by name, rolled back, and resumed after SIGKILL. Every expectation is computed here
+//! from the events the test wrote, not by the product.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use replay_ledger::domain::Event;
+use serde_json::json;
+
+use crate::helpers::*;
+
+type Rows = BTreeMap<String, (i64, i64)>;
+
+/// A jobs dir with the live consumer's job (effects suppressed: this is about `comissao`).
+fn live_jobs() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("effects.yaml"),
+        "notificar-vendedor:\n  webhook:\n    url: http://127.0.0.1:9/\n    timeout: 1s\n  idempotent: true\n  concurrency: 1\n",
+    )
+    .expect("effects.yaml");
+    std::fs::write(
+        dir.path().join("live.yaml"),
+        "name: live\nkind: live\nbatch_size: 50\neffects:\n  notificar-vendedor: { mode: suppress, on_failure: keep }\n",
+    )
+    .expect("live.yaml");
+    dir
+}
+
+fn event(posicao: i64, pedido: &str, versao: i64, payload: serde_json::Value) -> Event {
+    Event {
+        payload,
+        ..paid(posicao, pedido, versao, 0, 0.0)
+    }
+}
+
+/// History: `ped-1..=n` (a second version for every third), and ten orders archived in the older
+/// payload shape (`valor` in reais), which only the rule in force upcasts. Returns the events and
+/// what they imply (amounts chosen so no rounding is involved: 5 % of a multiple of 100 cents).
+fn history(n: i64) -> (Vec<Event>, Rows) {
+    let (mut events, mut expected) = (Vec::new(), Rows::new());
+    let mut posicao = 0;
+    for i in 1..=n {
+        posicao += 1;
+        events.push(event(
+            posicao,
+            &format!("ped-{i}"),
+            1,
+            json!({"valorCentavos": 1000 * i, "percentual": 5}),
+        ));
+        expected.insert(format!("ped-{i}"), (50 * i, 1));
+    }
+    for i in (3..=n).step_by(3) {
+        posicao += 1;
+        events.push(event(
+            posicao,
+            &format!("ped-{i}"),
+            2,
+            json!({"valorCentavos": 2000 * i, "percentual": 5}),
+        ));
+        expected.insert(format!("ped-{i}"), (100 * i, 2));
+    }
+    for i in 1..=10 {
+        posicao += 1;
+        events.push(event(
+            posicao,
+            &format!("antigo-{i}"),
+            1,
+            json!({"valor": format!("{i}.00"), "percentual": 5}),
+        ));
+        expected.insert(format!("antigo-{i}"), (5 * i, 1));
+    }
+    (events, expected)
+}
+
+/// `comissao` as the old code left it: every even order at a tenth of its value (the bug), the
+/// older-shape orders missing.
+async fn old_table(db: &TestDb, expected: &Rows) -> Rows {
+    let mut old = Rows::new();
+    for (pedido, (valor, versao)) in expected.iter().filter(|(p, _)| p.starts_with("ped-")) {
+        let i: i64 = pedido[4..].parse().unwrap();
+        let valor = if i % 2 == 0 { valor / 10 } else { *valor };
+        old.insert(pedido.clone(), (valor, *versao));
+    }
+    let ids: Vec<&String> = old.keys().collect();
+    let valores: Vec<i64> = old.values().map(|r| r.0).collect();
+    let versoes: Vec<i64> = old.values().map(|r| r.1).collect();
+    sqlx::query(
+        "insert into comissao (pedido_id, valor_centavos, versao_evento) select * from unnest($1::text[], $2::int8[], $3::int8[])",
+    )
+    .bind(ids)
+    .bind(valores)
+    .bind(versoes)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    old
+}
+
+async fn table_rows(db: &TestDb, table: &str) -> Rows {
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(&format!(
+        "select pedido_id, valor_centavos, versao_evento from {table}"
+    ))
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    rows.into_iter().map(|(p, v, n)| (p, (v, n))).collect()
+}
+
+/// The count and checksum the rebuild prints, computed from the expectation (PostgreSQL's `md5`
+/// of the text built here).
+async fn checksum_of(db: &TestDb, rows: &Rows) -> (usize, String) {
+    let text: Vec<String> = rows
+        .iter()
+        .map(|(p, (v, n))| format!("{p}:{v}:{n}"))
+        .collect();
+    let md5: String = sqlx::query_scalar("select md5($1)")
+        .bind(text.join(","))
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    (rows.len(), md5)
+}
+
+/// Writes a new order every few milliseconds (`live-<k>`, 10 % of `100 × k` cents) until stopped;
+/// returns what it wrote.
+fn spawn_writer(
+    pool: sqlx::PgPool,
+    first: i64,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Rows> {
+    tokio::spawn(async move {
+        let mut wrote = Rows::new();
+        let mut k = 0;
+        while !stop.load(Ordering::SeqCst) {
+            k += 1;
+            let e = event(
+                first + k,
+                &format!("live-{k}"),
+                1,
+                json!({"valorCentavos": 100 * k, "percentual": 10}),
+            );
+            insert(&pool, &[e]).await;
+            wrote.insert(format!("live-{k}"), (10 * k, 1));
+            tokio::time::sleep(Duration::from_millis(8)).await;
+        }
+        wrote
+    })
+}
+
+fn spawn_seed_consumer(db_url: &str, after: i64) -> tokio::process::Child {
+    let js = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/js/consumidor.mjs");
+    tokio::process::Command::new("node")
+        .args([js, &after.to_string(), "2"])
+        .env("DATABASE_URL", db_url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn node tests/js/consumidor.mjs (run `npm ci --prefix tests/js`)")
+}
+
+fn node_missing() -> bool {
+    let missing = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err();
+    if missing {
+        println!("skipped: node is not installed, so the seed's consumer cannot be run");
+    }
+    missing
+}
+
+fn fingerprint_in(out: &str) -> String {
+    let at = out
+        .find("--approve '")
+        .expect("the comparison names what to approve")
+        + 11;
+    out[at..].split('\'').next().unwrap().to_string()
+}
+
+async fn max_posicao(db: &TestDb) -> i64 {
+    sqlx::query_scalar("select coalesce(max(posicao), 0) from evento_arquivado")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rebuild_swapped_in_while_the_seeds_consumer_and_the_live_consumer_write_loses_no_write()
+{
+    if node_missing() {
+        return;
+    }
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    let (events, mut expected) = history(300);
+    insert(&db.pool, &events).await;
+    let old = old_table(&db, &expected).await;
+    let role = format!("rl_rebuild_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!("create role {role}"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!(
+        "grant select, insert, update on comissao to {role}"
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+
+    // Both consumers follow the archive from its end; the writer adds orders all along.
+    let start = max_posicao(&db).await;
+    let consume = command(&db.url, jobs.path())
+        .arg("consume")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn consume");
+    wait_until("the live consumer has started", || async {
+        sqlx::query_scalar::<_, i64>("select count(*) from consumo_ao_vivo")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+            > 0
+    })
+    .await;
+    let node = spawn_seed_consumer(&db.url, start);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = spawn_writer(db.pool.clone(), start, stop.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let compared = run_bin(&db.url, jobs.path(), &["rebuild", "--chunk", "100"]).await;
+    assert_success(&compared, "rebuild (build and compare)");
+    let fingerprint = fingerprint_in(&stdout(&compared));
+    let live_in_diff: Vec<(String, Option<i64>, Option<i64>)> = sqlx::query_as(
+        "select pedido_id, antes, depois from comissao_reconstrucao_diff where pedido_id like 'live-%'",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        stdout(&compared).contains("160 orders differ"),
+        "{}\n{live_in_diff:?}",
+        stdout(&compared)
+    );
+    let approved = run_bin(
+        &db.url,
+        jobs.path(),
+        &["rebuild", "--approve", &fingerprint],
+    )
+    .await;
+    assert_success(&approved, "rebuild --approve");
+    let swapped = run_bin(&db.url, jobs.path(), &["rebuild"]).await;
+    assert_success(&swapped, "rebuild (swap)");
+    assert!(
+        stdout(&swapped).contains("swapped in"),
+        "{}",
+        stdout(&swapped)
+    );
+    let at_swap = max_posicao(&db).await;
+
+    // Writes go on after the swap, then everything settles.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    stop.store(true, Ordering::SeqCst);
+    let wrote = writer.await.unwrap();
+    expected.extend(wrote.clone());
+    wait_until("both consumers applied every new order", || async {
+        table_rows(&db, "comissao").await.len() == expected.len()
+    })
+    .await;
+    send_signal(&consume, Signal::SIGTERM);
+    send_signal(&node, Signal::SIGTERM);
+    let node_out = stdout(&finish(node, "node consumer").await);
+    finish(consume, "consume").await;
+
+    // No write lost: the swapped-in table is exactly what the archive implies, new orders included.
+    let now = table_rows(&db, "comissao").await;
+    assert_same_rows(
+        &now.clone().into_iter().collect::<Vec<_>>(),
+        &expected.clone().into_iter().collect::<Vec<_>>(),
+        "comissao after the swap",
+    );
+    let (count, md5) = checksum_of(&db, &expected).await;
+    let (db_count, db_md5): (i64, String) = sqlx::query_as(
+        "select count(*), md5(string_agg(pedido_id || ':' || valor_centavos || ':' || versao_evento, ',' order by pedido_id)) from comissao",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((db_count as usize, db_md5), (count, md5));
+    // Each consumer wrote the new table by name after the swap: the seed's (even orders) ...
+    let after_swap = |line: &str| {
+        line.strip_prefix("aplicado ")
+            .and_then(|p| p.parse::<i64>().ok())
+            .is_some_and(|p| p > at_swap)
+    };
+    assert!(
+        node_out.lines().any(after_swap),
+        "the seed's consumer applied nothing after the swap:\n{node_out}"
+    );
+    // ... and the live consumer (odd ones, which only it writes), through its prepared statements.
+    let odd_after: Vec<String> = wrote
+        .keys()
+        .filter(|p| p[5..].parse::<i64>().unwrap() % 2 == 1)
+        .cloned()
+        .collect();
+    assert!(odd_after.iter().all(|p| now.contains_key(p)));
+    let has: bool =
+        sqlx::query_scalar("select has_table_privilege($1, 'comissao', 'insert, update')")
+            .bind(&role)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(has, "the grants on comissao hold on the swapped-in table");
+
+    // Rollback: the previous table again, with every write made since the swap carried over.
+    assert_success(
+        &run_bin(&db.url, jobs.path(), &["rebuild", "--rollback"]).await,
+        "rebuild --rollback",
+    );
+    let back = table_rows(&db, "comissao").await;
+    let mut want = old.clone();
+    want.extend(wrote);
+    assert_same_rows(
+        &back.into_iter().collect::<Vec<_>>(),
+        &want.into_iter().collect::<Vec<_>>(),
+        "comissao after the rollback",
+    );
+    assert_success(
+        &run_bin(&db.url, jobs.path(), &["rebuild", "--drop-previous"]).await,
+        "rebuild --drop-previous",
+    );
+    let kept: Option<String> = sqlx::query_scalar("select to_regclass('comissao_nova')::text")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, None);
+    sqlx::query(&format!("drop owned by {role}"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!("drop role {role}"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_rebuild_killed_mid_build_resumes_to_what_the_archive_implies_and_never_half_swaps() {
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    let (events, expected) = history(8_000);
+    insert(&db.pool, &events).await;
+    let old = old_table(&db, &expected).await;
+
+    let mut first = command(&db.url, jobs.path())
+        .args(["rebuild", "--chunk", "100"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn rebuild");
+    wait_until("the rebuild has read part of the archive", || async {
+        let read: Option<i64> =
+            sqlx::query_scalar("select eventos_lidos from comissao_reconstrucao")
+                .fetch_optional(&db.pool)
+                .await
+                .unwrap();
+        read.is_some_and(|r| r >= 1_000)
+    })
+    .await;
+    kill9(&mut first).await;
+    let (estado, lidos): (String, i64) =
+        sqlx::query_as("select estado, eventos_lidos from comissao_reconstrucao")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(estado, "construindo");
+    assert!(
+        lidos < events.len() as i64,
+        "killed mid-build ({lidos} read)"
+    );
+    assert_eq!(
+        table_rows(&db, "comissao").await,
+        old,
+        "comissao is untouched by a killed build"
+    );
+
+    let resumed = run_bin(&db.url, jobs.path(), &["rebuild"]).await;
+    assert_success(&resumed, "rebuild (resumed)");
+    assert!(
+        stdout(&resumed).contains("resuming"),
+        "{}",
+        stdout(&resumed)
+    );
+    assert_eq!(table_rows(&db, "comissao_nova").await, expected);
+    let (count, md5) = checksum_of(&db, &expected).await;
+    assert!(
+        stdout(&resumed).contains(&format!("comissao_nova: {count} rows, checksum {md5}")),
+        "{}",
+        stdout(&resumed)
+    );
+
+    // A swap killed at any instant leaves one table or the other whole, never a mix.
+    let fingerprint = fingerprint_in(&stdout(&resumed));
+    assert_success(
+        &run_bin(
+            &db.url,
+            jobs.path(),
+            &["rebuild", "--approve", &fingerprint],
+        )
+        .await,
+        "approve",
+    );
+    let mut swap = command(&db.url, jobs.path())
+        .arg("rebuild")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn rebuild");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let _ = swap.start_kill();
+    let _ = swap.wait().await;
+    let now = table_rows(&db, "comissao").await;
+    assert!(
+        now == old || now == expected,
+        "comissao is one table or the other"
+    );
+    let estado: String = sqlx::query_scalar("select estado from comissao_reconstrucao")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        now == expected,
+        estado == "trocada",
+        "the state says which table is in"
+    );
+    if estado == "comparada" {
+        assert_success(
+            &run_bin(&db.url, jobs.path(), &["rebuild"]).await,
+            "rebuild after the kill",
+        );
+    }
+    assert_eq!(table_rows(&db, "comissao").await, expected);
+}
