@@ -19,6 +19,7 @@
 //!   - [`services::scheduler`] — `serve`: fires the jobs that have a `schedule`.
 //!   - [`services::report`] — reports to finance, mailed exactly once or flagged.
 //!   - [`services::verify`] — reconciliation: every wrong day of a range, read-only.
+//!   - [`services::rebuild`] — blue-green rebuild of `comissao`: build, follow, compare, swap.
 //!   - [`services::held`] — an execution held by this process: lock, claim, recovery.
 //!   - [`services::counters`] — what this process did since it started.
 //!   - [`services::story`] — one order's story (`explain`, the console's `/pedidos/{id}`).
@@ -33,7 +34,8 @@
 //!   - [`tables::db`] — connections, migrations, and which failures are worth a retry.
 //!   - [`tables::archive`] — reads of `evento_arquivado`, in `posicao` order, in batches.
 //!   - [`tables::ledger`] — every statement on `efeito_aplicado`.
-//!   - [`tables::commission`] — `comissao`, a simulation's diff, a real run's corrections.
+//!   - [`tables::commission`] — `comissao`, a simulation's diff, a real run's corrections, a
+//!     rebuild's new table, queue, comparison and swap.
 //!   - [`tables::execution`] — executions, checkpoints, ownership epochs, the execution lock.
 //!   - [`tables::tally`] — the tallies every figure is read from.
 //!   - [`tables::grants`] — what each database role may do, said once.

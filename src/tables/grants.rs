@@ -50,6 +50,11 @@ const TABLES: &[&str] = &[
     "reprocessamento_progresso",
     // What people asked for from the console; `serve` claims and settles them.
     "execucao_solicitada",
+    // The blue-green rebuild of `comissao`: its state, the queue of orders written meanwhile
+    // (filled by a `security definer` trigger, whoever writes), the orders that differ.
+    "comissao_reconstrucao",
+    "comissao_reconstrucao_fila",
+    "comissao_reconstrucao_diff",
 ];
 
 const SEQUENCES: &[&str] = &[
@@ -91,6 +96,8 @@ const WORKER: &[(&str, &[&str])] = &[
             "evento_arquivado",
             "reprocessamento_aprovacao",
             "efeito_tentativa_historico",
+            // `status` and `/metrics` show the rebuild (which the schema's owner runs).
+            "comissao_reconstrucao",
         ],
     ),
     (
@@ -273,6 +280,10 @@ pub fn statements(duties: &Duties) -> Vec<String> {
         ));
         out.push(format!(
             "grant usage on sequence reprocessamento_aprovacao_id_seq to {approver}"
+        ));
+        // `rebuild --approve` notes its approval on the rebuild it approves.
+        out.push(format!(
+            "grant update (aprovacao_id) on comissao_reconstrucao to {approver}"
         ));
     }
     if let Some(reviewer) = &duties.reviewer {

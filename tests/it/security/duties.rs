@@ -315,3 +315,45 @@ async fn grants_refuses_an_unknown_role_one_role_for_two_duties_and_reserved_nam
         );
     }
 }
+
+#[tokio::test]
+async fn a_rebuild_is_approved_by_the_approver_seen_by_the_worker_and_swapped_with_the_workers_grants(
+) {
+    let s = Setup::new(Grant::AsWritten, "http://127.0.0.1:9/", &JobSpec::default()).await;
+    insert(&s.db.pool, &paid_orders(20)).await;
+    let owner = s.url(&s.names.owner);
+    let compared = s.as_role(&owner, &["rebuild"], true).await;
+    assert_success(&compared, "rebuild as the owner");
+    let out = stdout(&compared);
+    let at = out.find("--approve '").expect("a fingerprint to approve") + 11;
+    let fingerprint = out[at..].split('\'').next().unwrap().to_string();
+
+    let by_worker = s
+        .as_role(
+            &s.url(&s.names.worker),
+            &["rebuild", "--approve", &fingerprint],
+            true,
+        )
+        .await;
+    assert_eq!(by_worker.status.code(), Some(1), "{}", stderr(&by_worker));
+    s.succeeds_as(&s.names.ana, &["rebuild", "--approve", &fingerprint])
+        .await;
+    let by: String = sqlx::query_scalar(
+        "select aprovado_por from reprocessamento_aprovacao where job = 'rebuild'",
+    )
+    .fetch_one(&s.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(by, s.names.ana);
+    let status = s.succeeds_as(&s.names.worker, &["status"]).await;
+    assert!(stdout(&status).contains("rebuild 1 of comissao: comparada"));
+
+    assert_success(&s.as_role(&owner, &["rebuild"], true).await, "the swap");
+    let mut worker = s.connect(&s.names.worker).await;
+    sqlx::query(
+        "insert into comissao (pedido_id, valor_centavos, versao_evento) values ('novo', 1, 1)",
+    )
+    .execute(&mut worker)
+    .await
+    .expect("the worker writes the swapped-in comissao");
+}
