@@ -13,19 +13,21 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 # Dependencies first, so editing the sources does not rebuild them.
 COPY Cargo.toml Cargo.lock ./
-# The workspace's other members (test rigs, the demo's program) are not built, but cargo reads
-# their manifests.
+# The core crate is built with the binary; the workspace's other members (test rigs, the demo's
+# program) are not built, but cargo reads their manifests.
+COPY core/Cargo.toml core/
 COPY testkit/Cargo.toml testkit/
 COPY demo/Cargo.toml demo/
-RUN mkdir -p src testkit/src demo/src && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs testkit/src/lib.rs && echo 'fn main() {}' > demo/src/main.rs \
+RUN mkdir -p src core/src testkit/src demo/src && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs core/src/lib.rs testkit/src/lib.rs && echo 'fn main() {}' > demo/src/main.rs \
     && cargo build --release --locked --bin replay-ledger \
-    && rm -rf src
+    && rm -rf src core/src
 COPY src src
+COPY core/src core/src
 COPY migrations migrations
 COPY jobs jobs
 # touch: make cargo see the real sources as newer than the placeholder build.
-RUN touch src/main.rs src/lib.rs \
+RUN touch src/main.rs src/lib.rs core/src/lib.rs \
     && cargo build --release --locked --bin replay-ledger
 
 # --- runtime ---

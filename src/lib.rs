@@ -2,6 +2,11 @@
 //! perform the external side effects that are still missing, through an effects ledger shared by
 //! the live consumer and every replay.
 //!
+//! This crate is the periphery: what people and other programs touch, and the daemons and reports
+//! around the engine. The engine's core (shared, domain, config, tables, engine, and the runner,
+//! consumer, sweeper, held, counters and rebuild services) is the crate `replay-ledger-core`
+//! (`core/`), re-exported here at the same paths; it cannot reach back into this crate.
+//!
 //! Map of the crate. The folders are roles, and imports go one way, from the top of this list
 //! down: edges use services, services use the engine, the engine uses the tables, and everything
 //! may use the shared words, the domain and the configuration.
@@ -50,10 +55,7 @@
 //!   - [`shared::identity`] — who did it, and the notes people type.
 //!   - [`shared::shutdown`] — the stop signal every loop watches.
 
-pub mod config;
-pub mod domain;
 pub mod edges;
-pub mod engine;
 pub mod services;
-pub mod shared;
-pub mod tables;
+
+pub use replay_ledger_core::{config, domain, engine, shared, tables};

@@ -1,7 +1,7 @@
 //! What the code and the book cite exists. An invariant is cited by its name in backticks after
 //! the word "invariant(s)", and every name cited is a heading of the book's invariants page; no
 //! citation by number is left (the numbers were the design's, outside the repository). Every file
-//! path a comment names (under `src/`, `tests/`, `docs/`, `migrations/`, `testkit/`,
+//! path a comment names (under `src/`, `core/`, `tests/`, `docs/`, `migrations/`, `testkit/`,
 //! `examples/`) exists.
 //!
 //! The migrations are read by the other checks only: their text is frozen by the checksum each
@@ -54,7 +54,7 @@ fn cited_files() -> Vec<PathBuf> {
     }
     let mut files = Vec::new();
     for dir in [
-        "src", "tests", "testkit", "examples", "docs", "deploy", ".ci", "jobs",
+        "src", "core", "tests", "testkit", "examples", "docs", "deploy", ".ci", "jobs",
     ] {
         walk(&root().join(dir), &mut files);
     }
@@ -168,8 +168,9 @@ fn commented(path: &Path, text: &str) -> String {
 /// The repository paths a text names: a known top folder, then path characters, ending `.rs`,
 /// `.md` or `.sql`.
 fn cited_paths(text: &str) -> Vec<String> {
-    const TOPS: [&str; 6] = [
+    const TOPS: [&str; 7] = [
         "src/",
+        "core/",
         "tests/",
         "docs/",
         "migrations/",

@@ -1,7 +1,10 @@
-//! The product crate's shape, as the next engineer relies on it: imports between modules go one
-//! way (no circle), imports between the role folders go down their order (edges, services,
-//! engine, tables, then config, the domain and the shared words), and the product holds no
-//! `unsafe` code and no `libc`.
+//! The product's shape, as the next engineer relies on it: imports between modules go one way (no
+//! circle), imports between the role folders go down their order (edges, services, engine,
+//! tables, then config, the domain and the shared words), the core crate (`core/`) depends on no
+//! part of the periphery, and the product holds no `unsafe` code and no `libc`.
+//!
+//! The core's modules are re-exported by the periphery at the same paths (`crate::tables::…`
+//! means the same module in both crates), so the two source trees are read as one namespace.
 //!
 //! The import graph is read from the sources: every `crate::a::b` and `super::x` path (in `use`
 //! lines and inline) is an edge to the deepest module it names. A module using its own ancestors
@@ -17,12 +20,43 @@ use std::path::{Path, PathBuf};
 
 type Module = Vec<String>;
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `.rs` file of `src/` with its module path (`applier/mod.rs` → `applier`).
+/// The sources of the product's two crates: the periphery's and the core's.
+fn sources() -> [PathBuf; 2] {
+    [root().join("src"), root().join("core").join("src")]
+}
+
+/// The manifests of the product's two crates.
+fn manifests() -> [(PathBuf, String); 2] {
+    [root().join("Cargo.toml"), root().join("core").join("Cargo.toml")].map(|path| {
+        let text = std::fs::read_to_string(&path).expect("read a manifest");
+        (path, text)
+    })
+}
+
+/// The `[dependencies]` lines of a manifest.
+fn dependencies(manifest: &str) -> Vec<&str> {
+    manifest
+        .split("\n[dependencies]\n")
+        .nth(1)
+        .expect("a [dependencies] table")
+        .lines()
+        .take_while(|l| !l.starts_with('['))
+        .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
+        .collect()
+}
+
+/// Every `.rs` file of both crates' sources with its module path (`applier/mod.rs` →
+/// `applier`).
 fn modules() -> BTreeMap<Module, String> {
+    modules_of(&sources())
+}
+
+/// Every `.rs` file under these source roots with its module path.
+fn modules_of(roots: &[PathBuf]) -> BTreeMap<Module, String> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).expect("read src") {
             let path = entry.expect("entry").path();
@@ -34,11 +68,14 @@ fn modules() -> BTreeMap<Module, String> {
         }
     }
     let mut files = Vec::new();
-    walk(&src(), &mut files);
+    for src in roots {
+        walk(src, &mut files);
+    }
     files
         .into_iter()
         .filter_map(|path| {
-            let rel = path.strip_prefix(src()).ok()?.with_extension("");
+            let src = roots.iter().find(|r| path.starts_with(r))?;
+            let rel = path.strip_prefix(src).ok()?.with_extension("");
             let mut parts: Module = rel
                 .iter()
                 .map(|p| p.to_string_lossy().into_owned())
@@ -245,13 +282,13 @@ fn the_product_has_no_unsafe_code_and_no_libc() {
             module.join("::")
         );
     }
-    let manifest =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .expect("read Cargo.toml");
-    assert!(
-        !manifest.lines().any(|l| l.trim_start().starts_with("libc")),
-        "the product's Cargo.toml names libc"
-    );
+    for (path, manifest) in manifests() {
+        assert!(
+            !manifest.lines().any(|l| l.trim_start().starts_with("libc")),
+            "{} names libc",
+            path.display()
+        );
+    }
 }
 
 #[test]
@@ -263,22 +300,71 @@ fn the_product_links_no_test_rig() {
             module.join("::")
         );
     }
-    let manifest =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
-            .expect("read Cargo.toml");
-    let dependencies: Vec<&str> = manifest
-        .split("\n[dependencies]\n")
-        .nth(1)
-        .expect("a [dependencies] table")
-        .lines()
-        .take_while(|l| !l.starts_with('['))
+    for (path, manifest) in manifests() {
+        let dependencies = dependencies(&manifest);
+        assert!(
+            dependencies.len() > 10,
+            "the table of {} was read: {dependencies:?}",
+            path.display()
+        );
+        assert!(
+            !dependencies.iter().any(|l| l.contains("testkit")),
+            "the [dependencies] of {} name the test rigs: {dependencies:#?}",
+            path.display()
+        );
+    }
+}
+
+/// The layering the compiler holds: the core crate depends on neither the periphery's package
+/// nor the crates only the periphery needs (HTTP server, templates, mail, the command line), and
+/// none of its files names a periphery module. The compiler would refuse such a `crate::` path
+/// today; this says why the manifest must not grow the dependency that would let it through.
+#[test]
+fn the_core_crate_depends_on_no_part_of_the_periphery() {
+    let [(_, root_manifest), (_, core_manifest)] = manifests();
+    let core = dependencies(&core_manifest);
+    assert!(
+        dependencies(&root_manifest)
+            .iter()
+            .any(|l| l.starts_with("replay-ledger-core")),
+        "the periphery is built on the core"
+    );
+    for periphery in [
+        "replay-ledger ",
+        "replay-ledger.",
+        "path = \"..\"",
+        "axum",
+        "hyper",
+        "maud",
+        "lettre",
+        "clap",
+        "argon2",
+        "rust_xlsxwriter",
+        "tracing-subscriber",
+    ] {
+        assert!(
+            !core.iter().any(|l| l.contains(periphery)),
+            "core/Cargo.toml depends on {periphery}, a part of the periphery: {core:#?}"
+        );
+    }
+    let core_modules = modules_of(&[root().join("core").join("src")]);
+    assert!(core_modules.len() > 50, "the core's sources were found");
+    let periphery: BTreeSet<Module> = modules_of(&[root().join("src")])
+        .into_keys()
+        .filter(|m| !core_modules.contains_key(m))
         .collect();
     assert!(
-        dependencies.len() > 10,
-        "the table was read: {dependencies:?}"
+        periphery.contains(&vec!["edges".to_string()]),
+        "the periphery's modules were found"
     );
-    assert!(
-        !dependencies.iter().any(|l| l.contains("testkit")),
-        "the product's [dependencies] name the test rigs: {dependencies:#?}"
-    );
+    let reaching: Vec<String> = core_modules
+        .iter()
+        .flat_map(|(module, text)| {
+            paths(module, text)
+                .into_iter()
+                .filter(|p| periphery.iter().any(|m| p.starts_with(m)))
+                .map(move |p| format!("{} → {}", module.join("::"), p.join("::")))
+        })
+        .collect();
+    assert!(reaching.is_empty(), "the core names the periphery: {reaching:#?}");
 }

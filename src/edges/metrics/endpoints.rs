@@ -145,7 +145,7 @@ fn usable(
 }
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
-    let body = state.metrics.render(state.database().ok().as_deref());
+    let body = super::render(&state.metrics, state.database().ok().as_deref());
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], body)
 }
 

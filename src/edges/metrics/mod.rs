@@ -27,23 +27,21 @@ use exposition::Exposition;
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-impl Metrics {
-    /// The whole exposition: this process's counters, then the gauges read from the database
-    /// (`replay_ledger_database_up 0` and no such gauge when the last read failed or is stale).
-    pub fn render(&self, db: Option<&DbGauges>) -> String {
-        let mut out = Exposition::default();
-        self.render_counters(&mut out);
-        out.family(
-            "replay_ledger_database_up",
-            "gauge",
-            "1 when the last read of the database gauges below succeeded and is recent and this process's own database steps are not failing (what /healthz says of the database), else 0 (and they are absent).",
-        );
-        out.sample("replay_ledger_database_up", &[], i32::from(db.is_some()));
-        if let Some(db) = db {
-            db.render(&mut out);
-        }
-        out.0
+/// The whole exposition: this process's counters, then the gauges read from the database
+/// (`replay_ledger_database_up 0` and no such gauge when the last read failed or is stale).
+pub fn render(metrics: &Metrics, db: Option<&DbGauges>) -> String {
+    let mut out = Exposition::default();
+    process::render_counters(metrics, &mut out);
+    out.family(
+        "replay_ledger_database_up",
+        "gauge",
+        "1 when the last read of the database gauges below succeeded and is recent and this process's own database steps are not failing (what /healthz says of the database), else 0 (and they are absent).",
+    );
+    out.sample("replay_ledger_database_up", &[], i32::from(db.is_some()));
+    if let Some(db) = db {
+        db.render(&mut out);
     }
+    out.0
 }
 
 /// The gauges read from the database (by [`DbSnapshot::run`]).
@@ -289,7 +287,7 @@ mod tests {
         metrics.add_work("nightly", &delta);
         metrics.record_run("nightly", RunOutcome::Finished);
 
-        let text = metrics.render(None);
+        let text = render(&metrics, None);
 
         assert!(
             text.contains("replay_ledger_events_total{job=\"nightly\"} 7\n"),
@@ -306,7 +304,7 @@ mod tests {
 
     #[test]
     fn every_family_has_help_and_type_lines() {
-        let text = Metrics::new().render(Some(&DbGauges::default()));
+        let text = render(&Metrics::new(), Some(&DbGauges::default()));
         for family in [
             "replay_ledger_events_total",
             "replay_ledger_effects_total",

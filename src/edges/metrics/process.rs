@@ -4,93 +4,92 @@
 use super::Exposition;
 use crate::services::counters::Metrics;
 
-impl Metrics {
-    pub(super) fn render_counters(&self, out: &mut Exposition) {
-        let c = self.counts();
-        out.family(
-            "replay_ledger_events_total",
-            "counter",
-            "Archived events read by runs of this process (replay jobs, the live consumer), per job.",
-        );
-        for (job, n) in &c.events {
-            out.sample("replay_ledger_events_total", &[("job", job)], n);
-        }
-        out.family(
-            "replay_ledger_events_upcast_total",
-            "counter",
-            "Archived events of an older payload shape upcast on read by runs of this process, per job.",
-        );
-        for (job, n) in &c.upcast {
-            out.sample("replay_ledger_events_upcast_total", &[("job", job)], n);
-        }
-        out.family(
-            "replay_ledger_events_rejected_total",
-            "counter",
-            "Archived events rejected as invalid by runs of this process, per job and reason.",
-        );
-        for ((job, reason), n) in &c.rejected {
-            out.sample(
-                "replay_ledger_events_rejected_total",
-                &[("job", job), ("reason", reason)],
-                n,
-            );
-        }
-        out.family(
-            "replay_ledger_effects_total",
-            "counter",
-            "Effect outcomes of runs of this process (replay jobs, the live consumer: aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",
-        );
-        for ((job, outcome), n) in &c.effects {
-            out.sample(
-                "replay_ledger_effects_total",
-                &[("job", job), ("outcome", outcome.as_db())],
-                n,
-            );
-        }
-        out.family(
-            "replay_ledger_runs_total",
-            "counter",
-            "Scheduled runs of this process by how they ended (finished, already_finished, interrupted, failed, locked_elsewhere), per job.",
-        );
-        for ((job, outcome), n) in &c.runs {
-            out.sample(
-                "replay_ledger_runs_total",
-                &[("job", job), ("outcome", outcome)],
-                n,
-            );
-        }
-        out.family(
-            "replay_ledger_last_success_timestamp_seconds",
-            "gauge",
-            "Unix time at which a run of the job last finished (a window completed, a sweep pass ended) in this process.",
-        );
-        for (job, at) in &c.last_success {
-            out.sample(
-                "replay_ledger_last_success_timestamp_seconds",
-                &[("job", job)],
-                at.timestamp(),
-            );
-        }
-        render_verify(&c.verify, out);
-        out.family(
-            "replay_ledger_sweeper_rows_total",
-            "counter",
-            "Ledger rows handled by sweeper passes of this process: retaken, completed, released (retake failed, retried at a later pass), uncertain (moved to incerto), resent (queued by a review decision and sent).",
-        );
-        for (action, n) in &c.sweeper {
-            out.sample("replay_ledger_sweeper_rows_total", &[("action", action)], n);
-        }
-        out.family(
-            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
-            "gauge",
-            "Unix time of the last heartbeat of this process (serve's scheduler, or consume), every 5 s.",
-        );
+/// This process's counters, as families.
+pub(super) fn render_counters(metrics: &Metrics, out: &mut Exposition) {
+    let c = metrics.counts();
+    out.family(
+        "replay_ledger_events_total",
+        "counter",
+        "Archived events read by runs of this process (replay jobs, the live consumer), per job.",
+    );
+    for (job, n) in &c.events {
+        out.sample("replay_ledger_events_total", &[("job", job)], n);
+    }
+    out.family(
+        "replay_ledger_events_upcast_total",
+        "counter",
+        "Archived events of an older payload shape upcast on read by runs of this process, per job.",
+    );
+    for (job, n) in &c.upcast {
+        out.sample("replay_ledger_events_upcast_total", &[("job", job)], n);
+    }
+    out.family(
+        "replay_ledger_events_rejected_total",
+        "counter",
+        "Archived events rejected as invalid by runs of this process, per job and reason.",
+    );
+    for ((job, reason), n) in &c.rejected {
         out.sample(
-            "replay_ledger_scheduler_heartbeat_timestamp_seconds",
-            &[],
-            self.heartbeat_unix(),
+            "replay_ledger_events_rejected_total",
+            &[("job", job), ("reason", reason)],
+            n,
         );
     }
+    out.family(
+        "replay_ledger_effects_total",
+        "counter",
+        "Effect outcomes of runs of this process (replay jobs, the live consumer: aplicado, ja-registrado, suprimido, seria-aplicado, incerto, liberado), per job.",
+    );
+    for ((job, outcome), n) in &c.effects {
+        out.sample(
+            "replay_ledger_effects_total",
+            &[("job", job), ("outcome", outcome.as_db())],
+            n,
+        );
+    }
+    out.family(
+        "replay_ledger_runs_total",
+        "counter",
+        "Scheduled runs of this process by how they ended (finished, already_finished, interrupted, failed, locked_elsewhere), per job.",
+    );
+    for ((job, outcome), n) in &c.runs {
+        out.sample(
+            "replay_ledger_runs_total",
+            &[("job", job), ("outcome", outcome)],
+            n,
+        );
+    }
+    out.family(
+        "replay_ledger_last_success_timestamp_seconds",
+        "gauge",
+        "Unix time at which a run of the job last finished (a window completed, a sweep pass ended) in this process.",
+    );
+    for (job, at) in &c.last_success {
+        out.sample(
+            "replay_ledger_last_success_timestamp_seconds",
+            &[("job", job)],
+            at.timestamp(),
+        );
+    }
+    render_verify(&c.verify, out);
+    out.family(
+        "replay_ledger_sweeper_rows_total",
+        "counter",
+        "Ledger rows handled by sweeper passes of this process: retaken, completed, released (retake failed, retried at a later pass), uncertain (moved to incerto), resent (queued by a review decision and sent).",
+    );
+    for (action, n) in &c.sweeper {
+        out.sample("replay_ledger_sweeper_rows_total", &[("action", action)], n);
+    }
+    out.family(
+        "replay_ledger_scheduler_heartbeat_timestamp_seconds",
+        "gauge",
+        "Unix time of the last heartbeat of this process (serve's scheduler, or consume), every 5 s.",
+    );
+    out.sample(
+        "replay_ledger_scheduler_heartbeat_timestamp_seconds",
+        &[],
+        metrics.heartbeat_unix(),
+    );
 }
 
 /// The last run of each verify job of this process: what it found, and when.

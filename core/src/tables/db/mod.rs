@@ -20,7 +20,10 @@ pub use crate::shared::backoff::Backoff;
 
 /// `sqlx::FromRow` for a struct read by column name (`field`, or `field = "column"`), written
 /// out instead of derived: sqlx's derive macros would compile a second sqlx for the host.
-macro_rules! from_row {
+/// Exported (hidden, as `__from_row`) for the periphery's rows; use it as `tables::db::from_row`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __from_row {
     ($ty:ident { $($field:ident $(= $column:literal)?),* $(,)? }) => {
         impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for $ty {
             fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
@@ -34,7 +37,7 @@ macro_rules! from_row {
     (@column $field:ident) => { stringify!($field) };
     (@column $field:ident $column:literal) => { $column };
 }
-pub(crate) use from_row;
+pub use crate::__from_row as from_row;
 
 /// What other sessions see in `pg_stat_activity.application_name`: who holds a lock.
 pub fn application_name(role: &str) -> String {

@@ -11,7 +11,7 @@ use sqlx::migrate::{MigrateError, Migration, MigrationSource, MigrationType, Mig
 
 macro_rules! embedded {
     ($($file:literal),* $(,)?) => {
-        &[$(($file, include_str!(concat!("../../../migrations/", $file)))),*]
+        &[$(($file, include_str!(concat!("../../../../migrations/", $file)))),*]
     };
 }
 
@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn every_file_of_the_migrations_directory_is_embedded_in_order() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
         let mut on_disk: Vec<String> = std::fs::read_dir(dir)
             .expect("migrations/")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn descriptions_and_checksums_are_what_sqlx_reads_from_the_directory() {
-        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"));
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations"));
         let mut from_dir: Vec<Migration> = sqlx::migrate::resolve_blocking(dir)
             .expect("resolve")
             .into_iter()

@@ -38,7 +38,12 @@ fn shorten(word: &str) -> String {
 ///     }
 /// }
 /// ```
-macro_rules! db_words {
+///
+/// Exported (at the crate's root, hidden, under the name `__db_words`) so the periphery's enums
+/// speak the seed's words the same way; use it as `shared::words::db_words`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __db_words {
     (
         $(#[$meta:meta])*
         $vis:vis enum $name:ident ($what:literal) {
@@ -136,7 +141,7 @@ macro_rules! db_words {
     };
 }
 
-pub(crate) use db_words;
+pub use crate::__db_words as db_words;
 
 #[cfg(test)]
 mod tests {
