@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use sqlx::{Connection, PgConnection};
 
-use crate::tables::execution::lease::{self, Lease};
+use crate::tables::execution::lease::{self, Hold, Lease};
+use crate::tables::execution::try_advisory_lock;
 
 /// The first key of a job's advisory lock: 'RPLS' (the execution lock of the runner uses 'RPLD',
 /// so the two never collide); the second is `hashtext(name)`.
@@ -80,7 +81,7 @@ impl JobLock {
             }
             let lease = Lease::new(length, sent);
             let conn = Arc::new(tokio::sync::Mutex::new(conn));
-            let confirmer = tokio::spawn(confirm(conn.clone(), lease.clone()));
+            let confirmer = lease::keep(conn.clone(), Hold::Session, lease.clone());
             Ok(Some(JobLock {
                 conn,
                 name: name.to_string(),
@@ -128,32 +129,7 @@ impl JobLock {
 }
 
 async fn try_lock(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("select pg_try_advisory_lock($1, hashtext($2))")
-        .bind(JOB_LOCK_CLASS)
-        .bind(name)
-        .fetch_one(conn)
-        .await
-}
-
-/// Confirms the lease on the lock's session every third of it, each confirmation bounded by that
-/// same time, until it lapses. A confirmation is a statement on that session: what the server
-/// sees of it (`pg_stat_activity.state_change`) is what another process judges the holder by.
-async fn confirm(conn: Arc<tokio::sync::Mutex<PgConnection>>, lease: Lease) {
-    loop {
-        tokio::time::sleep(lease.every()).await;
-        if lease.lapsed() {
-            return;
-        }
-        let sent = Instant::now();
-        let confirmed = tokio::time::timeout(lease.every(), async {
-            let mut conn = conn.lock().await;
-            sqlx::query("select 1").execute(&mut *conn).await
-        })
-        .await;
-        if let Ok(Ok(_)) = confirmed {
-            lease.confirmed(sent);
-        }
-    }
+    try_advisory_lock(conn, JOB_LOCK_CLASS, name).await
 }
 
 /// Ends the session holding job `name`'s lock if it is one of this program's and has been idle

@@ -113,6 +113,58 @@ impl Lease {
     }
 }
 
+/// What a lock's session confirms to keep its lease.
+#[derive(Debug, Clone)]
+pub enum Hold {
+    /// An execution held under an ownership epoch: the confirmation is recorded for other
+    /// processes to judge by, and fails once a newer owner took the execution.
+    Owner(Owner),
+    /// A lock with no epoch (a job's lock in `serve`): a statement on the session is enough,
+    /// since other processes judge its holder by the session's last activity.
+    Session,
+}
+
+/// Keeps `lease` confirmed on the session `conn` holds a lock on, until it lapses or the hold is
+/// gone: every [`Lease::every`], one confirmation of `hold`, bounded by that same time. An
+/// unconfirmed round changes nothing, so the lease runs out unless a later one gets through.
+/// The one lease loop of every lock this program leases; abort the task to stop it.
+pub fn keep(
+    conn: Arc<tokio::sync::Mutex<PgConnection>>,
+    hold: Hold,
+    lease: Lease,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(lease.every()).await;
+            if lease.lapsed() {
+                return;
+            }
+            let sent = Instant::now();
+            let confirmed = tokio::time::timeout(lease.every(), async {
+                let mut conn = conn.lock().await;
+                match &hold {
+                    Hold::Owner(owner) => confirm(&mut conn, owner).await,
+                    Hold::Session => sqlx::query("select 1")
+                        .execute(&mut *conn)
+                        .await
+                        .map(|_| true),
+                }
+            })
+            .await;
+            match confirmed {
+                Ok(Ok(true)) => lease.confirmed(sent),
+                Ok(Ok(false)) => {
+                    if let Hold::Owner(owner) = &hold {
+                        tracing::debug!(execution = %owner.key, "a newer owner took the execution");
+                    }
+                    return;
+                }
+                Ok(Err(_)) | Err(_) => {}
+            }
+        }
+    })
+}
+
 /// Confirms that `owner` still holds its epoch, on the lock's session: `false` when a newer
 /// owner took the execution (the confirmation then changes nothing).
 pub async fn confirm(conn: &mut PgConnection, owner: &Owner) -> Result<bool, sqlx::Error> {

@@ -9,7 +9,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection};
 
-use super::lease::{self, Lease};
+use super::lease::{self, Hold, Lease};
 use super::owner::Owner;
 
 /// The two keys of an execution's advisory lock: a constant for this program ('RPLD') and a hash
@@ -49,37 +49,21 @@ impl Drop for ExecutionLock {
     }
 }
 
-/// Confirms `owner`'s lease on `conn` every [`Lease::every`], each confirmation bounded by that
-/// same time, until the lease lapses or a newer owner took the execution.
-async fn confirm_lease(conn: Arc<tokio::sync::Mutex<PgConnection>>, owner: Owner, lease: Lease) {
-    loop {
-        tokio::time::sleep(lease.every()).await;
-        if lease.lapsed() {
-            return;
-        }
-        let sent = Instant::now();
-        let confirmed = tokio::time::timeout(lease.every(), async {
-            let mut conn = conn.lock().await;
-            lease::confirm(&mut conn, &owner).await
-        })
-        .await;
-        match confirmed {
-            Ok(Ok(true)) => lease.confirmed(sent),
-            Ok(Ok(false)) => {
-                tracing::debug!(execution = %owner.key, "a newer owner took the execution");
-                return;
-            }
-            // Unconfirmed: the lease runs out unless a later confirmation gets through.
-            Ok(Err(_)) | Err(_) => {}
-        }
-    }
-}
-
 /// Takes `key`'s lock on `conn` if it is free.
 async fn try_lock(conn: &mut PgConnection, key: &str) -> Result<bool, sqlx::Error> {
+    try_advisory_lock(conn, LOCK_CLASS, key).await
+}
+
+/// Takes the session advisory lock `(class, hashtext(name))` on `conn` if it is free: the one
+/// statement of every lock this program takes (an execution's, a job's in `serve`).
+pub async fn try_advisory_lock(
+    conn: &mut PgConnection,
+    class: i32,
+    name: &str,
+) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar("select pg_try_advisory_lock($1, hashtext($2))")
-        .bind(LOCK_CLASS)
-        .bind(key)
+        .bind(class)
+        .bind(name)
         .fetch_one(conn)
         .await
 }
@@ -168,7 +152,7 @@ impl ExecutionLock {
         lease::confirm(&mut conn, &owner).await?;
         let lease = Lease::new(length, sent);
         let conn = Arc::new(tokio::sync::Mutex::new(conn));
-        let confirmer = tokio::spawn(confirm_lease(conn.clone(), owner.clone(), lease.clone()));
+        let confirmer = lease::keep(conn.clone(), Hold::Owner(owner.clone()), lease.clone());
         Ok(ExecutionLock {
             conn,
             owner,

@@ -23,7 +23,7 @@ mod view;
 
 pub use lease::Lease;
 pub use live::{advance_live, ensure_live, live_checkpoint};
-pub use lock::{ExecutionLock, LockError};
+pub use lock::{try_advisory_lock, ExecutionLock, LockError};
 pub use owner::{is_fenced, Owner, FENCED};
 pub use passes::{passes, PassRecord};
 pub use view::ExecutionView;
