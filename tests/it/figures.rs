@@ -136,7 +136,10 @@ async fn metrics_figures(pool: &PgPool) -> (u64, u64, i64, i64, BTreeMap<String,
     let gauges = replay_ledger::edges::metrics::DbGauges::read(pool, Duration::from_secs(10))
         .await
         .expect("read the gauges");
-    let text = replay_ledger::edges::metrics::render(&replay_ledger::edges::metrics::Metrics::new(), Some(&gauges));
+    let text = replay_ledger::edges::metrics::render(
+        &replay_ledger::edges::metrics::Metrics::new(),
+        Some(&gauges),
+    );
     let value = |prefix: &str| -> Option<f64> {
         text.lines()
             .find(|l| l.starts_with(prefix))

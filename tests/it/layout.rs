@@ -31,7 +31,11 @@ fn sources() -> [PathBuf; 2] {
 
 /// The manifests of the product's two crates.
 fn manifests() -> [(PathBuf, String); 2] {
-    [root().join("Cargo.toml"), root().join("core").join("Cargo.toml")].map(|path| {
+    [
+        root().join("Cargo.toml"),
+        root().join("core").join("Cargo.toml"),
+    ]
+    .map(|path| {
         let text = std::fs::read_to_string(&path).expect("read a manifest");
         (path, text)
     })
@@ -366,5 +370,8 @@ fn the_core_crate_depends_on_no_part_of_the_periphery() {
                 .map(move |p| format!("{} → {}", module.join("::"), p.join("::")))
         })
         .collect();
-    assert!(reaching.is_empty(), "the core names the periphery: {reaching:#?}");
+    assert!(
+        reaching.is_empty(),
+        "the core names the periphery: {reaching:#?}"
+    );
 }

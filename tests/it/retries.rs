@@ -81,7 +81,10 @@ async fn an_outage_longer_than_the_old_budget_is_ridden_out_and_every_retry_is_c
     let gauges = replay_ledger::edges::metrics::DbGauges::read(&db.pool, Duration::from_secs(10))
         .await
         .expect("read the gauges");
-    let metrics = replay_ledger::edges::metrics::render(&replay_ledger::edges::metrics::Metrics::new(), Some(&gauges));
+    let metrics = replay_ledger::edges::metrics::render(
+        &replay_ledger::edges::metrics::Metrics::new(),
+        Some(&gauges),
+    );
     let series = format!("replay_ledger_execution_calls_retried{{execution=\"{JOB}\"}} {retried}");
     assert!(
         metrics.lines().any(|l| l == series),

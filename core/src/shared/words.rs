@@ -145,6 +145,8 @@ pub use crate::__db_words as db_words;
 
 #[cfg(test)]
 mod tests {
+    use super::db_words;
+
     db_words! {
         enum Sample("sample") {
             One = "um",

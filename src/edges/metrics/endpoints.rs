@@ -319,7 +319,8 @@ mod tests {
             verdict.as_ref().map(|_| ()).unwrap_err(),
             "database: the server's disk is full"
         );
-        let exposition = Metrics::default().render(verdict.ok().as_deref());
+        let exposition =
+            crate::edges::metrics::render(&Metrics::default(), verdict.ok().as_deref());
         assert!(exposition.contains("replay_ledger_database_up 0\n"));
         assert!(usable(fresh(), None).is_ok());
     }
