@@ -4,7 +4,8 @@
 //! 1. A new table `comissao_nova`, shaped and granted as `comissao`.
 //! 2. Every `pedido.pago` of the archive, in chunks by `posicao`, decided by the domain's one rule
 //!    (upcasters included) and written set-based with the applier's version guard; the
-//!    checkpoint moves in the chunk's own transaction, so a killed rebuild resumes after it.
+//!    checkpoint moves in the chunk's own transaction, so a killed rebuild resumes after it. The
+//!    next chunk is read and decided while one is written.
 //! 3. The live events followed: the build reads the archive up to its highest `posicao` when the
 //!    rebuild opened; from then on the live writers apply the new events, and triggers on
 //!    `comissao` queue every order anybody writes while the rebuild is open (the live consumer, a
@@ -26,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 
-use crate::domain::{self, ORDER_PAID};
+use crate::domain::{self, CommissionRow, ORDER_PAID};
 use crate::shared::shutdown::Shutdown;
 use crate::tables::archive::rebuild as archive;
 use crate::tables::commission::rebuild::{self as table, compare};
@@ -206,17 +207,30 @@ struct Work<'a, 'b> {
 }
 
 impl Work<'_, '_> {
-    /// Reads the archive after the checkpoint to its end, chunk by chunk.
+    /// Reads the archive after the checkpoint to its end, chunk by chunk: the next chunk is read
+    /// and decided ([`read_ahead`]) while this one is written, so the archive's scan, the rule
+    /// and the writes overlap instead of taking turns.
     async fn build(&mut self) -> Result<()> {
         let started = Instant::now();
         let (mut said, mut read_here) = (Instant::now(), 0);
-        while let n @ 1.. = self.chunk().await? {
-            read_here += n;
+        let from = self.rebuild.checkpoint.unwrap_or(i64::MIN);
+        let upto = self.rebuild.target.unwrap_or(i64::MIN);
+        // One chunk waiting while one is written: at most three chunks in memory.
+        let (sender, mut chunks) = tokio::sync::mpsc::channel(1);
+        let reader = ReadAhead(tokio::spawn(read_ahead(
+            self.pool.clone(),
+            (from, upto),
+            self.config.chunk,
+            sender,
+        )));
+        while let Some(chunk) = chunks.recv().await {
+            read_here += self.write(chunk?).await?;
             if said.elapsed() >= self.config.progress_every {
                 said = Instant::now();
                 self.progress(started.elapsed(), read_here);
             }
         }
+        drop(reader);
         let mut conn = self.pool.acquire().await?;
         table::mark_built(&mut conn, self.rebuild.id).await?;
         if read_here > 0 {
@@ -239,21 +253,14 @@ impl Work<'_, '_> {
         ));
     }
 
-    /// One chunk after the checkpoint, written with the checkpoint in one transaction. Returns
-    /// how many events it read (0: the archive's end).
-    async fn chunk(&mut self) -> Result<usize> {
+    /// One chunk's rows, written with the checkpoint after it in one transaction. Returns how
+    /// many events it read.
+    async fn write(&mut self, chunk: Chunk) -> Result<usize> {
         if self.shutdown.is_triggered() {
             return Err(RebuildError::Interrupted);
         }
-        let after = self.rebuild.checkpoint.unwrap_or(i64::MIN);
+        let Chunk { rows, last, read } = chunk;
         let mut tx = db::begin_relaxed(self.pool).await?;
-        let upto = self.rebuild.target.unwrap_or(i64::MIN);
-        let events = archive::chunk(&mut tx, ORDER_PAID, (after, upto), self.config.chunk).await?;
-        let Some(last) = events.last().map(|e| e.posicao) else {
-            return Ok(0);
-        };
-        let rows = derive::newest_of_chunk(&events);
-        let read = events.len() as i64;
         if !table::write_chunk(&mut tx, self.rebuild.id, &rows, last, read).await? {
             return Err(RebuildError::Stage {
                 id: self.rebuild.id,
@@ -268,11 +275,11 @@ impl Work<'_, '_> {
         tx.commit().await?;
         self.rebuild.checkpoint = Some(last);
         self.rebuild.events_read += read;
-        Ok(events.len())
+        Ok(read as usize)
     }
 
-    /// Re-derives the orders the live writers wrote until the queue is empty.
-    async fn follow(&mut self) -> Result<()> {
+    /// Re-derives the orders the live writers wrote until the queue is empty; how many.
+    async fn follow(&mut self) -> Result<usize> {
         let mut did = 0;
         loop {
             if self.shutdown.is_triggered() {
@@ -293,7 +300,7 @@ impl Work<'_, '_> {
                 self.rebuild.id
             ));
         }
-        Ok(())
+        Ok(did)
     }
 
     /// Compares, or swaps what was approved.
@@ -343,13 +350,72 @@ impl Work<'_, '_> {
         let mut comparison = compare::compare(&mut tx, self.rebuild.id, &self.rebuild.rule).await?;
         tx.commit().await?;
         self.rebuild.stage = Stage::Compared;
-        self.follow().await?;
-        let mut conn = self.pool.acquire().await?;
-        let (orders, stamp) =
-            compare::restamp(&mut conn, self.rebuild.id, &self.rebuild.rule).await?;
-        comparison.orders_differing = orders;
-        comparison.fingerprint = stamp;
+        // Orders written meanwhile are re-derived and their diff rows refreshed; only then can
+        // the fingerprint have moved.
+        if self.follow().await? > 0 {
+            let mut conn = self.pool.acquire().await?;
+            let (orders, stamp) =
+                compare::restamp(&mut conn, self.rebuild.id, &self.rebuild.rule).await?;
+            comparison.orders_differing = orders;
+            comparison.fingerprint = stamp;
+        }
         Ok(Outcome::Compared(comparison))
+    }
+}
+
+/// A chunk of the archive, read and decided: the rows it writes, the `posicao` of its last event
+/// (the checkpoint once written) and how many events it read.
+struct Chunk {
+    rows: Vec<CommissionRow>,
+    last: i64,
+    read: i64,
+}
+
+/// Reads the `pedido.pago` events after `from` and up to `upto` in chunks, on a connection of its
+/// own, decides each chunk by the domain's rule and hands it on; ends (closing the channel) at the
+/// archive's end, on the first error (handed on), or when nobody takes its chunks any more. The
+/// archive is append-only and read in `posicao` order, so reading ahead of the checkpoint reads
+/// exactly what the chunk-by-chunk loop would.
+async fn read_ahead(
+    pool: PgPool,
+    (mut after, upto): (i64, i64),
+    limit: u32,
+    out: tokio::sync::mpsc::Sender<Result<Chunk, sqlx::Error>>,
+) {
+    loop {
+        let read = async {
+            let mut conn = pool.acquire().await?;
+            archive::chunk(&mut conn, ORDER_PAID, (after, upto), limit).await
+        };
+        let chunk = match read.await {
+            Ok(events) => {
+                let Some(last) = events.last().map(|e| e.posicao) else {
+                    return;
+                };
+                after = last;
+                Chunk {
+                    rows: derive::newest_of_chunk(&events),
+                    last,
+                    read: events.len() as i64,
+                }
+            }
+            Err(e) => {
+                let _ = out.send(Err(e)).await;
+                return;
+            }
+        };
+        if out.send(Ok(chunk)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The read-ahead task, stopped when the build stops (finished, failed or interrupted).
+struct ReadAhead(tokio::task::JoinHandle<()>);
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
