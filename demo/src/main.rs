@@ -438,34 +438,17 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
             *entry = (buggy, e.versao);
         }
     }
-    let ids: Vec<&str> = newest.keys().copied().collect();
-    let valores: Vec<i64> = ids.iter().map(|id| newest[id].0).collect();
-    let versoes: Vec<i64> = ids.iter().map(|id| newest[id].1).collect();
-    sqlx::query(
-        r#"
-        insert into comissao (pedido_id, valor_centavos, versao_evento)
-        select * from unnest($1::text[], $2::bigint[], $3::bigint[])
-        "#,
-    )
-    .bind(&ids)
-    .bind(&valores)
-    .bind(&versoes)
-    .execute(pool)
-    .await?;
-
+    let commissions: Vec<(String, i64, i64)> = newest
+        .iter()
+        .map(|(id, (valor, versao))| (id.to_string(), *valor, *versao))
+        .collect();
     let key = |evento_id: &String| effect_key(evento_id, NOTIFY_SELLER);
-    let keys: Vec<String> = day.notified.iter().map(key).collect();
-    sqlx::query(
-        r#"
-        insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, resultado)
-        select k, e, 'notificar-vendedor', 'concluido', 'ao-vivo', '{"recebido": true}'::jsonb
-        from unnest($1::text[], $2::text[]) as u(k, e)
-        "#,
-    )
-    .bind(&keys)
-    .bind(&day.notified)
-    .execute(pool)
-    .await?;
+    let notified: Vec<(String, String)> = day
+        .notified
+        .iter()
+        .map(|evento_id| (key(evento_id), evento_id.clone()))
+        .collect();
+    archive::buggy_consumer_left(pool, &commissions, &notified).await?;
     let (bug_rows, bug_total): (i64, i64) =
         sqlx::query_as("select count(*), coalesce(sum(valor_centavos), 0)::bigint from comissao")
             .fetch_one(pool)

@@ -24,6 +24,45 @@ pub struct ArchivedEvent {
     pub ocorrido_em: DateTime<Utc>,
 }
 
+/// What the seed's buggy live consumer left beside the archive, written as it wrote it (the rig
+/// plays that consumer; the product writes these tables only through its own `tables` modules):
+/// one `comissao` row per order (`(pedido_id, valor_centavos, versao_evento)`), and the
+/// `efeito_aplicado` rows of the notifications it sent (`(chave, evento_id)`), done by `ao-vivo`.
+pub async fn buggy_consumer_left(
+    pool: &PgPool,
+    commissions: &[(String, i64, i64)],
+    notified: &[(String, String)],
+) -> Result<(), sqlx::Error> {
+    let ids: Vec<&str> = commissions.iter().map(|c| c.0.as_str()).collect();
+    let valores: Vec<i64> = commissions.iter().map(|c| c.1).collect();
+    let versoes: Vec<i64> = commissions.iter().map(|c| c.2).collect();
+    sqlx::query(
+        r#"
+        insert into comissao (pedido_id, valor_centavos, versao_evento)
+        select * from unnest($1::text[], $2::bigint[], $3::bigint[])
+        "#,
+    )
+    .bind(&ids)
+    .bind(&valores)
+    .bind(&versoes)
+    .execute(pool)
+    .await?;
+    let keys: Vec<&str> = notified.iter().map(|n| n.0.as_str()).collect();
+    let eventos: Vec<&str> = notified.iter().map(|n| n.1.as_str()).collect();
+    sqlx::query(
+        r#"
+        insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, resultado)
+        select k, e, 'notificar-vendedor', 'concluido', 'ao-vivo', '{"recebido": true}'::jsonb
+        from unnest($1::text[], $2::text[]) as u(k, e)
+        "#,
+    )
+    .bind(&keys)
+    .bind(&eventos)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Inserts events set-based, in chunks. PostgreSQL's own refusals (a NUL in text, a duplicate
 /// `posicao`) come back as they are.
 pub async fn insert_events(pool: &PgPool, events: &[ArchivedEvent]) -> Result<(), sqlx::Error> {

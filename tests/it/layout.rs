@@ -375,3 +375,55 @@ fn the_core_crate_depends_on_no_part_of_the_periphery() {
         "the core names the periphery: {reaching:#?}"
     );
 }
+
+/// The statements that write `comissao` and `efeito_aplicado` live with the modules that own
+/// those tables (`tables::commission`, `tables::ledger`), and nowhere else in the product or the
+/// demo's program: a second writer would skip the version guard or the ledger's states. The test
+/// rigs play the seed's buggy consumer (`testkit`), and the benchmark's floors are hand-written
+/// references; neither is the product.
+#[test]
+fn only_the_owning_tables_modules_write_comissao_and_the_ledger() {
+    let owners = [
+        root().join("core/src/tables/commission"),
+        root().join("core/src/tables/ledger"),
+    ];
+    let mut files = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read a source folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    for dir in [root().join("src"), root().join("core/src"), root().join("demo/src")] {
+        walk(&dir, &mut files);
+    }
+    let mut writers = Vec::new();
+    let mut owned = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("a source file").to_lowercase();
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for table in ["comissao", "efeito_aplicado"] {
+            for verb in ["insert into", "update", "delete from", "truncate"] {
+                let statement = format!("{verb} {table}");
+                let writes = text.match_indices(&statement).any(|(at, _)| {
+                    !text[at + statement.len()..]
+                        .starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                });
+                if writes && owners.iter().any(|o| file.starts_with(o)) {
+                    owned += 1;
+                } else if writes {
+                    writers.push(format!("{}: {statement}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(owned >= 4, "the owners' statements were found ({owned})");
+    assert!(
+        writers.is_empty(),
+        "written outside the modules that own them: {writers:#?}"
+    );
+}
