@@ -59,10 +59,10 @@ fn modules() -> BTreeMap<Module, String> {
     modules_of(&sources())
 }
 
-/// Every `.rs` file under these source roots with its module path.
-fn modules_of(roots: &[PathBuf]) -> BTreeMap<Module, String> {
+/// Every `.rs` file under these folders.
+fn rust_files(roots: &[PathBuf]) -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).expect("read src") {
+        for entry in std::fs::read_dir(dir).expect("read a source folder") {
             let path = entry.expect("entry").path();
             if path.is_dir() {
                 walk(&path, out);
@@ -72,9 +72,15 @@ fn modules_of(roots: &[PathBuf]) -> BTreeMap<Module, String> {
         }
     }
     let mut files = Vec::new();
-    for src in roots {
-        walk(src, &mut files);
+    for root in roots {
+        walk(root, &mut files);
     }
+    files
+}
+
+/// Every `.rs` file under these source roots with its module path.
+fn modules_of(roots: &[PathBuf]) -> BTreeMap<Module, String> {
+    let files = rust_files(roots);
     files
         .into_iter()
         .filter_map(|path| {
@@ -387,24 +393,17 @@ fn only_the_owning_tables_modules_write_comissao_and_the_ledger() {
         root().join("core/src/tables/commission"),
         root().join("core/src/tables/ledger"),
     ];
-    let mut files = Vec::new();
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).expect("read a source folder") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    for dir in [root().join("src"), root().join("core/src"), root().join("demo/src")] {
-        walk(&dir, &mut files);
-    }
+    let files = rust_files(&[
+        root().join("src"),
+        root().join("core/src"),
+        root().join("demo/src"),
+    ]);
     let mut writers = Vec::new();
     let mut owned = 0;
     for file in &files {
-        let text = std::fs::read_to_string(file).expect("a source file").to_lowercase();
+        let text = std::fs::read_to_string(file)
+            .expect("a source file")
+            .to_lowercase();
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         for table in ["comissao", "efeito_aplicado"] {
             for verb in ["insert into", "update", "delete from", "truncate"] {
@@ -416,7 +415,10 @@ fn only_the_owning_tables_modules_write_comissao_and_the_ledger() {
                 if writes && owners.iter().any(|o| file.starts_with(o)) {
                     owned += 1;
                 } else if writes {
-                    writers.push(format!("{}: {statement}", file.display()));
+                    writers.push(format!(
+                        "{}: {statement}",
+                        file.strip_prefix(root()).unwrap_or(file).display()
+                    ));
                 }
             }
         }

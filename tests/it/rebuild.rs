@@ -168,15 +168,19 @@ fn spawn_seed_consumer(db_url: &str, after: i64) -> tokio::process::Child {
         .expect("spawn node tests/js/consumidor.mjs (run `npm ci --prefix tests/js`)")
 }
 
-fn node_missing() -> bool {
-    let missing = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_err();
-    if missing {
-        println!("skipped: node is not installed, so the seed's consumer cannot be run");
-    }
-    missing
+/// The seed's consumer needs Node.js and its `pg` package (`npm ci --prefix tests/js`, which
+/// `.ci/run` does): without them the test would prove nothing, so it fails saying what is missing.
+fn require_node_and_pg() {
+    let node = std::process::Command::new("node").arg("--version").output();
+    assert!(
+        node.is_ok_and(|o| o.status.success()),
+        "node is not installed: the seed's JavaScript consumer cannot be run (.ci/run installs nodejs)"
+    );
+    let pg = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/js/node_modules/pg");
+    assert!(
+        std::path::Path::new(pg).is_dir(),
+        "tests/js has no node_modules/pg: run `npm ci --prefix tests/js` (as .ci/run does)"
+    );
 }
 
 fn fingerprint_in(out: &str) -> String {
@@ -197,9 +201,7 @@ async fn max_posicao(db: &TestDb) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rebuild_swapped_in_while_the_seeds_consumer_and_the_live_consumer_write_loses_no_write()
 {
-    if node_missing() {
-        return;
-    }
+    require_node_and_pg();
     let db = TestDb::new().await;
     let jobs = live_jobs();
     let (events, mut expected) = history(300);
