@@ -81,6 +81,7 @@ const CONSOLE_SEQUENCES: &[&str] = &["console_tentativa_login_id_seq", "console_
 /// What the console may call: each records its audit row with what it writes.
 const CONSOLE_FUNCTIONS: &[&str] = &[
     "console_aprovar(text, interval, jsonb)",
+    "console_aprovar_reconstrucao(text, interval, bigint, text, text)",
     "console_resolver_incerto(text, interval, text, text, text)",
     "console_abrir_sessao(text, text, text, text, interval)",
     "console_recusar_login(text, text)",

@@ -10,7 +10,6 @@ use super::{connect, Class, Cli, Failure, Outcome};
 use crate::services::rebuild::{self, Outcome as Done, RebuildConfig, RebuildError};
 use crate::shared::shutdown;
 use crate::shared::text::inert;
-use crate::tables::commission::DiffRow;
 
 /// What the command line asked for.
 #[derive(Debug, Clone, Default)]
@@ -27,9 +26,10 @@ pub struct RebuildArgs {
 pub async fn rebuild(cli: &Cli, args: &RebuildArgs) -> Outcome {
     let pool = connect(cli, true).await?;
     if let Some(shown) = &args.approve {
-        let (approval, by) = rebuild::approve(&pool, shown, args.note.as_deref())
-            .await
-            .map_err(failure)?;
+        let (approval, by) =
+            rebuild::approve(&pool, rebuild::Approver::Role, shown, args.note.as_deref())
+                .await
+                .map_err(failure)?;
         println!(
             "approved {} as approval {approval} by {}: run `replay-ledger rebuild` to swap it in",
             inert(shown),
@@ -107,15 +107,7 @@ fn print_outcome(done: &Done) {
 /// The differing orders as the diff finance reads (CSV or XLSX, by the file's extension): before
 /// is `comissao`, after `comissao_nova` (0 when it has no row for the order).
 async fn write_diff(pool: &sqlx::PgPool, path: &Path) -> Outcome {
-    let rows: Vec<DiffRow> = rebuild::diff(pool, i64::MAX)
-        .await?
-        .into_iter()
-        .map(|r| DiffRow {
-            pedido_id: r.pedido_id,
-            antes: r.antes,
-            depois: r.depois.unwrap_or(0),
-        })
-        .collect();
+    let rows = rebuild::diff_for_finance(pool).await?;
     let bytes = match path.extension().and_then(|e| e.to_str()) {
         Some("xlsx") => crate::services::report::xlsx::render(&rows)?,
         Some("csv") => crate::services::report::csv::render(&rows),

@@ -216,18 +216,10 @@ pub(super) async fn effects_xlsx(
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
     let (key, list) = messages(&console, &id).await?;
-    let bytes = crate::services::report::sends::xlsx(&list).map_err(|e| {
-        tracing::warn!(error = %e, "console: the spreadsheet could not be written");
-        PageError::Refused(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            "A planilha não pôde ser gerada; use o CSV.".into(),
-        )
-    })?;
-    Ok(super::download::attachment(
-        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    super::download::spreadsheet(
         &format!("{}-mensagens.xlsx", super::download::name(&key)),
-        bytes,
-    ))
+        crate::services::report::sends::xlsx(&list),
+    )
 }
 
 /// The simulation of `id` and every message its approval would send now.

@@ -232,28 +232,8 @@ pub(super) async fn diff_xlsx(
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
     let report = load_report(&console, &id).await?;
-    let bytes = report::xlsx::render(&report.rows).map_err(|e| {
-        tracing::warn!(error = %e, "console: the spreadsheet could not be written");
-        PageError::Refused(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            "A planilha não pôde ser gerada; use o CSV.".into(),
-        )
-    })?;
     let name = super::download::name(&render::csv_name(&report)).replace(".csv", ".xlsx");
-    Ok((
-        [
-            (
-                header::CONTENT_TYPE,
-                "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet".to_string(),
-            ),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{name}\""),
-            ),
-        ],
-        bytes,
-    )
-        .into_response())
+    super::download::spreadsheet(&name, report::xlsx::render(&report.rows))
 }
 
 async fn load_report(console: &Console, key: &str) -> Result<ExecutionReport, PageError> {

@@ -16,6 +16,8 @@
 //!   templates render (so templates import no handler), security headers, error pages, and what
 //!   every request must be before a handler sees it (sizes, no NUL; axum's refusals localized).
 //!
+//! - `rebuild`: the blue-green rebuild of `comissao` — its progress, the comparison and the
+//!   orders that differ, and finance's approval of the swap, bound to the fingerprint shown;
 //! - `requests`: people act — start an approved gated real run, resume a real run, sweep now —
 //!   each confirmed (GET) and posted with the CSRF token; the console only records the request
 //!   (audited), `serve` runs it ([`crate::services::scheduler`]).
@@ -37,6 +39,7 @@ mod headers;
 mod jobs;
 mod live;
 mod pedidos;
+mod rebuild;
 mod requests;
 mod review;
 mod session;
@@ -194,6 +197,10 @@ impl Console {
                 get(requests::resume_confirm).post(requests::resume),
             )
             .route("/sweep", get(requests::sweep_confirm).post(requests::sweep))
+            .route("/reconstrucao", get(rebuild::page))
+            .route("/reconstrucao/aprovar", post(rebuild::approve))
+            .route("/reconstrucao/diff.csv", get(rebuild::diff_csv))
+            .route("/reconstrucao/diff.xlsx", get(rebuild::diff_xlsx))
             .route(headers::STYLESHEET_PATH, get(headers::stylesheet))
             .fallback(error::not_found)
             .layer(axum::middleware::map_response(guard::localize))

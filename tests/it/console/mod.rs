@@ -18,6 +18,7 @@ mod orders;
 mod pace;
 mod pages;
 mod phone;
+mod rebuild;
 mod requests;
 mod requests_browser;
 mod resend_browser;

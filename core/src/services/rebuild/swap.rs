@@ -9,6 +9,7 @@ use sqlx::{PgConnection, PgPool, Postgres};
 
 use super::{derive, RebuildError, Result};
 use crate::domain::ORDER_PAID;
+use crate::engine::approval::ConsoleSession;
 use crate::tables::archive::rebuild as archive;
 use crate::tables::commission::rebuild::{self as table, compare, swap as rename, Rebuild, Stage};
 
@@ -58,20 +59,53 @@ pub async fn drain_some(conn: &mut PgConnection, rebuild: &Rebuild, limit: i64) 
     Ok(orders.len())
 }
 
-/// Approves the open rebuild's comparison, as the connected role: only the one shown
-/// (`shown`, its fingerprint) and only while it still is the rebuild's.
-pub async fn approve(pool: &PgPool, shown: &str, note: Option<&str>) -> Result<(i64, String)> {
+/// Who approves a rebuild's comparison.
+#[derive(Debug, Clone, Copy)]
+pub enum Approver<'a> {
+    /// The connected role (`replay-ledger rebuild --approve`).
+    Role,
+    /// The finance account of a live console session.
+    Console(ConsoleSession<'a>),
+}
+
+/// Approves the open rebuild's comparison: only the one shown (`shown`, its fingerprint) and
+/// only while it still is the rebuild's. Returns the approval's id and who gave it.
+pub async fn approve(
+    pool: &PgPool,
+    by: Approver<'_>,
+    shown: &str,
+    note: Option<&str>,
+) -> Result<(i64, String)> {
     let note = note.map(crate::shared::identity::check_note).transpose()?;
     let mut tx = pool.begin().await?;
     let rebuild = open_in(&mut tx, Stage::Compared, "comparada").await?;
     let (_, now) = compare::fingerprint(&mut tx, &rebuild.rule).await?;
+    let stale = || RebuildError::Stale {
+        shown: crate::shared::text::inert(shown),
+        now: now.clone(),
+    };
     if rebuild.fingerprint.as_deref() != Some(shown) || now != shown {
-        return Err(RebuildError::Stale {
-            shown: crate::shared::text::inert(shown),
-            now,
-        });
+        return Err(stale());
     }
-    let approval = rename::approve(&mut tx, &rebuild, shown, note.as_deref()).await?;
+    let recorded = match by {
+        Approver::Role => rename::approve(&mut tx, &rebuild, shown, note.as_deref()).await,
+        Approver::Console(session) => {
+            rename::approve_in_console(
+                &mut tx,
+                session.token_digest,
+                session.idle_timeout,
+                rebuild.id,
+                shown,
+                note.as_deref(),
+            )
+            .await
+        }
+    };
+    let approval = match recorded {
+        Ok(approval) => approval,
+        Err(e) if rename::is_stale(&e) => return Err(stale()),
+        Err(e) => return Err(e.into()),
+    };
     tx.commit().await?;
     tracing::info!(
         rebuild = rebuild.id,

@@ -45,6 +45,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261204160000_console_rules_in_sql.sql",
     "20261204180000_rebuild.sql",
     "20261205090000_rule_payload_inlined.sql",
+    "20261205100000_console_rebuild_approval.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the

@@ -94,6 +94,7 @@ pub(in crate::edges::console) fn list(
             }
             button type="submit" { "Filtrar" }
         }
+        p.more { a href="/reconstrucao" { "Reconstrução de comissao (blue-green)" } }
         @if executions.is_empty() {
             p { "Nenhuma execução." }
         } @else {

@@ -12,6 +12,7 @@ pub(super) mod live;
 pub(super) mod login;
 pub(super) mod pace;
 pub(super) mod pedido;
+pub(super) mod rebuild;
 pub(super) mod requests;
 pub(super) mod review;
 pub(super) mod scheduled;

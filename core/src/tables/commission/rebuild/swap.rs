@@ -32,42 +32,60 @@ pub fn is_lock_timeout(err: &sqlx::Error) -> bool {
 
 /// Records an approval of the rebuild's comparison (`fingerprint`, the one shown) in
 /// `reprocessamento_aprovacao` as the connected role (`session_user`): the diff's size and totals,
-/// the fingerprint as what it binds, `comissao_nova`'s checksum. Returns its id and who.
+/// the fingerprint as what it binds, `comissao_nova`'s checksum. The statement is the database's
+/// `comissao_reconstrucao_aprovar`, which the console's approval goes through too. Returns its
+/// id and who; [`is_stale`] when the comparison is no longer the one shown.
 pub async fn approve(
     conn: &mut PgConnection,
     rebuild: &Rebuild,
     fingerprint: &str,
     note: Option<&str>,
 ) -> Result<(i64, String), sqlx::Error> {
-    let approval: (i64, String) = sqlx::query_as(
-        r#"
-        insert into reprocessamento_aprovacao
-          (execucao_id, job, simulacao_passagem, simulacao_concluida_em, nota, pedidos,
-           pedidos_alterados, total_antes_centavos, total_depois_centavos, eventos_total,
-           eventos_max_posicao, eventos_hash, comissao_hash, definicao, versao_regra)
-        select $1, 'rebuild', 1, $2, $3, count(*), count(*),
-               coalesce(sum(antes), 0)::bigint, coalesce(sum(depois), 0)::bigint, $4, $5, $6, $7,
-               jsonb_build_object('kind', 'rebuild', 'rule', $8::text), $8
-        from comissao_reconstrucao_diff
-        returning id, aprovado_por
-        "#,
+    sqlx::query_as("select aprovacao, por from comissao_reconstrucao_aprovar($1, $2, $3, null)")
+        .bind(rebuild.id)
+        .bind(fingerprint)
+        .bind(note)
+        .fetch_one(conn)
+        .await
+}
+
+/// Records an approval of the rebuild `id`'s comparison shown (`fingerprint`) as the finance
+/// account of a console session (`console:<email>`; the session proved by its token's digest,
+/// live if used within `idle_timeout`), through the `security definer` function
+/// `console_aprovar_reconstrucao` (42501 unless the session is live and its account may
+/// approve). Returns the approval's id and who.
+pub async fn approve_in_console(
+    conn: &mut PgConnection,
+    token_digest: &str,
+    idle_timeout: std::time::Duration,
+    id: i64,
+    fingerprint: &str,
+    note: Option<&str>,
+) -> Result<(i64, String), sqlx::Error> {
+    let approval: i64 = sqlx::query_scalar(
+        "select console_aprovar_reconstrucao($1, make_interval(secs => $2), $3, $4, $5)",
     )
-    .bind(rebuild.execution_id())
-    .bind(rebuild.compared_at)
-    .bind(note)
-    .bind(rebuild.events_read)
-    .bind(rebuild.checkpoint)
+    .bind(token_digest)
+    .bind(idle_timeout.as_secs_f64())
+    .bind(id)
     .bind(fingerprint)
-    .bind(&rebuild.checksum_new)
-    .bind(&rebuild.rule)
+    .bind(note)
     .fetch_one(&mut *conn)
     .await?;
-    sqlx::query("update comissao_reconstrucao set aprovacao_id = $2 where id = $1")
-        .bind(rebuild.id)
-        .bind(approval.0)
-        .execute(conn)
-        .await?;
-    Ok(approval)
+    let by: String =
+        sqlx::query_scalar("select aprovado_por from reprocessamento_aprovacao where id = $1")
+            .bind(approval)
+            .fetch_one(conn)
+            .await?;
+    Ok((approval, by))
+}
+
+/// Whether the database refused an approval because the comparison is not the one shown any
+/// more (SQLSTATE RL409).
+pub fn is_stale(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|c| c == "RL409")
 }
 
 /// The approval that lets this comparison be swapped in: the newest for the rebuild, given for
