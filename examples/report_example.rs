@@ -97,13 +97,13 @@ fn example() -> Report {
     };
     let rejected = vec![
         Rejected {
-            evento_id: "evt-1004417".into(),
+            event_id: "evt-1004417".into(),
             posicao: 1_004_417,
             tipo: "pedido.pago".into(),
             erro: "payload de pedido.pago invalido: valorCentavos is not an integer".into(),
         },
         Rejected {
-            evento_id: "evt-1008902".into(),
+            event_id: "evt-1008902".into(),
             posicao: 1_008_902,
             tipo: "pedido.pago".into(),
             erro: "payload de pedido.pago invalido: percentual is missing".into(),
@@ -111,8 +111,8 @@ fn example() -> Report {
     ];
     let review = vec![ReviewItem {
         key: "evt-0998812:notificar-vendedor".into(),
-        tipo_efeito: "notificar-vendedor".into(),
-        execucao_id: "ao-vivo".into(),
+        effect_type: "notificar-vendedor".into(),
+        execution_id: "ao-vivo".into(),
         motivo: Some(Reason::Timeout),
         status_http: None,
         desde: at(9, 45),
@@ -121,7 +121,7 @@ fn example() -> Report {
         idade_segundos: 8_100,
         tentativas: 1,
         ultimo_erro: Some("timeout".into()),
-        evento_id: "evt-0998812".into(),
+        event_id: "evt-0998812".into(),
         status: "incerto".into(),
         pedido_id: Some("ped-0998812".into()),
         valor_centavos: Some(1_234),

@@ -442,11 +442,11 @@ async fn seed_archive(pool: &PgPool, events: u32) -> anyhow::Result<Archive> {
         .iter()
         .map(|(id, (valor, versao))| (id.to_string(), *valor, *versao))
         .collect();
-    let key = |evento_id: &String| effect_key(evento_id, NOTIFY_SELLER);
+    let key = |event_id: &String| effect_key(event_id, NOTIFY_SELLER);
     let notified: Vec<(String, String)> = day
         .notified
         .iter()
-        .map(|evento_id| (key(evento_id), evento_id.clone()))
+        .map(|event_id| (key(event_id), event_id.clone()))
         .collect();
     archive::buggy_consumer_left(pool, &commissions, &notified).await?;
     let (bug_rows, bug_total): (i64, i64) =

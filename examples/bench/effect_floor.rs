@@ -86,10 +86,10 @@ pub async fn floor(
         let items: Vec<Reservation<'_>> = keys
             .iter()
             .zip(chunk)
-            .map(|(key, evento_id)| Reservation {
+            .map(|(key, event_id)| Reservation {
                 key,
-                evento_id,
-                tipo_efeito: "notificar-vendedor",
+                event_id,
+                effect_type: "notificar-vendedor",
             })
             .collect();
         let reserved = ledger::reserve(pool, &claim, &items, stale_after).await?;

@@ -537,7 +537,7 @@ async fn an_invalid_payload_is_recorded_as_rejected_and_the_run_completes() {
     assert_eq!(report.ended, Ended::Finished);
     assert_eq!(report.summary.events_rejected, 1);
     assert_eq!(report.rejected.len(), 1);
-    assert_eq!(report.rejected[0].evento_id, "evt-3");
+    assert_eq!(report.rejected[0].event_id, "evt-3");
     assert!(report.rejected[0]
         .erro
         .starts_with("payload de pedido.pago invalido"));
@@ -567,7 +567,7 @@ async fn an_invalid_payload_halts_the_run_under_on_invalid_event_stop() {
     let RunError::InvalidEvent(rejected) = err else {
         panic!("expected a halt, got {err}")
     };
-    assert_eq!(rejected.evento_id, "evt-3");
+    assert_eq!(rejected.event_id, "evt-3");
     assert_eq!(
         checkpoint(&db.pool, "replay-2026-10-14-v2").await,
         Some(0),

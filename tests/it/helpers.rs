@@ -597,13 +597,13 @@ pub fn assert_same_rows<T: PartialEq + std::fmt::Debug>(actual: &[T], expected: 
 }
 
 /// A reservation left by a dead process of `execucao_id`: fresh, so no staleness rule applies.
-pub async fn abandon_fresh_reservation(pool: &PgPool, event: &Event, execucao_id: &str) {
+pub async fn abandon_fresh_reservation(pool: &PgPool, event: &Event, execution_id: &str) {
     sqlx::query(
         "insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, reserva_id, atualizado_em) values ($1, $2, 'notificar-vendedor', 'reservado', $3, $4, now())",
     )
     .bind(key(event))
     .bind(&event.id)
-    .bind(execucao_id)
+    .bind(execution_id)
     .bind(uuid::Uuid::new_v4())
     .execute(pool)
     .await

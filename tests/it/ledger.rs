@@ -13,8 +13,8 @@ fn items(keys: &[String]) -> Vec<Reservation<'_>> {
     keys.iter()
         .map(|k| Reservation {
             key: k,
-            evento_id: k.split(':').next().unwrap(),
-            tipo_efeito: "notificar-vendedor",
+            event_id: k.split(':').next().unwrap(),
+            effect_type: "notificar-vendedor",
         })
         .collect()
 }

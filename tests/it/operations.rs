@@ -34,8 +34,8 @@ async fn abandoned(db: &TestDb, keys: &[String], tipo: &str, minutes_ago: i32) {
         .iter()
         .map(|k| Reservation {
             key: k,
-            evento_id: k.split(':').next().unwrap(),
-            tipo_efeito: tipo,
+            event_id: k.split(':').next().unwrap(),
+            effect_type: tipo,
         })
         .collect();
     ledger::reserve(&db.pool, &Claim::new("replay-dead"), &items, None)
@@ -196,8 +196,8 @@ async fn a_slow_original_worker_that_finishes_after_the_sweeper_retook_its_row_c
     let slow = Claim::new("replay-2026-10-14-v2");
     let item = [Reservation {
         key: &k,
-        evento_id: &events[0].id,
-        tipo_efeito: "notificar-vendedor",
+        event_id: &events[0].id,
+        effect_type: "notificar-vendedor",
     }];
     ledger::reserve(&db.pool, &slow, &item, None).await.unwrap();
     sqlx::query("update efeito_aplicado set atualizado_em = now() - interval '10 minutes'")

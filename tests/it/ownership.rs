@@ -326,8 +326,8 @@ async fn an_old_owners_writes_after_a_new_owner_took_the_epoch_change_nothing() 
     drop(late);
     let item = Reservation {
         key: "evt-1:notificar-vendedor",
-        evento_id: "evt-1",
-        tipo_efeito: "notificar-vendedor",
+        event_id: "evt-1",
+        effect_type: "notificar-vendedor",
     };
     let claim = Claim::owned(key, old.clone());
     let reserved = ledger::reserve(&db.pool, &claim, &[item], None).await;

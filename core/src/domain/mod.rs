@@ -96,8 +96,8 @@ pub fn commission_of(payload: &Value) -> Result<(i64, bool), InvalidPayload> {
 
 /// The ledger key: depends only on the event and the effect type, so the live consumer and every
 /// replay find the same row.
-pub fn effect_key(evento_id: &str, tipo_efeito: &str) -> String {
-    format!("{evento_id}:{tipo_efeito}")
+pub fn effect_key(event_id: &str, effect_type: &str) -> String {
+    format!("{event_id}:{effect_type}")
 }
 
 /// `calcularComissao` of the seed, bit for bit:

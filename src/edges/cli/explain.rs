@@ -89,7 +89,7 @@ fn text(s: &Story) -> String {
         let _ = writeln!(
             out,
             "  {} pass {}: {before} -> {} (version {}, {})",
-            inert(&c.execucao_id),
+            inert(&c.execution_id),
             c.passagem,
             brl(c.depois),
             c.versao_evento,
@@ -104,7 +104,7 @@ fn text(s: &Story) -> String {
             "  {} {} by {}, {} attempt(s){reason}",
             inert(&e.key),
             e.status,
-            inert(&e.execucao_id),
+            inert(&e.execution_id),
             e.tentativas,
         );
     }

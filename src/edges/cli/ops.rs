@@ -172,8 +172,8 @@ fn review_table(items: &[ReviewItem]) -> String {
                 inert(i.pedido_id.as_deref().unwrap_or("-")),
                 i.valor_centavos
                     .map_or("-".into(), crate::shared::money::brl),
-                inert(&i.tipo_efeito),
-                inert(&i.execucao_id),
+                inert(&i.effect_type),
+                inert(&i.execution_id),
                 reason,
                 humantime::format_duration(age).to_string(),
                 i.tentativas.to_string(),

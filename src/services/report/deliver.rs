@@ -30,21 +30,21 @@ pub const EFFECT_TYPE: &str = "email";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReportKey {
     /// `<sender>:<report id>` (the ledger's `evento_id`).
-    pub evento_id: String,
+    pub event_id: String,
     /// `<sender>:<report id>:email`.
     pub key: String,
     /// `<sender>:relatorio`: the ledger's `execucao_id`. Not the id of a replay execution, so a
     /// rerun of that execution never settles a report in flight as its own abandoned effect.
-    pub execucao_id: String,
+    pub execution_id: String,
 }
 
 impl ReportKey {
     pub fn new(sender: &str, report_id: &str) -> ReportKey {
-        let evento_id = format!("{sender}:{report_id}");
+        let event_id = format!("{sender}:{report_id}");
         ReportKey {
-            key: format!("{evento_id}:{EFFECT_TYPE}"),
-            evento_id,
-            execucao_id: format!("{sender}:relatorio"),
+            key: format!("{event_id}:{EFFECT_TYPE}"),
+            event_id,
+            execution_id: format!("{sender}:relatorio"),
         }
     }
 }
@@ -162,11 +162,11 @@ async fn send_once(
     key: &ReportKey,
     message: &Message,
 ) -> Result<Delivery, sqlx::Error> {
-    let claim = Claim::new(key.execucao_id.clone());
+    let claim = Claim::new(key.execution_id.clone());
     let item = Reservation {
         key: &key.key,
-        evento_id: &key.evento_id,
-        tipo_efeito: EFFECT_TYPE,
+        event_id: &key.event_id,
+        effect_type: EFFECT_TYPE,
     };
     let backoff = Backoff::default();
     let held = db::retry("reserve report", backoff, || {

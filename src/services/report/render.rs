@@ -397,7 +397,7 @@ fn rejected(e: &ExecutionReport) -> Section {
         .take(LIST_LIMIT)
         .map(|r| {
             vec![
-                r.evento_id.clone(),
+                r.event_id.clone(),
                 r.posicao.to_string(),
                 r.tipo.clone(),
                 r.erro.clone(),
@@ -436,8 +436,8 @@ fn review(report: &Report) -> Section {
             vec![
                 i.key.clone(),
                 state_of(i).to_string(),
-                i.tipo_efeito.clone(),
-                i.execucao_id.clone(),
+                i.effect_type.clone(),
+                i.execution_id.clone(),
                 age(i.idade_segundos),
                 i.tentativas.to_string(),
                 i.ultimo_erro.clone().unwrap_or_else(|| "-".into()),

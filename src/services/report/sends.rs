@@ -21,7 +21,7 @@ pub fn csv(sends: &[Send]) -> Vec<u8> {
         let cells = [
             field(&guard(&s.tipo)),
             field(&guard(&s.key)),
-            field(&guard(&s.evento_id)),
+            field(&guard(&s.event_id)),
             field(&guard(&s.pedido_id)),
             s.posicao.to_string(),
             s.ocorrido_em.to_rfc3339(),
@@ -57,7 +57,7 @@ pub fn xlsx(sends: &[Send]) -> Result<Vec<u8>, XlsxError> {
     for (row, s) in (1u32..).zip(sends) {
         sheet.write_string(row, 0, &s.tipo)?;
         sheet.write_string(row, 1, &s.key)?;
-        sheet.write_string(row, 2, &s.evento_id)?;
+        sheet.write_string(row, 2, &s.event_id)?;
         sheet.write_string(row, 3, &s.pedido_id)?;
         sheet.write_number(row, 4, s.posicao as f64)?;
         sheet.write_string(

@@ -54,7 +54,7 @@ async fn rejected_ids(db: &TestDb) -> Vec<String> {
         .await
         .expect("read rejected")
         .into_iter()
-        .map(|r| r.evento_id)
+        .map(|r| r.event_id)
         .collect()
 }
 

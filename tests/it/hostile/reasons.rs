@@ -45,7 +45,7 @@ async fn a_payload_rejected_for_one_field_is_recorded_with_that_fields_name() {
         .await
         .expect("read rejected")
         .into_iter()
-        .map(|r| (r.evento_id, r.erro))
+        .map(|r| (r.event_id, r.erro))
         .collect();
     let reason = |id: &str| reasons.get(id).cloned().unwrap_or_default();
     assert!(

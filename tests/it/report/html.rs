@@ -111,7 +111,7 @@ fn summary(effects: &[(EffectOutcome, u64)]) -> Summary {
 fn rejected() -> Vec<Rejected> {
     (1..=22)
         .map(|i| Rejected {
-            evento_id: format!("evt-{i:04}"),
+            event_id: format!("evt-{i:04}"),
             posicao: 1_000 + i,
             tipo: "pedido.pago".into(),
             erro: "payload de pedido.pago invalido: percentual is missing".into(),
@@ -122,8 +122,8 @@ fn rejected() -> Vec<Rejected> {
 fn review_item(i: i64, error: Option<&str>) -> ReviewItem {
     ReviewItem {
         key: format!("evt-{i:07}:notificar-vendedor"),
-        tipo_efeito: "notificar-vendedor".into(),
-        execucao_id: "ao-vivo".into(),
+        effect_type: "notificar-vendedor".into(),
+        execution_id: "ao-vivo".into(),
         motivo: Some(Reason::Timeout),
         status_http: None,
         desde: at(9, 45),
@@ -132,7 +132,7 @@ fn review_item(i: i64, error: Option<&str>) -> ReviewItem {
         idade_segundos: 8_100 + 86_400 * (i % 3) + 60 * i,
         tentativas: i,
         ultimo_erro: error.map(String::from),
-        evento_id: format!("evt-{i:07}"),
+        event_id: format!("evt-{i:07}"),
         status: "incerto".into(),
         pedido_id: Some(format!("ped-{i:07}")),
         valor_centavos: Some(1_234),
@@ -348,7 +348,7 @@ fn hostile_execution() -> ExecutionReport {
         depois: 50,
     }];
     let rejected = vec![Rejected {
-        evento_id: format!("evt-{HOSTILE}"),
+        event_id: format!("evt-{HOSTILE}"),
         posicao: 7,
         tipo: format!("tipo-{HOSTILE}"),
         erro: format!("erro-{HOSTILE}"),
@@ -366,8 +366,8 @@ fn hostile_execution() -> ExecutionReport {
 fn a_report_of_hostile_values_reads_as_before() {
     let mut item = review_item(3, Some(&format!("erro-{HOSTILE}")));
     item.key = format!("chave-{HOSTILE}");
-    item.tipo_efeito = format!("tipo-{HOSTILE}");
-    item.execucao_id = format!("exec-{HOSTILE}");
+    item.effect_type = format!("tipo-{HOSTILE}");
+    item.execution_id = format!("exec-{HOSTILE}");
     let mut report = Report::new(
         &format!("sender-{HOSTILE}"),
         chrono_tz::UTC,

@@ -268,7 +268,7 @@ async fn a_connection_lost_after_the_data_leaves_the_report_incerto_and_it_is_no
     let queue = ledger::review_list(&f.db.pool).await.unwrap();
     assert!(queue
         .iter()
-        .any(|i| i.key == REPORT_KEY && i.tipo_efeito == "email"));
+        .any(|i| i.key == REPORT_KEY && i.effect_type == "email"));
 }
 
 #[tokio::test]

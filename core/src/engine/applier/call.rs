@@ -22,7 +22,7 @@ use crate::tables::ledger::{self, Attempt, Claim, Reservation, Why};
 #[derive(Clone)]
 pub(super) struct Task {
     pub(super) posicao: i64,
-    pub(super) evento_id: String,
+    pub(super) event_id: String,
     pub(super) key: String,
     pub(super) body: Value,
     pub(super) policy: EffectPolicy,
@@ -262,7 +262,7 @@ pub(super) async fn reserve_then_call(
     }
     let queued = Queued {
         key: &task.key,
-        evento_id: &task.evento_id,
+        event_id: &task.event_id,
         body: &task.body,
     };
     let ended = match reserve_call_once(&pool, &claim, &task.effect, queued, db_backoff).await {
@@ -304,7 +304,7 @@ pub enum Resent {
 /// A queued key and what its call carries, rebuilt from the archived event.
 pub struct Queued<'a> {
     pub key: &'a str,
-    pub evento_id: &'a str,
+    pub event_id: &'a str,
     pub body: &'a Value,
 }
 
@@ -322,8 +322,8 @@ pub(super) async fn reserve_call_once(
 ) -> Result<Resent, sqlx::Error> {
     let item = [Reservation {
         key: queued.key,
-        evento_id: queued.evento_id,
-        tipo_efeito: &effect.config.name,
+        event_id: queued.event_id,
+        effect_type: &effect.config.name,
     }];
     let held = db::retry("reserve", reserve_backoff, || {
         ledger::reserve(pool, claim, &item, None)

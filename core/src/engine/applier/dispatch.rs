@@ -31,7 +31,7 @@ use crate::tables::ledger::{self, Attempt, Reason, Reservation, Why};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EffectFailure {
     pub key: String,
-    pub evento_id: String,
+    pub event_id: String,
     pub posicao: i64,
     pub tipo: String,
     pub class: String,
@@ -186,7 +186,7 @@ fn plan(
                 .ok_or_else(|| ApplyError::UndeclaredEffect(request.tipo.to_string()))?;
             by_type.entry(request.tipo).or_default().push(Task {
                 posicao: d.posicao,
-                evento_id: d.evento_id.clone(),
+                event_id: d.event_id.clone(),
                 key: request.key,
                 body: request.body,
                 policy,
@@ -278,7 +278,7 @@ impl Collected {
                         self.unsettled(task.posicao);
                         let candidate = EffectFailure {
                             key: task.key.clone(),
-                            evento_id: task.evento_id.clone(),
+                            event_id: task.event_id.clone(),
                             posicao: task.posicao,
                             tipo: task.effect.config.name.clone(),
                             class: err.class().to_string(),
@@ -344,8 +344,8 @@ async fn reserve_idempotent(
         .iter()
         .map(|t| Reservation {
             key: &t.key,
-            evento_id: &t.evento_id,
-            tipo_efeito: tipo,
+            event_id: &t.event_id,
+            effect_type: tipo,
         })
         .collect();
     let config = &applier.config;

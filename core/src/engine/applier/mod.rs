@@ -143,7 +143,7 @@ pub enum ApplyError {
 /// An event the domain decided on, with where it stands in the archive.
 struct Decided {
     posicao: i64,
-    evento_id: String,
+    event_id: String,
     decision: Decision,
 }
 
@@ -233,19 +233,19 @@ impl Applier {
                     summary.events_upcast += u64::from(decision.upcast);
                     decided.push(Decided {
                         posicao: event.posicao,
-                        evento_id: event.id.clone(),
+                        event_id: event.id.clone(),
                         decision,
                     });
                 }
                 Ok(None) => summary.events_skipped += 1,
                 Err(invalid) => {
                     let record = Rejected {
-                        evento_id: event.id.clone(),
+                        event_id: event.id.clone(),
                         posicao: event.posicao,
                         tipo: event.tipo.clone(),
                         erro: invalid.to_string(),
                     };
-                    tracing::warn!(evento_id = %event.id, posicao = event.posicao, reason = invalid.reason, "invalid event rejected");
+                    tracing::warn!(event_id = %event.id, posicao = event.posicao, reason = invalid.reason, "invalid event rejected");
                     summary.events_read += 1;
                     summary.events_rejected += 1;
                     summary.count_rejected(invalid.reason, 1);

@@ -73,7 +73,7 @@ impl Applier {
             }
             Mode::Real => {
                 let recording = commission::Recording {
-                    execucao_id: self.diff_execution_id(),
+                    execution_id: self.diff_execution_id(),
                     pass: self.config.pass.tally.pass,
                 };
                 let (current, written, figures) =

@@ -20,7 +20,7 @@ use crate::tables::execution::Execution;
 pub struct Send {
     pub tipo: String,
     pub key: String,
-    pub evento_id: String,
+    pub event_id: String,
     pub pedido_id: String,
     pub posicao: i64,
     pub ocorrido_em: DateTime<Utc>,
@@ -54,7 +54,7 @@ pub async fn each(
                 f(Send {
                     tipo: tipo.clone(),
                     key: request.key.clone(),
-                    evento_id: event.id.clone(),
+                    event_id: event.id.clone(),
                     pedido_id: event.pedido_id.clone(),
                     posicao: event.posicao,
                     ocorrido_em: event.ocorrido_em,

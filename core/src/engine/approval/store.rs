@@ -152,7 +152,7 @@ pub(super) async fn insert_in_console_once(
 
 struct ApprovalRow {
     id: i64,
-    execucao_id: String,
+    execution_id: String,
     job: String,
     simulacao_passagem: i32,
     simulacao_concluida_em: DateTime<Utc>,
@@ -172,7 +172,7 @@ struct ApprovalRow {
 
 crate::tables::db::from_row!(ApprovalRow {
     id,
-    execucao_id,
+    execution_id = "execucao_id",
     job,
     simulacao_passagem,
     simulacao_concluida_em,
@@ -194,7 +194,7 @@ impl ApprovalRow {
     fn into_approval(self) -> Approval {
         Approval {
             id: self.id,
-            execution_id: self.execucao_id,
+            execution_id: self.execution_id,
             job: self.job,
             simulation_pass: self.simulacao_passagem,
             simulation_finished_at: self.simulacao_concluida_em,

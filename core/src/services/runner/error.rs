@@ -16,9 +16,9 @@ pub enum RunError {
     Database(#[from] sqlx::Error),
     #[error(transparent)]
     Apply(#[from] ApplyError),
-    #[error("effect {} of event {} (posicao {}) failed after retries: {}; its key was released and the checkpoint stays before it — rerun when the provider is back", .0.key, .0.evento_id, .0.posicao, .0.class)]
+    #[error("effect {} of event {} (posicao {}) failed after retries: {}; its key was released and the checkpoint stays before it — rerun when the provider is back", .0.key, .0.event_id, .0.posicao, .0.class)]
     EffectFailed(EffectFailure),
-    #[error("invalid event {} (posicao {}) halted the run (on_invalid_event: stop): {}", .0.evento_id, .0.posicao, .0.erro)]
+    #[error("invalid event {} (posicao {}) halted the run (on_invalid_event: stop): {}", .0.event_id, .0.posicao, .0.erro)]
     InvalidEvent(Rejected),
     #[error("lost the lock on execution {0} (database connection dropped); stopped so that no two processes run it")]
     LockLost(String),

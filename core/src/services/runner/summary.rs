@@ -93,7 +93,7 @@ impl RunReport {
             writeln!(
                 f,
                 "    {} (posicao {}, {}): {}",
-                inert(&r.evento_id),
+                inert(&r.event_id),
                 r.posicao,
                 inert(&r.tipo),
                 inert(&r.erro)

@@ -185,14 +185,14 @@ impl Sweeper {
     ) -> Result<(), SweepError> {
         let (retakable, other): (Vec<StaleRow>, Vec<StaleRow>) = page.into_iter().partition(|r| {
             self.effects
-                .get(&r.tipo_efeito)
+                .get(&r.effect_type)
                 .is_some_and(|e| e.config.idempotent)
         });
         if !other.is_empty() {
             // Declared (so not idempotent): the dead process may have sent it.
             let why: Vec<Why> = other
                 .iter()
-                .map(|r| match self.effects.get(&r.tipo_efeito) {
+                .map(|r| match self.effects.get(&r.effect_type) {
                     Some(_) => Why::from(Reason::CrashInFlight),
                     None => Why::from(Reason::UndeclaredType),
                 })
@@ -223,7 +223,7 @@ impl Sweeper {
         outcome: &mut SweepOutcome,
     ) -> Result<(), SweepError> {
         let (callable, past) = ledger::within_dedup_window(&self.pool, claimed, |r| {
-            let window = self.effects.get(&r.tipo_efeito);
+            let window = self.effects.get(&r.effect_type);
             (r.chave.as_str(), window.and_then(|e| e.config.dedup_window))
         })
         .await?;
@@ -265,7 +265,7 @@ impl Sweeper {
         let (mut calls, mut unknown) = (JoinSet::new(), Vec::new());
         for row in rows {
             let body = bodies.remove(&row.chave);
-            let (Some(body), Some(effect)) = (body, self.effects.get(&row.tipo_efeito)) else {
+            let (Some(body), Some(effect)) = (body, self.effects.get(&row.effect_type)) else {
                 tracing::warn!(key = %row.chave, "cannot rebuild the effect from the archive: incerto");
                 unknown.push(row.chave);
                 continue;
@@ -310,18 +310,18 @@ async fn bodies(
     pool: &PgPool,
     rows: &[StaleRow],
 ) -> Result<HashMap<String, serde_json::Value>, sqlx::Error> {
-    let ids: Vec<String> = rows.iter().map(|r| r.evento_id.clone()).collect();
+    let ids: Vec<String> = rows.iter().map(|r| r.event_id.clone()).collect();
     let events: HashMap<String, domain::Event> = archive::by_ids(pool, &ids)
         .await?
         .into_iter()
         .map(|e| (e.id.clone(), e))
         .collect();
     let body = |row: &StaleRow| {
-        let decision = domain::handle(events.get(&row.evento_id)?).ok().flatten()?;
+        let decision = domain::handle(events.get(&row.event_id)?).ok().flatten()?;
         let request = decision
             .effects
             .into_iter()
-            .find(|r| r.tipo == row.tipo_efeito)?;
+            .find(|r| r.tipo == row.effect_type)?;
         Some((row.chave.clone(), request.body))
     };
     Ok(rows.iter().filter_map(body).collect())

@@ -47,7 +47,7 @@ impl Sweeper {
         for row in page {
             let (Some(body), Some(effect)) = (
                 bodies.remove(&row.chave),
-                self.effects.get(&row.tipo_efeito),
+                self.effects.get(&row.effect_type),
             ) else {
                 gone.push(row);
                 continue;
@@ -56,7 +56,7 @@ impl Sweeper {
             calls.spawn(async move {
                 let queued = Queued {
                     key: &row.chave,
-                    evento_id: &row.evento_id,
+                    event_id: &row.event_id,
                     body: &body,
                 };
                 applier::resend(&pool, &claim, &effect, queued).await
@@ -91,8 +91,8 @@ impl Sweeper {
             .iter()
             .map(|r| Reservation {
                 key: &r.chave,
-                evento_id: &r.evento_id,
-                tipo_efeito: &r.tipo_efeito,
+                event_id: &r.event_id,
+                effect_type: &r.effect_type,
             })
             .collect();
         let held = ledger::reserve(&self.pool, claim, &items, None).await?;

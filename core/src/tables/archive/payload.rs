@@ -30,9 +30,9 @@ pub(crate) struct Payload(Result<Value, String>);
 impl Payload {
     /// The value for the domain; an undecodable payload is logged (with the event's id and
     /// position, never its content) and handed over as `null`.
-    pub(crate) fn into_value(self, evento_id: &str, posicao: i64) -> Value {
+    pub(crate) fn into_value(self, event_id: &str, posicao: i64) -> Value {
         self.0.unwrap_or_else(|reason| {
-            tracing::warn!(evento_id, posicao, reason = %reason, "payload could not be decoded; the domain gets null");
+            tracing::warn!(event_id, posicao, reason = %reason, "payload could not be decoded; the domain gets null");
             Value::Null
         })
     }

@@ -13,7 +13,7 @@ use crate::shared::summary::Summary;
 /// tallied in the same transaction: a batch written again adds nothing.
 pub async fn upsert_diff(
     conn: &mut PgConnection,
-    execucao_id: &str,
+    execution_id: &str,
     changes: &[Change],
 ) -> Result<Summary, sqlx::Error> {
     if changes.is_empty() {
@@ -62,7 +62,7 @@ pub async fn upsert_diff(
         from lados
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .bind(ids)
     .bind(antes)
     .bind(depois)
@@ -83,12 +83,12 @@ pub async fn upsert_diff(
 pub async fn clear_diff(
     pool: &PgPool,
     owner: &crate::tables::execution::Owner,
-    execucao_id: &str,
+    execution_id: &str,
 ) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
         "delete from reprocessamento_diff where execucao_id = $1 and (select confirmar_dono($2, $3))",
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .bind(&owner.key)
     .bind(owner.epoch)
     .execute(pool)
@@ -130,14 +130,14 @@ impl DiffRow {
 }
 
 /// A simulation's diff, by `pedido_id`.
-pub async fn diff_rows(pool: &PgPool, execucao_id: &str) -> Result<Vec<DiffRow>, sqlx::Error> {
+pub async fn diff_rows(pool: &PgPool, execution_id: &str) -> Result<Vec<DiffRow>, sqlx::Error> {
     let rows: Vec<(String, Option<i64>, i64)> = sqlx::query_as(
         r#"
         select pedido_id, antes, depois from reprocessamento_diff
         where execucao_id = $1 order by pedido_id
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .fetch_all(pool)
     .await?;
     Ok(into_diff_rows(rows))
@@ -147,7 +147,7 @@ pub async fn diff_rows(pool: &PgPool, execucao_id: &str) -> Result<Vec<DiffRow>,
 /// the order, the value it left), in `pedido_id` order: the rows its figures sum.
 pub async fn correction_rows(
     pool: &PgPool,
-    execucao_id: &str,
+    execution_id: &str,
 ) -> Result<Vec<DiffRow>, sqlx::Error> {
     let rows: Vec<(String, Option<i64>, i64)> = sqlx::query_as(
         r#"
@@ -155,7 +155,7 @@ pub async fn correction_rows(
         where execucao_id = $1 order by pedido_id
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .fetch_all(pool)
     .await?;
     Ok(into_diff_rows(rows))
@@ -174,7 +174,7 @@ pub struct Divergence {
 /// Returns the first `limit` by `pedido_id` and how many in all.
 pub async fn approved_vs_applied(
     pool: &PgPool,
-    execucao_id: &str,
+    execution_id: &str,
     limit: usize,
 ) -> Result<(Vec<Divergence>, u64), sqlx::Error> {
     let rows: Vec<(String, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
@@ -197,7 +197,7 @@ pub async fn approved_vs_applied(
         from diferentes order by pedido_id limit $2
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .bind(i64::try_from(limit).unwrap_or(i64::MAX))
     .fetch_all(pool)
     .await?;
@@ -225,7 +225,7 @@ fn into_diff_rows(rows: Vec<(String, Option<i64>, i64)>) -> Vec<DiffRow> {
 
 /// How many orders of a simulation's diff no longer have, in `comissao`, the value the diff has
 /// as `antes` (written since by someone else: the live consumer, another run, a human).
-pub async fn diff_drift(pool: &PgPool, execucao_id: &str) -> Result<i64, sqlx::Error> {
+pub async fn diff_drift(pool: &PgPool, execution_id: &str) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(
         r#"
         select count(*) from reprocessamento_diff d
@@ -233,14 +233,14 @@ pub async fn diff_drift(pool: &PgPool, execucao_id: &str) -> Result<i64, sqlx::E
         where d.execucao_id = $1 and c.valor_centavos is distinct from d.antes
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .fetch_one(pool)
     .await
 }
 
 /// A fingerprint of the `comissao` rows (value and version; absent rows too) of the orders in a
 /// simulation's diff: any write to one of them changes it.
-pub async fn diff_fingerprint(pool: &PgPool, execucao_id: &str) -> Result<String, sqlx::Error> {
+pub async fn diff_fingerprint(pool: &PgPool, execution_id: &str) -> Result<String, sqlx::Error> {
     sqlx::query_scalar(
         r#"
         select count(*)::text || ':' || coalesce(bit_xor(hashtextextended(
@@ -251,7 +251,7 @@ pub async fn diff_fingerprint(pool: &PgPool, execucao_id: &str) -> Result<String
         where d.execucao_id = $1
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .fetch_one(pool)
     .await
 }

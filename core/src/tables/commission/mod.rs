@@ -86,7 +86,7 @@ pub async fn current(
 /// Where a real run records the corrections its upsert makes: the execution and its pass.
 #[derive(Debug, Clone, Copy)]
 pub struct Recording<'a> {
-    pub execucao_id: &'a str,
+    pub execution_id: &'a str,
     pub pass: i32,
 }
 
@@ -201,7 +201,7 @@ pub async fn upsert_guarded(
     .bind(ids)
     .bind(valores)
     .bind(versoes)
-    .bind(recording.map(|r| r.execucao_id))
+    .bind(recording.map(|r| r.execution_id))
     .bind(recording.map(|r| r.pass))
     .fetch_all(conn)
     .await?;
@@ -331,7 +331,7 @@ pub fn corrections(
 /// wrote: after an interruption, what an earlier attempt of the same pass did.
 pub async fn corrected_in_pass(
     conn: &mut PgConnection,
-    execucao_id: &str,
+    execution_id: &str,
     pass: i32,
     pedido_ids: &[String],
 ) -> Result<HashMap<String, Current>, sqlx::Error> {
@@ -341,7 +341,7 @@ pub async fn corrected_in_pass(
         where execucao_id = $1 and passagem = $2 and pedido_id = any($3)
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .bind(pass)
     .bind(pedido_ids)
     .fetch_all(conn)

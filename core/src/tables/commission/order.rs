@@ -34,7 +34,7 @@ pub async fn row_of(pool: &PgPool, pedido_id: &str) -> Result<Option<Stored>, sq
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Correction {
     #[serde(rename = "execution")]
-    pub execucao_id: String,
+    pub execution_id: String,
     #[serde(rename = "pass")]
     pub passagem: i32,
     /// The value it replaced (none: the order had no row).
@@ -48,7 +48,7 @@ pub struct Correction {
 }
 
 crate::tables::db::from_row!(Correction {
-    execucao_id,
+    execution_id = "execucao_id",
     passagem,
     antes,
     depois,

@@ -121,7 +121,7 @@ pub struct Execution {
 
 /// A row as selected by [`select_execution`].
 struct ExecutionRow {
-    execucao_id: String,
+    execution_id: String,
     job: String,
     modo: Mode,
     janela_inicio: Option<DateTime<Utc>>,
@@ -145,7 +145,7 @@ struct ExecutionRow {
 }
 
 crate::tables::db::from_row!(ExecutionRow {
-    execucao_id,
+    execution_id = "execucao_id",
     job,
     modo,
     janela_inicio,
@@ -176,7 +176,7 @@ impl From<ExecutionRow> for Execution {
         };
         let run = crate::tables::tally::summary_of(&r.contagem_execucao).run;
         Execution {
-            key: r.execucao_id,
+            key: r.execution_id,
             job: r.job,
             mode: r.modo,
             window_from: r.janela_inicio,
@@ -439,7 +439,7 @@ pub async fn finish(
 /// A rejected event, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Rejected {
-    pub evento_id: String,
+    pub event_id: String,
     pub posicao: i64,
     pub tipo: String,
     pub erro: String,
@@ -454,7 +454,7 @@ pub async fn record_rejected(
     if rejected.is_empty() {
         return Ok(());
     }
-    let ids: Vec<&str> = rejected.iter().map(|r| r.evento_id.as_str()).collect();
+    let ids: Vec<&str> = rejected.iter().map(|r| r.event_id.as_str()).collect();
     let posicoes: Vec<i64> = rejected.iter().map(|r| r.posicao).collect();
     let tipos: Vec<&str> = rejected.iter().map(|r| r.tipo.as_str()).collect();
     let erros: Vec<&str> = rejected.iter().map(|r| r.erro.as_str()).collect();
@@ -488,8 +488,8 @@ pub async fn rejected(pool: &PgPool, key: &str) -> Result<Vec<Rejected>, sqlx::E
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(evento_id, posicao, tipo, erro)| Rejected {
-            evento_id,
+        .map(|(event_id, posicao, tipo, erro)| Rejected {
+            event_id,
             posicao,
             tipo,
             erro,

@@ -10,7 +10,7 @@ use sqlx::PgPool;
 pub struct Entry {
     pub chave: String,
     pub estado: super::State,
-    pub execucao_id: String,
+    pub execution_id: String,
     pub resultado: Option<Value>,
     pub atualizado_em: DateTime<Utc>,
 }
@@ -18,7 +18,7 @@ pub struct Entry {
 crate::tables::db::from_row!(Entry {
     chave,
     estado,
-    execucao_id,
+    execution_id = "execucao_id",
     resultado,
     atualizado_em
 });
@@ -42,15 +42,15 @@ pub async fn entry(pool: &PgPool, key: &str) -> Result<Option<Entry>, sqlx::Erro
 pub struct OrderEffect {
     pub key: String,
     #[serde(skip)]
-    pub evento_id: String,
+    pub event_id: String,
     #[serde(rename = "effect_type")]
-    pub tipo_efeito: String,
+    pub effect_type: String,
     #[serde(rename = "state")]
     pub estado: super::State,
     /// `incerto`, `reenvio-pendente` (a human queued it) or the state itself.
     pub status: String,
     #[serde(rename = "execution")]
-    pub execucao_id: String,
+    pub execution_id: String,
     #[serde(rename = "attempts")]
     pub tentativas: i64,
     #[serde(rename = "reason")]
@@ -65,11 +65,11 @@ pub struct OrderEffect {
 
 crate::tables::db::from_row!(OrderEffect {
     key,
-    evento_id,
-    tipo_efeito,
+    event_id = "evento_id",
+    effect_type = "tipo_efeito",
     estado,
     status,
-    execucao_id,
+    execution_id = "execucao_id",
     tentativas,
     motivo,
     status_http,
@@ -102,7 +102,7 @@ pub async fn of_keys(pool: &PgPool, keys: &[String]) -> Result<Vec<OrderEffect>,
 /// How many keys an execution holds in each state (`reservado`, `concluido`, `incerto`).
 pub async fn states_of_execution(
     pool: &PgPool,
-    execucao_id: &str,
+    execution_id: &str,
 ) -> Result<Vec<(String, i64)>, sqlx::Error> {
     sqlx::query_as(
         r#"
@@ -110,7 +110,7 @@ pub async fn states_of_execution(
         where execucao_id = $1 group by estado order by estado
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .fetch_all(pool)
     .await
 }

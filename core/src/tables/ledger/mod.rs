@@ -126,8 +126,8 @@ impl Claim {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation<'a> {
     pub key: &'a str,
-    pub evento_id: &'a str,
-    pub tipo_efeito: &'a str,
+    pub event_id: &'a str,
+    pub effect_type: &'a str,
 }
 
 /// Reserves keys for `claim`; returns the keys it now holds (invariant `one-row-per-key`: one row
@@ -147,8 +147,8 @@ pub async fn reserve(
     retake_stale_after: Option<Duration>,
 ) -> Result<Vec<String>, sqlx::Error> {
     let keys: Vec<&str> = items.iter().map(|r| r.key).collect();
-    let eventos: Vec<&str> = items.iter().map(|r| r.evento_id).collect();
-    let tipos: Vec<&str> = items.iter().map(|r| r.tipo_efeito).collect();
+    let eventos: Vec<&str> = items.iter().map(|r| r.event_id).collect();
+    let tipos: Vec<&str> = items.iter().map(|r| r.effect_type).collect();
     // One statement, on its snapshot. Each key is looked up once, by one probe of the primary
     // key (a lateral subquery the planner cannot turn into a scan of the ledger); a key missing
     // from the ledger is inserted (`do nothing` on a conflict with a concurrent insert). Only a
@@ -433,7 +433,7 @@ pub async fn registered(pool: &PgPool, keys: &[String]) -> Result<HashSet<String
 pub async fn registered_by(
     pool: &PgPool,
     keys: &[String],
-    execucao_id: &str,
+    execution_id: &str,
     since: chrono::DateTime<chrono::Utc>,
 ) -> Result<std::collections::HashMap<String, State>, sqlx::Error> {
     let rows: Vec<(String, State)> = sqlx::query_as(
@@ -444,7 +444,7 @@ pub async fn registered_by(
         "#,
     )
     .bind(keys)
-    .bind(execucao_id)
+    .bind(execution_id)
     .bind(since)
     .fetch_all(pool)
     .await?;
@@ -470,7 +470,7 @@ pub struct Settled {
 pub async fn settle_abandoned(
     pool: &PgPool,
     owner: &Owner,
-    execucao_id: &str,
+    execution_id: &str,
     idempotent_types: &[String],
     partition: Option<Partition>,
 ) -> Result<Settled, sqlx::Error> {
@@ -489,7 +489,7 @@ pub async fn settle_abandoned(
         returning e.chave
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .bind(idempotent_types)
     .bind(index)
     .bind(count)
@@ -507,7 +507,7 @@ pub async fn settle_abandoned(
         returning e.chave
         "#,
     )
-    .bind(execucao_id)
+    .bind(execution_id)
     .bind(index)
     .bind(count)
     .bind(Reason::CrashInFlight)

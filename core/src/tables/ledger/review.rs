@@ -20,11 +20,11 @@ use sqlx::PgPool;
 pub struct ReviewItem {
     pub key: String,
     #[serde(rename = "event_id")]
-    pub evento_id: String,
+    pub event_id: String,
     #[serde(rename = "effect_type")]
-    pub tipo_efeito: String,
+    pub effect_type: String,
     #[serde(rename = "execution")]
-    pub execucao_id: String,
+    pub execution_id: String,
     /// Why its outcome is unknown (none for a row another program made `incerto`).
     #[serde(rename = "reason")]
     pub motivo: Option<Reason>,
@@ -60,9 +60,9 @@ pub struct ReviewItem {
 
 crate::tables::db::from_row!(ReviewItem {
     key,
-    evento_id,
-    tipo_efeito,
-    execucao_id,
+    event_id = "evento_id",
+    effect_type = "tipo_efeito",
+    execution_id = "execucao_id",
     motivo,
     status_http,
     desde,
@@ -139,7 +139,7 @@ async fn with_amounts(
     pool: &PgPool,
     mut items: Vec<ReviewItem>,
 ) -> Result<Vec<ReviewItem>, sqlx::Error> {
-    let ids: Vec<String> = items.iter().map(|i| i.evento_id.clone()).collect();
+    let ids: Vec<String> = items.iter().map(|i| i.event_id.clone()).collect();
     let events: HashMap<String, domain::Event> = archive::by_ids(pool, &ids)
         .await?
         .into_iter()

@@ -12,14 +12,14 @@ use super::{Claim, Why};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaleRow {
     pub chave: String,
-    pub evento_id: String,
-    pub tipo_efeito: String,
+    pub event_id: String,
+    pub effect_type: String,
 }
 
 crate::tables::db::from_row!(StaleRow {
     chave,
-    evento_id,
-    tipo_efeito
+    event_id = "evento_id",
+    effect_type = "tipo_efeito"
 });
 
 /// The oldest stale reservations, at most `limit`. A scan of the ledger, once a sweep: no index

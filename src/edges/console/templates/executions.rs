@@ -397,7 +397,7 @@ fn rejected(report: &ExecutionReport) -> Markup {
                 table.data {
                     thead { tr { th { "Evento" } th.num { "Posição" } th { "Tipo" } th { "Erro" } } }
                     tbody { @for r in report.rejected.iter().take(LIST_LIMIT) { tr {
-                        td { (Inert(&r.evento_id)) } td.num { (r.posicao) } td { (Inert(&r.tipo)) } td { (Inert(&r.erro)) }
+                        td { (Inert(&r.event_id)) } td.num { (r.posicao) } td { (Inert(&r.tipo)) } td { (Inert(&r.erro)) }
                     } } }
                 }
             }

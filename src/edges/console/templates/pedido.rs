@@ -110,7 +110,7 @@ fn corrections(s: &Story, tz: Tz) -> Markup {
         @else { div.scroll { table.data #corrections {
             thead { tr { th { "Execução" } th.num { "Passagem" } th.num { "Antes" } th.num { "Depois" } th.num { "Versão" } th { "Em" } } }
             tbody { @for c in &s.corrections { tr {
-                td { a href={ "/executions/" (segment(&c.execucao_id)) } { (Inert(&c.execucao_id)) } }
+                td { a href={ "/executions/" (segment(&c.execution_id)) } { (Inert(&c.execution_id)) } }
                 td.num { (c.passagem) }
                 td.num { (c.antes.map_or("sem linha".into(), brl)) }
                 td.num { (brl(c.depois)) }
@@ -129,7 +129,7 @@ fn effects(s: &Story, tz: Tz) -> Markup {
             tbody { @for e in &s.effects { tr {
                 td.key { (Inert(&e.key)) }
                 td.state { (e.status) }
-                td { (Inert(&e.execucao_id)) }
+                td { (Inert(&e.execution_id)) }
                 td.num { (e.tentativas) }
                 td { @if let Some(m) = e.motivo { (m.to_string()) } @else { "-" } }
                 td { (time(e.atualizado_em, tz)) }

@@ -106,8 +106,8 @@ fn row(r: &Review<'_>, item: &ReviewItem, may_resolve: bool) -> Markup {
         td { (order(item)) }
         td.num { (item.valor_centavos.map_or("-".into(), brl)) }
         td.state { @if pending { "reenvio pendente" } @else { "incerto" } }
-        td { (Inert(&item.tipo_efeito)) }
-        td { a href={ "/executions/" (segment(&item.execucao_id)) } { (Inert(&item.execucao_id)) } }
+        td { (Inert(&item.effect_type)) }
+        td { a href={ "/executions/" (segment(&item.execution_id)) } { (Inert(&item.execution_id)) } }
         td { (reason(item)) }
         td.num { (age(item.idade_segundos)) }
         td.num { (item.tentativas) }
@@ -202,7 +202,7 @@ fn chosen(c: &Confirm<'_>) -> Markup {
                 td.key { (Inert(&item.key)) }
                 td { (order(item)) }
                 td.num { (item.valor_centavos.map_or("-".into(), brl)) }
-                td { (Inert(&item.execucao_id)) }
+                td { (Inert(&item.execution_id)) }
                 td { (reason(item)) }
                 td { (time(item.desde, c.tz)) }
             } } }
