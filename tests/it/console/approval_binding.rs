@@ -6,22 +6,12 @@ use super::*;
 
 const CONFIRM: &str = "/executions/replay-2026-10-14-v2:simulacao/approve";
 
-/// The confirmation's form as the browser would post it.
 fn form_of(page: &Answer) -> Vec<(&'static str, String)> {
-    ["csrf_token", "pass", "fingerprint"]
-        .into_iter()
-        .map(|name| {
-            let value = page
-                .field(name)
-                .unwrap_or_else(|| panic!("a {name} field on the confirmation: {}", page.body));
-            (name, value)
-        })
-        .collect()
+    form_fields(page, &["csrf_token", "pass", "fingerprint"])
 }
 
 async fn post_form(client: &Client, form: &[(&'static str, String)]) -> Answer {
-    let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    client.post(CONFIRM, &pairs).await
+    post_fields(client, CONFIRM, form).await
 }
 
 async fn approvals(db: &TestDb) -> Vec<i32> {

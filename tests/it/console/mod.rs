@@ -325,3 +325,26 @@ pub(crate) async fn audit(db: &TestDb) -> Vec<(String, String, Option<String>)> 
         .await
         .expect("read the audit")
 }
+
+/// The named fields of a page's form, as the browser would post them.
+pub(crate) fn form_fields(page: &Answer, names: &[&'static str]) -> Vec<(&'static str, String)> {
+    names
+        .iter()
+        .map(|&name| {
+            let value = page
+                .field(name)
+                .unwrap_or_else(|| panic!("a {name} field on the page: {}", page.body));
+            (name, value)
+        })
+        .collect()
+}
+
+/// Posts `form` to `path`.
+pub(crate) async fn post_fields(
+    client: &Client,
+    path: &str,
+    form: &[(&'static str, String)],
+) -> Answer {
+    let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    client.post(path, &pairs).await
+}

@@ -15,22 +15,12 @@ async fn rebuild(s: &Simulated) -> String {
     stdout(&out)
 }
 
-/// The approval form as the browser posts it.
 fn form_of(page: &Answer) -> Vec<(&'static str, String)> {
-    ["csrf_token", "impressao"]
-        .into_iter()
-        .map(|name| {
-            let value = page
-                .field(name)
-                .unwrap_or_else(|| panic!("a {name} field on the page: {}", page.body));
-            (name, value)
-        })
-        .collect()
+    form_fields(page, &["csrf_token", "impressao"])
 }
 
 async fn post_form(client: &Client, form: &[(&'static str, String)]) -> Answer {
-    let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    client.post(APPROVE, &pairs).await
+    post_fields(client, APPROVE, form).await
 }
 
 /// Who approved which rebuild, in order.
