@@ -63,6 +63,11 @@ pub struct Summary {
     pub orders_in_diff: u64,
     /// Orders whose commission changed (or, in a simulation, would change).
     pub orders_changed: u64,
+    /// Only in one batch's figures: orders an earlier batch counted in `orders_changed` whose
+    /// value this batch put back where it was (A -> B -> A), taken off when tallied, so the
+    /// figure counts the orders that change, net.
+    #[serde(skip)]
+    pub orders_changed_back: u64,
     /// Sums over those changes, in cents (a missing row counts as 0 before).
     pub total_before_centavos: i64,
     pub total_after_centavos: i64,
@@ -83,6 +88,8 @@ pub struct Summary {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RunCorrections {
     pub orders: u64,
+    /// Only in one batch's figures: as [`Summary::orders_changed_back`], for the run.
+    pub orders_back: u64,
     pub before_centavos: i64,
     pub after_centavos: i64,
 }
@@ -101,6 +108,7 @@ impl Summary {
         }
         self.orders_in_diff += other.orders_in_diff;
         self.orders_changed += other.orders_changed;
+        self.orders_changed_back += other.orders_changed_back;
         // Saturating: commissions of up to 2^53 each can sum past i64 (hostile payloads).
         self.total_before_centavos = self
             .total_before_centavos
@@ -113,6 +121,7 @@ impl Summary {
         }
         self.calls_retried += other.calls_retried;
         self.run.orders += other.run.orders;
+        self.run.orders_back += other.run.orders_back;
         self.run.before_centavos = self
             .run
             .before_centavos
@@ -182,11 +191,17 @@ impl Summary {
             (EVENTS_REJECTED.to_string(), count(self.events_rejected)),
             (EVENTS_UPCAST.to_string(), count(self.events_upcast)),
             (ORDERS_IN_DIFF.to_string(), count(self.orders_in_diff)),
-            (ORDERS_CHANGED.to_string(), count(self.orders_changed)),
+            (
+                ORDERS_CHANGED.to_string(),
+                count(self.orders_changed) - count(self.orders_changed_back),
+            ),
             (TOTAL_BEFORE.to_string(), self.total_before_centavos),
             (TOTAL_AFTER.to_string(), self.total_after_centavos),
             (CALLS_RETRIED.to_string(), count(self.calls_retried)),
-            (RUN_ORDERS.to_string(), count(self.run.orders)),
+            (
+                RUN_ORDERS.to_string(),
+                count(self.run.orders) - count(self.run.orders_back),
+            ),
             (RUN_BEFORE.to_string(), self.run.before_centavos),
             (RUN_AFTER.to_string(), self.run.after_centavos),
         ];
@@ -319,6 +334,7 @@ mod tests {
             events_upcast: 7,
             run: RunCorrections {
                 orders: 2,
+                orders_back: 0,
                 before_centavos: -3,
                 after_centavos: 400,
             },
@@ -342,6 +358,7 @@ mod tests {
         };
         let run = RunCorrections {
             orders: 40,
+            orders_back: 0,
             before_centavos: 4_100,
             after_centavos: 41_000,
         };

@@ -40,6 +40,8 @@ const TABLES: &[&str] = &[
     "reprocessamento_correcao",
     "evento_rejeitado",
     "reprocessamento_aprovacao",
+    // The diff each approval was given for, kept by a trigger on the approval.
+    "reprocessamento_diff_aprovado",
     "relatorio_job",
     "reprocessamento_contagem",
     "job_rodada",
@@ -96,6 +98,8 @@ const WORKER: &[(&str, &[&str])] = &[
         &[
             "evento_arquivado",
             "reprocessamento_aprovacao",
+            // The report compares what a run applied with what was approved.
+            "reprocessamento_diff_aprovado",
             "efeito_tentativa_historico",
             // `status` and `/metrics` show the rebuild (which the schema's owner runs).
             "comissao_reconstrucao",

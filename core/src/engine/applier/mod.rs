@@ -140,6 +140,42 @@ pub enum ApplyError {
     UndeclaredEffect(String),
 }
 
+/// A batch's place in the order of state steps: it waits for the previous batch's state step to
+/// end (committed, or failed and rolled back), and lets the next one start when dropped. A
+/// failed step lets the next one go too: what it did not write, the run that resumes from the
+/// checkpoint before it writes again, in order, before that next batch's rows.
+pub struct StateTurn {
+    after: Option<tokio::sync::oneshot::Receiver<()>>,
+    _done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl StateTurn {
+    /// The turn of a batch with none before it in flight.
+    pub fn first() -> StateTurn {
+        StateTurn {
+            after: None,
+            _done: None,
+        }
+    }
+
+    /// The turn of the next batch read: after the one `last` stands for (none: it is the first);
+    /// `last` then stands for this one.
+    pub fn next(last: &mut Option<tokio::sync::oneshot::Receiver<()>>) -> StateTurn {
+        let (done, ended) = tokio::sync::oneshot::channel();
+        StateTurn {
+            after: last.replace(ended),
+            _done: Some(done),
+        }
+    }
+
+    async fn wait(&mut self) {
+        if let Some(after) = self.after.take() {
+            // Sent or dropped alike: the previous batch's state step is over.
+            let _ = after.await;
+        }
+    }
+}
+
 /// An event the domain decided on, with where it stands in the archive.
 struct Decided {
     posicao: i64,
@@ -181,18 +217,39 @@ impl Applier {
         self.config.pass = pass;
     }
 
-    /// Applies one batch of events, given in `posicao` order.
+    /// Applies one batch of events, given in `posicao` order, when no other batch of this
+    /// applier is in flight.
     pub async fn apply_batch(
         &self,
         events: &[Event],
         shutdown: &Shutdown,
     ) -> Result<BatchOutcome, ApplyError> {
+        self.apply_batch_in_turn(events, shutdown, StateTurn::first())
+            .await
+    }
+
+    /// Applies one batch of events, given in `posicao` order, among batches in flight at once:
+    /// its state step waits for `turn`, the end of the state step of the batch read before it
+    /// (invariant `batch-independent`). The version guard lets an event of the same version
+    /// overwrite, so the order in which the batches' writes commit decides which of an order's
+    /// equal versions stays: they must commit in `posicao` order, as one-by-one application
+    /// would. Deciding, effects and settling still overlap.
+    pub async fn apply_batch_in_turn(
+        &self,
+        events: &[Event],
+        shutdown: &Shutdown,
+        turn: StateTurn,
+    ) -> Result<BatchOutcome, ApplyError> {
         let mut outcome = BatchOutcome::default();
         let (decided, rejected, halted_on, considered) = self.decide(events, &mut outcome.summary);
         outcome.halted_on = halted_on;
         let batch_last = events.last().map_or(i64::MIN, |e| e.posicao);
+        let mut turn = turn;
+        turn.wait().await;
         self.write_state(&decided, &rejected, batch_last, &mut outcome.summary)
             .await?;
+        // The next batch's state step may start: this one committed.
+        drop(turn);
         let unsettled = if self.config.mode == Mode::Simulation {
             self.account_effects(&decided, &mut outcome.summary).await?;
             None

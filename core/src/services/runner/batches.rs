@@ -13,7 +13,7 @@ use super::progress::Progress;
 use super::{Context, Ended, RunError, RunReport, RunnerConfig};
 use crate::config::OnInvalidEvent;
 use crate::domain::Event;
-use crate::engine::applier::{ApplyError, BatchOutcome};
+use crate::engine::applier::{ApplyError, BatchOutcome, StateTurn};
 use crate::services::held::Held;
 use crate::shared::shutdown::Shutdown;
 use crate::shared::summary::Summary;
@@ -107,6 +107,8 @@ impl<'a> Batches<'a> {
         };
         let mut in_flight = FuturesOrdered::new();
         let mut finished = VecDeque::new();
+        // The state steps of the batches in flight commit in the order they were read.
+        let mut last_turn = None;
         loop {
             while self.stop.is_none() && !self.exhausted && in_flight.len() + finished.len() < depth
             {
@@ -114,8 +116,9 @@ impl<'a> Batches<'a> {
                     driving(Box::pin(self.next_batch()), &mut in_flight, &mut finished).await;
                 if let Some(events) = read {
                     let last = events[events.len() - 1].posicao;
+                    let turn = StateTurn::next(&mut last_turn);
                     in_flight.push_back(async move {
-                        let outcome = applier.apply_batch(&events, shutdown).await;
+                        let outcome = applier.apply_batch_in_turn(&events, shutdown, turn).await;
                         (last, outcome)
                     });
                 }

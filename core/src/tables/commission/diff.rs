@@ -73,6 +73,7 @@ pub async fn upsert_diff(
     Ok(Summary {
         orders_in_diff: count(added),
         orders_changed: count(changed),
+        orders_changed_back: count(-changed),
         total_before_centavos: before,
         total_after_centavos: after,
         ..Summary::default()
@@ -170,7 +171,7 @@ pub struct Divergence {
 }
 
 /// The orders where a real run, over all its passes, did not apply what the simulation's diff
-/// approved: an approved change not applied (or applied to another value), or a change nobody approved.
+/// approved (the diff as the latest approval kept it): an approved change not applied (or applied to another value), or a change nobody approved.
 /// Returns the first `limit` by `pedido_id` and how many in all.
 pub async fn approved_vs_applied(
     pool: &PgPool,
@@ -179,9 +180,18 @@ pub async fn approved_vs_applied(
 ) -> Result<(Vec<Divergence>, u64), sqlx::Error> {
     let rows: Vec<(String, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
         r#"
-        with aprovado as (
+        with aprovacao as (
+            select max(id) as id from reprocessamento_aprovacao where execucao_id = $1
+        ),
+        -- The diff the latest approval kept (a later simulation does not change it); with no
+        -- approval, the simulation's diff as it stands.
+        aprovado as (
+            select pedido_id, depois from reprocessamento_diff_aprovado
+            where aprovacao_id = (select id from aprovacao) and antes is distinct from depois
+            union all
             select pedido_id, depois from reprocessamento_diff
             where execucao_id = $1 and antes is distinct from depois
+              and (select id from aprovacao) is null
         ),
         aplicado as (
             select pedido_id, depois from reprocessamento_correcao

@@ -133,6 +133,7 @@ pub async fn upsert_guarded(
         Option<i64>,
         Option<i64>,
         Option<i32>,
+        Option<i64>,
     );
     let (ids, valores, versoes) = columns(rows);
     // An order whose row already holds this value and version, or a newer version, would be
@@ -172,17 +173,22 @@ pub async fn upsert_guarded(
         ),
         corrigidas as (
             insert into reprocessamento_correcao
-              (execucao_id, pedido_id, antes, depois, versao_evento, passagem)
-            select $4, pedido_id, valor_anterior, valor_centavos, versao_evento, $5
+              (execucao_id, pedido_id, antes, depois, versao_evento, passagem, antes_passagem)
+            select $4, pedido_id, valor_anterior, valor_centavos, versao_evento, $5,
+                   valor_anterior
             from gravadas
             where $4::text is not null and valor_anterior is distinct from valor_centavos
             order by pedido_id
             on conflict (execucao_id, pedido_id) do update
             set depois_anterior = reprocessamento_correcao.depois,
                 passagem_anterior = reprocessamento_correcao.passagem,
+                antes_passagem = case when reprocessamento_correcao.passagem = excluded.passagem
+                                      then reprocessamento_correcao.antes_passagem
+                                      else excluded.antes_passagem end,
                 depois = excluded.depois, versao_evento = excluded.versao_evento,
                 passagem = excluded.passagem, atualizado_em = now()
-            returning pedido_id, antes, depois, depois_anterior, passagem_anterior
+            returning pedido_id, antes, depois, depois_anterior, passagem_anterior,
+                      antes_passagem
         )
         -- An inserted `comissao` row leaves both `_anterior` columns null; an overwritten one
         -- sets both (from not-null columns). A correction keeps `antes` from the execution's
@@ -190,11 +196,11 @@ pub async fn upsert_guarded(
         -- order is new to the execution, else the pass and value of its last correction. Then
         -- the orders left untouched, as read.
         select g.pedido_id, true, g.valor_anterior, g.versao_anterior, c.pedido_id is not null,
-               c.antes, c.depois, c.depois_anterior, c.passagem_anterior
+               c.antes, c.depois, c.depois_anterior, c.passagem_anterior, c.antes_passagem
         from gravadas g left join corrigidas c on c.pedido_id = g.pedido_id
         union all
         select pedido_id, false, valor_atual, versao_atual, false,
-               null::bigint, null::bigint, null::bigint, null::integer
+               null::bigint, null::bigint, null::bigint, null::integer, null::bigint
         from entrada where intacta
         "#,
     )
@@ -208,7 +214,9 @@ pub async fn upsert_guarded(
     let mut upserted = Upserted::default();
     let mut figures = PassFigures::default();
     let pass = recording.map_or(0, |r| r.pass);
-    for (id, written, valor, versao, corrected, antes, depois, earlier, earlier_pass) in returned {
+    for (id, written, valor, versao, corrected, antes, depois, earlier, earlier_pass, antes_pass) in
+        returned
+    {
         if !written {
             if let Some((valor_centavos, versao_evento)) = valor.zip(versao) {
                 upserted.untouched.insert(
@@ -223,7 +231,7 @@ pub async fn upsert_guarded(
         }
         if corrected {
             let correction = Correction {
-                before_pass: valor,
+                before_pass: antes_pass,
                 before_run: antes,
                 after: depois.unwrap_or(0),
                 earlier: earlier.zip(earlier_pass),
@@ -244,7 +252,7 @@ pub async fn upsert_guarded(
 
 /// One correction row as the write left it.
 struct Correction {
-    /// What `comissao` held before this write (`None`: no row).
+    /// What `comissao` held before the pass first changed the order (`None`: no row).
     before_pass: Option<i64>,
     /// What it held before the execution first changed the order (the row's `antes`).
     before_run: Option<i64>,
@@ -253,53 +261,76 @@ struct Correction {
     earlier: Option<(i64, i32)>,
 }
 
-/// A pass's figures, and what it adds to its run's, summed over the correction rows a write
-/// returned, wide enough for any sum of `bigint`s, saturated into `i64` at the end.
+/// One side's figures (a pass's, or its run's over all passes), as what a batch adds: signed,
+/// since a batch that puts an order back where it was takes it off. Wide enough for any sum of
+/// `bigint`s; saturated into `i64` at the end.
 #[derive(Default)]
-struct PassFigures {
-    added: u64,
+struct Side {
+    orders: i64,
     before: i128,
     after: i128,
-    run_added: u64,
-    run_before: i128,
-    run_after: i128,
+}
+
+impl Side {
+    /// The order's figures move from its old state (`old`: the value after its earlier
+    /// correction on this side, if it had one) to its new value `after`; on each side an order
+    /// counts only while its value differs from its value before (`before`).
+    fn replace(&mut self, before: Option<i64>, old: Option<i64>, after: i64) {
+        let base = i128::from(before.unwrap_or(0));
+        if let Some(old) = old.filter(|old| before != Some(*old)) {
+            self.orders -= 1;
+            self.before -= base;
+            self.after -= i128::from(old);
+        }
+        if before != Some(after) {
+            self.orders += 1;
+            self.before += base;
+            self.after += i128::from(after);
+        }
+    }
+}
+
+/// A batch's figures, for its pass and for its run, summed over the correction rows a write
+/// returned.
+#[derive(Default)]
+struct PassFigures {
+    pass: Side,
+    run: Side,
 }
 
 impl PassFigures {
-    /// An order new to the pass adds itself and its value before the pass; one new to the
-    /// execution adds itself and its value before the execution to the run's; every row moves
-    /// the totals after by what it replaced (in the pass, only what the pass itself wrote).
+    /// An order counts in a pass (and in the run) while its value differs from its value before
+    /// the pass (before the run): one moved A -> B -> A counts in neither (invariant
+    /// `batch-independent`: the figures do not depend on which batch saw which version).
     fn add(&mut self, c: &Correction, pass: i32) {
-        let after = i128::from(c.after);
-        match c.earlier {
-            Some((value, p)) if p == pass => self.after += after - i128::from(value),
-            _ => {
-                self.added += 1;
-                self.before += i128::from(c.before_pass.unwrap_or(0));
-                self.after += after;
-            }
-        }
-        match c.earlier {
-            Some((value, _)) => self.run_after += after - i128::from(value),
-            None => {
-                self.run_added += 1;
-                self.run_before += i128::from(c.before_run.unwrap_or(0));
-                self.run_after += after;
-            }
-        }
+        let in_pass = c
+            .earlier
+            .filter(|(_, p)| *p == pass)
+            .map(|(value, _)| value);
+        self.pass.replace(c.before_pass, in_pass, c.after);
+        self.run
+            .replace(c.before_run, c.earlier.map(|(value, _)| value), c.after);
     }
 
     fn summary(&self) -> Summary {
         let saturated =
             |n: i128| i64::try_from(n).unwrap_or(if n < 0 { i64::MIN } else { i64::MAX });
+        let up = |n: i64| u64::try_from(n).unwrap_or(0);
+        let down = |n: i64| {
+            n.checked_neg()
+                .and_then(|n| u64::try_from(n).ok())
+                .unwrap_or(0)
+        };
         Summary {
-            orders_changed: self.added,
-            total_before_centavos: saturated(self.before),
-            total_after_centavos: saturated(self.after),
+            orders_changed: up(self.pass.orders),
+            orders_changed_back: down(self.pass.orders),
+            total_before_centavos: saturated(self.pass.before),
+            total_after_centavos: saturated(self.pass.after),
             run: crate::shared::summary::RunCorrections {
-                orders: self.run_added,
-                before_centavos: saturated(self.run_before),
-                after_centavos: saturated(self.run_after),
+                orders: up(self.run.orders),
+                orders_back: down(self.run.orders),
+                before_centavos: saturated(self.run.before),
+                after_centavos: saturated(self.run.after),
             },
             ..Summary::default()
         }
@@ -404,12 +435,46 @@ mod tests {
         run.add(&second.summary());
 
         assert_eq!(
-            (second.added, second.before, second.after),
+            (second.pass.orders, second.pass.before, second.pass.after),
             (1, 7, 60),
             "the second pass's own figures"
         );
-        assert_eq!(run.run.orders, 1);
+        assert_eq!(run.run.orders - run.run.orders_back, 1);
         assert_eq!((run.run.before_centavos, run.run.after_centavos), (5, 60));
+    }
+
+    #[test]
+    fn an_order_a_pass_moves_a_b_a_counts_in_no_figure() {
+        let mut pass = PassFigures::default();
+        pass.add(
+            &Correction {
+                before_pass: Some(10),
+                before_run: Some(10),
+                after: 20,
+                earlier: None,
+            },
+            1,
+        );
+        pass.add(
+            &Correction {
+                before_pass: Some(10),
+                before_run: Some(10),
+                after: 10,
+                earlier: Some((20, 1)),
+            },
+            1,
+        );
+        let figures = pass.summary();
+        assert_eq!(
+            (
+                figures.orders_changed,
+                figures.orders_changed_back,
+                figures.total_before_centavos,
+                figures.total_after_centavos
+            ),
+            (0, 0, 0, 0)
+        );
+        assert_eq!((figures.run.orders, figures.run.orders_back), (0, 0));
     }
 
     #[test]
