@@ -453,3 +453,365 @@ async fn a_rebuild_killed_mid_build_resumes_to_what_the_archive_implies_and_neve
     }
     assert_eq!(table_rows(&db, "comissao").await, expected);
 }
+
+// --- The swap on a busy table, what hangs on `comissao`, the fingerprint (issue 42). ---
+
+async fn rebuild_cmd(db: &TestDb, jobs: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["rebuild"];
+    all.extend_from_slice(args);
+    run_bin_within(&db.url, jobs, &all).await
+}
+
+/// Compares, approves what it showed; returns the comparison's output.
+async fn compare_and_approve(db: &TestDb, jobs: &std::path::Path) -> String {
+    let compared = rebuild_cmd(db, jobs, &[]).await;
+    assert_success(&compared, "rebuild (compare)");
+    let fingerprint = fingerprint_in(&stdout(&compared));
+    assert_success(
+        &rebuild_cmd(db, jobs, &["--approve", &fingerprint]).await,
+        "rebuild --approve",
+    );
+    stdout(&compared)
+}
+
+async fn set_row(db: &TestDb, table: &str, pedido: &str, valor: i64, versao: i64) {
+    sqlx::query(&format!(
+        "insert into {table} (pedido_id, valor_centavos, versao_evento) values ($1, $2, $3) on conflict (pedido_id) do update set valor_centavos = excluded.valor_centavos, versao_evento = excluded.versao_evento"
+    ))
+    .bind(pedido)
+    .bind(valor)
+    .bind(versao)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+}
+
+async fn row_of(db: &TestDb, table: &str, pedido: &str) -> Option<(i64, i64)> {
+    sqlx::query_as(&format!(
+        "select valor_centavos, versao_evento from {table} where pedido_id = $1"
+    ))
+    .bind(pedido)
+    .fetch_optional(&db.pool)
+    .await
+    .unwrap()
+}
+
+fn paid_cents(posicao: i64, pedido: &str, versao: i64, valor: i64) -> Event {
+    event(
+        posicao,
+        pedido,
+        versao,
+        json!({"valorCentavos": valor, "percentual": 5}),
+    )
+}
+
+#[tokio::test]
+async fn an_event_archived_during_the_rebuild_for_a_row_ahead_of_the_archive_is_in_the_swapped_table(
+) {
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    insert(
+        &db.pool,
+        &[
+            paid_cents(1, "ped-x", 1, 1_000),
+            paid_cents(2, "ped-x", 2, 2_000),
+        ],
+    )
+    .await;
+    // `comissao` ahead of the archive: no writer's guard lets version 3 in.
+    set_row(&db, "comissao", "ped-x", 999, 5).await;
+    compare_and_approve(&db, jobs.path()).await;
+    // Version 3 is archived after the build's target (a writer would refuse it: its row is at 5).
+    insert(&db.pool, &[paid_cents(3, "ped-x", 3, 3_000)]).await;
+
+    let refused = rebuild_cmd(&db, jobs.path(), &[]).await;
+    assert_exits_saying(&refused, 1, "not as approved");
+    assert_eq!(
+        row_of(&db, "comissao", "ped-x").await,
+        Some((999, 5)),
+        "nothing swapped"
+    );
+    compare_and_approve(&db, jobs.path()).await;
+    assert_success(&rebuild_cmd(&db, jobs.path(), &[]).await, "rebuild (swap)");
+
+    assert_eq!(
+        row_of(&db, "comissao", "ped-x").await,
+        Some((150, 3)),
+        "the swapped table holds version 3, the archive's newest"
+    );
+}
+
+#[tokio::test]
+async fn a_live_write_that_makes_both_tables_agree_lets_the_swap_go_and_one_off_the_approval_stops_it(
+) {
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    let (events, expected) = history(30);
+    insert(&db.pool, &events).await;
+    let old = old_table(&db, &expected).await;
+    let wrong: Vec<&String> = old
+        .iter()
+        .filter(|(p, r)| expected.get(*p) != Some(r))
+        .map(|(p, _)| p)
+        .collect();
+    let (first, second) = (wrong[0].clone(), wrong[1].clone());
+    compare_and_approve(&db, jobs.path()).await;
+
+    // A writer puts one differing order right: it drops out of the differences, the rest is as
+    // approved, so the swap goes ahead.
+    let (valor, versao) = expected[&first];
+    set_row(&db, "comissao", &first, valor, versao).await;
+    let swapped = rebuild_cmd(&db, jobs.path(), &[]).await;
+    assert_success(&swapped, "rebuild (swap after an agreeing write)");
+    assert_eq!(table_rows(&db, "comissao").await, expected);
+    assert_success(
+        &rebuild_cmd(&db, jobs.path(), &["--drop-previous"]).await,
+        "drop",
+    );
+
+    // Next rebuild: a writer changes a differing order to a value nobody approved.
+    set_row(&db, "comissao", &second, 1, expected[&second].1).await;
+    compare_and_approve(&db, jobs.path()).await;
+    set_row(&db, "comissao", &second, 2, expected[&second].1).await;
+    let refused = rebuild_cmd(&db, jobs.path(), &[]).await;
+    assert_exits_saying(&refused, 1, "1 differing orders are not as approved");
+    assert_eq!(
+        row_of(&db, "comissao", &second).await,
+        Some((2, expected[&second].1)),
+        "nothing swapped"
+    );
+}
+
+#[tokio::test]
+async fn a_rebuild_refuses_to_open_and_to_swap_naming_what_hangs_on_comissao() {
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    let (events, expected) = history(20);
+    insert(&db.pool, &events).await;
+    let old = old_table(&db, &expected).await;
+    let hang = [
+        "alter table comissao enable row level security",
+        "create policy so_um on comissao using (pedido_id = 'ped-1')",
+        "create table auditoria (pedido_id text)",
+        "create function auditar() returns trigger language plpgsql as $$ begin insert into auditoria values (new.pedido_id); return new; end $$",
+        "create trigger auditoria after update on comissao for each row execute function auditar()",
+        "create view relatorio as select pedido_id, valor_centavos from comissao",
+    ];
+    for statement in hang {
+        sqlx::query(statement).execute(&db.pool).await.unwrap();
+    }
+
+    let refused = rebuild_cmd(&db, jobs.path(), &[]).await;
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    for named in [
+        "row-level security on comissao",
+        "policy so_um",
+        "trigger auditoria",
+        "view relatorio",
+    ] {
+        assert!(
+            stderr(&refused).contains(named),
+            "{named} not named:\n{}",
+            stderr(&refused)
+        );
+    }
+    let opened: i64 = sqlx::query_scalar("select count(*) from comissao_reconstrucao")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(opened, 0, "no rebuild opened");
+
+    // Taken off, the rebuild opens; put back before the swap, the swap refuses the same way.
+    for statement in [
+        "drop view relatorio",
+        "drop trigger auditoria on comissao",
+        "drop policy so_um on comissao",
+        "alter table comissao disable row level security",
+    ] {
+        sqlx::query(statement).execute(&db.pool).await.unwrap();
+    }
+    compare_and_approve(&db, jobs.path()).await;
+    for statement in &hang[..2] {
+        sqlx::query(statement).execute(&db.pool).await.unwrap();
+    }
+    sqlx::query(hang[4]).execute(&db.pool).await.unwrap();
+    sqlx::query(hang[5]).execute(&db.pool).await.unwrap();
+    let refused = rebuild_cmd(&db, jobs.path(), &[]).await;
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    for named in [
+        "row-level security on comissao",
+        "policy so_um",
+        "trigger auditoria",
+        "view relatorio",
+    ] {
+        assert!(
+            stderr(&refused).contains(named),
+            "{named} not named:\n{}",
+            stderr(&refused)
+        );
+    }
+    assert_eq!(table_rows(&db, "comissao").await, old, "nothing swapped");
+}
+
+#[tokio::test]
+async fn a_privilege_revoked_while_the_rebuild_was_open_does_not_come_back_with_the_swap_or_the_rollback(
+) {
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    let (events, expected) = history(20);
+    insert(&db.pool, &events).await;
+    old_table(&db, &expected).await;
+    let role = format!("rl_leaked_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!("create role {role}"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!("grant select, update on comissao to {role}"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    compare_and_approve(&db, jobs.path()).await;
+    // The password leaked: the DBA takes the role's privileges back while the rebuild is open.
+    sqlx::query(&format!("revoke all on comissao from {role}"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let holds = |table: &'static str| {
+        let (pool, role) = (db.pool.clone(), role.clone());
+        async move {
+            sqlx::query_scalar::<_, bool>(
+                "select has_table_privilege($1, $2, 'select') or has_table_privilege($1, $2, 'update')",
+            )
+            .bind(role)
+            .bind(table)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+
+    assert_success(&rebuild_cmd(&db, jobs.path(), &[]).await, "rebuild (swap)");
+    let after_swap = holds("comissao").await;
+    assert_success(
+        &rebuild_cmd(&db, jobs.path(), &["--rollback"]).await,
+        "rollback",
+    );
+    let after_rollback = holds("comissao").await;
+    for statement in [
+        format!("revoke all on comissao_nova from {role}"),
+        format!("drop role {role}"),
+    ] {
+        let _ = sqlx::query(&statement).execute(&db.pool).await;
+    }
+
+    assert!(
+        !after_swap,
+        "the swapped-in comissao gave the revoked role its privileges back"
+    );
+    assert!(
+        !after_rollback,
+        "the rolled-back comissao gave the revoked role its privileges back"
+    );
+}
+
+#[tokio::test]
+async fn a_rollback_never_moves_a_row_to_an_older_version() {
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    insert(&db.pool, &[paid_cents(1, "ped-x", 2, 2_000)]).await;
+    // Ahead of the archive before the rebuild: version 5.
+    set_row(&db, "comissao", "ped-x", 999, 5).await;
+    compare_and_approve(&db, jobs.path()).await;
+    assert_success(&rebuild_cmd(&db, jobs.path(), &[]).await, "rebuild (swap)");
+    assert_eq!(row_of(&db, "comissao", "ped-x").await, Some((100, 2)));
+    // A writer applies version 3 to the swapped-in table; the kept table is at version 5.
+    set_row(&db, "comissao", "ped-x", 150, 3).await;
+
+    assert_success(
+        &rebuild_cmd(&db, jobs.path(), &["--rollback"]).await,
+        "rollback",
+    );
+
+    assert_eq!(
+        row_of(&db, "comissao", "ped-x").await,
+        Some((999, 5)),
+        "the restored table keeps its newer row"
+    );
+}
+
+/// Two comparisons whose rows join into the same text under `id:antes:…` joined by `,`: orders
+/// `p` and `q:…,r` against `p:…,q` and `r`, every row 1 → 2 at version 1.
+#[tokio::test]
+async fn two_different_comparisons_that_one_joined_text_would_confuse_get_different_fingerprints() {
+    let jobs = live_jobs();
+    let mut fingerprints = Vec::new();
+    let mut old_encodings = Vec::new();
+    for ids in [["p", "q:1:1:2:1,r"], ["p:1:1:2:1,q", "r"]] {
+        let db = TestDb::new().await;
+        for (i, id) in ids.iter().enumerate() {
+            insert(&db.pool, &[paid_cents(i as i64 + 1, id, 1, 40)]).await;
+            set_row(&db, "comissao", id, 1, 1).await;
+        }
+        let compared = rebuild_cmd(&db, jobs.path(), &[]).await;
+        assert_success(&compared, "rebuild (compare)");
+        fingerprints.push(fingerprint_in(&stdout(&compared)));
+        let old: String = sqlx::query_scalar(
+            "select count(*) || '|' || string_agg(pedido_id || ':' || coalesce(antes::text, '-') || ':' || coalesce(versao_antes::text, '-') || ':' || coalesce(depois::text, '-') || ':' || coalesce(versao_depois::text, '-'), ',' order by pedido_id) from comissao_reconstrucao_diff",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        old_encodings.push(old);
+    }
+    assert_eq!(
+        old_encodings[0], old_encodings[1],
+        "the joined text alone cannot tell them apart"
+    );
+    assert_ne!(fingerprints[0], fingerprints[1]);
+    for f in &fingerprints {
+        assert!(
+            f.starts_with("sha256:") && f.len() == "sha256:".len() + 64,
+            "a whole SHA-256 is bound: {f}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_comparison_says_how_many_rows_go_back_a_version_and_how_many_are_deleted_and_a_second_approval_is_refused(
+) {
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    insert(
+        &db.pool,
+        &[
+            paid_cents(1, "ped-a", 1, 1_000),
+            paid_cents(2, "ped-b", 1, 2_000),
+        ],
+    )
+    .await;
+    set_row(&db, "comissao", "ped-a", 50, 4).await; // ahead: goes back to version 1
+    set_row(&db, "comissao", "ped-b", 7, 1).await; // a value changes
+    set_row(&db, "comissao", "ped-sem-eventos", 5, 1).await; // no event: deleted
+
+    let compared = rebuild_cmd(&db, jobs.path(), &[]).await;
+    assert_success(&compared, "rebuild (compare)");
+    assert!(
+        stdout(&compared).contains("3 orders differ")
+            && stdout(&compared)
+                .contains("1 go back to an older versao_evento, 1 rows are deleted"),
+        "{}",
+        stdout(&compared)
+    );
+    let fingerprint = fingerprint_in(&stdout(&compared));
+    assert_success(
+        &rebuild_cmd(&db, jobs.path(), &["--approve", &fingerprint]).await,
+        "approve",
+    );
+    let again = rebuild_cmd(&db, jobs.path(), &["--approve", &fingerprint]).await;
+    assert_exits_saying(&again, 1, "already approved");
+    let approvals: i64 = sqlx::query_scalar("select count(*) from reprocessamento_aprovacao")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(approvals, 1, "one approval recorded");
+}

@@ -57,6 +57,8 @@ const TABLES: &[&str] = &[
     "comissao_reconstrucao",
     "comissao_reconstrucao_fila",
     "comissao_reconstrucao_diff",
+    // The differing rows each rebuild approval was given for (kept by the approval's trigger).
+    "comissao_reconstrucao_diff_aprovado",
 ];
 
 const SEQUENCES: &[&str] = &[

@@ -271,7 +271,7 @@ pub enum Command {
     /// (`--approve`), the next `rebuild` swaps the tables in one short transaction. The previous
     /// table is kept as comissao_anterior until `--drop-previous`. Run it as the schema's owner.
     Rebuild {
-        /// Approve the comparison shown, by its fingerprint (e.g. '#0123456789ab'); recorded as the
+        /// Approve the comparison shown, by its fingerprint (the whole 'sha256:…' the comparison prints after --approve); recorded as the
         /// database role you are connected as.
         #[arg(long, value_name = "FINGERPRINT", conflicts_with_all = ["rollback", "drop_previous", "abandon", "diff"])]
         approve: Option<String>,

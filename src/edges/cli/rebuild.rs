@@ -32,7 +32,7 @@ pub async fn rebuild(cli: &Cli, args: &RebuildArgs) -> Outcome {
                 .map_err(failure)?;
         println!(
             "approved {} as approval {approval} by {}: run `replay-ledger rebuild` to swap it in",
-            inert(shown),
+            inert(rebuild::short_fingerprint(shown)),
             inert(&by)
         );
         return Ok(());
@@ -83,8 +83,11 @@ fn print_outcome(done: &Done) {
             );
             println!("comissao_nova: {} rows, checksum {}", c.new.count, c.new.md5);
             println!(
-                "{} orders differ (`replay-ledger rebuild --diff FILE.csv|.xlsx` lists them); fingerprint {}",
-                c.orders_differing, c.fingerprint
+                "{} orders differ (`replay-ledger rebuild --diff FILE.csv|.xlsx` lists them): {} go back to an older versao_evento, {} rows are deleted (no accepted event); fingerprint {}",
+                c.orders_differing,
+                c.older_versions,
+                c.deleted,
+                rebuild::short_fingerprint(&c.fingerprint)
             );
             println!(
                 "to swap: `replay-ledger rebuild --approve '{}'`, then `replay-ledger rebuild`",
@@ -95,7 +98,8 @@ fn print_outcome(done: &Done) {
             fingerprint,
             orders,
         } => println!(
-            "{orders} orders differ; fingerprint {fingerprint} waits for approval: `replay-ledger rebuild --approve '{fingerprint}'`"
+            "{orders} orders differ; fingerprint {} waits for approval: `replay-ledger rebuild --approve '{fingerprint}'`",
+            rebuild::short_fingerprint(fingerprint)
         ),
         Done::Swapped { current, .. } => println!(
             "comissao: {} rows, checksum {}; `replay-ledger rebuild --rollback` swaps back, `--drop-previous` drops comissao_anterior",

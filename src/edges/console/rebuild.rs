@@ -28,6 +28,8 @@ pub(super) struct RebuildView {
     pub differing: Vec<DiffRow>,
     /// The approval of the comparison shown, and who gave it.
     pub approved: Option<(i64, String)>,
+    /// Of the differing rows: those the swap moves to an older version, those it deletes.
+    pub beyond_values: (i64, i64),
 }
 
 /// `GET /reconstrucao`.
@@ -37,11 +39,12 @@ pub(super) async fn page(
 ) -> Result<Response, PageError> {
     let pool = &console.pool;
     let rebuild = rebuild::latest(pool).await?;
-    let (mut differing, mut approved) = (Vec::new(), None);
+    let (mut differing, mut approved, mut beyond_values) = (Vec::new(), None, (0, 0));
     if let Some(r) = rebuild.as_ref().filter(|r| r.stage == Stage::Compared) {
         differing = rebuild::diff(pool, LISTED).await?;
+        let mut conn = pool.acquire().await?;
+        beyond_values = rebuild::compare_effects_beyond_values(&mut conn).await?;
         if let Some(fingerprint) = &r.fingerprint {
-            let mut conn = pool.acquire().await?;
             approved = rename::approval_of(&mut conn, r, fingerprint).await?;
         }
     }
@@ -49,6 +52,7 @@ pub(super) async fn page(
         rebuild,
         differing,
         approved,
+        beyond_values,
     };
     let markup = super::templates::rebuild::page(&session, console.config.timezone, &view);
     Ok(super::templates::html(markup).into_response())

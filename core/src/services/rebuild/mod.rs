@@ -34,7 +34,7 @@ use crate::tables::commission::rebuild::{self as table, compare};
 use crate::tables::db;
 
 pub use swap::{abandon, approve, drop_previous, roll_back, Approver};
-pub use table::compare::{Checksum, Comparison, DiffRow};
+pub use table::compare::{short as short_fingerprint, Checksum, Comparison, DiffRow};
 pub use table::{Rebuild, Stage};
 
 /// How a rebuild runs.
@@ -91,8 +91,22 @@ pub enum RebuildError {
     },
     #[error("the comparison shown was {shown}, it is {now} now: run `replay-ledger rebuild` to see it again, then approve what it shows")]
     Stale { shown: String, now: String },
-    #[error("the differences changed while the swap held the table ({approved} approved, {now} under the lock): nothing was swapped; run `replay-ledger rebuild` to compare again")]
-    Changed { approved: String, now: String },
+    #[error("the differences changed while the swap held the table: {beyond} differing orders are not as approved ({approved} approved, {now} under the lock); nothing was swapped. Compared again: {again}")]
+    Changed {
+        approved: String,
+        now: String,
+        beyond: i64,
+        /// What to approve now (the new comparison), once compared again.
+        again: String,
+    },
+    #[error("comissao has what a swap by renaming would not carry to the rebuilt table: {0}. Nothing was changed: remove them for the rebuild and put them back after the swap, or correct comissao in place with a replay")]
+    Dependents(String),
+    #[error("this comparison ({fingerprint}) is already approved (approval {approval} by {by}): run `replay-ledger rebuild` to swap it in")]
+    AlreadyApproved {
+        fingerprint: String,
+        approval: i64,
+        by: String,
+    },
     #[error("comissao stayed busy: the swap's lock request timed out {0} times (lock_timeout {1}); nothing was swapped, try again")]
     LockTimeout(u32, &'static str),
     #[error(
@@ -173,6 +187,7 @@ async fn open_or_start(pool: &PgPool, say: Say<'_>) -> Result<Rebuild> {
             })
         }
         None => {
+            swap::refuse_dependents(&mut tx).await?;
             let r = table::start(&mut tx, domain::RULE_VERSION).await?;
             tx.commit().await?;
             say(&format!(
@@ -278,9 +293,14 @@ impl Work<'_, '_> {
         Ok(read as usize)
     }
 
-    /// Re-derives the orders the live writers wrote until the queue is empty; how many.
+    /// Re-derives the orders the live writers wrote, and those with an event archived after the
+    /// build's target, until the queue is empty; how many.
     async fn follow(&mut self) -> Result<usize> {
         let mut did = 0;
+        {
+            let mut conn = self.pool.acquire().await?;
+            swap::queue_archived_after_target(&mut conn, &self.rebuild).await?;
+        }
         loop {
             if self.shutdown.is_triggered() {
                 return Err(RebuildError::Interrupted);
@@ -303,41 +323,71 @@ impl Work<'_, '_> {
         Ok(did)
     }
 
-    /// Compares, or swaps what was approved.
+    /// Compares, or swaps what was approved. An approval binds the comparison it was given for
+    /// (its fingerprint); the swap then checks, under its lock, that every row that still
+    /// differs is one that was approved, as approved: writes that made an order agree since do
+    /// not void it.
     async fn finish(&mut self) -> Result<Outcome> {
         if self.rebuild.stage == Stage::Building {
             return self.compare().await;
         }
         let mut conn = self.pool.acquire().await?;
+        let shown = self.rebuild.fingerprint.clone().unwrap_or_default();
+        if let Some((approval, by)) =
+            table::swap::approval_of(&mut conn, &self.rebuild, &shown).await?
+        {
+            drop(conn);
+            let current = match swap::swap(self.pool, &self.rebuild, approval, &shown).await {
+                Ok(current) => current,
+                Err(RebuildError::Changed {
+                    approved,
+                    now,
+                    beyond,
+                    ..
+                }) => {
+                    // The approval no longer covers the differences: a new comparison to
+                    // approve, so the next run does not try the same swap again.
+                    let again = match self.compare().await? {
+                        Outcome::Compared(c) => format!(
+                            "{} orders differ; review them, then `replay-ledger rebuild --approve '{}'` and `replay-ledger rebuild`",
+                            c.orders_differing, c.fingerprint
+                        ),
+                        _ => "run `replay-ledger rebuild`".to_string(),
+                    };
+                    return Err(RebuildError::Changed {
+                        approved,
+                        now,
+                        beyond,
+                        again,
+                    });
+                }
+                Err(e) => return Err(e),
+            };
+            (self.say)(&format!(
+                "rebuild {}: swapped in (approval {approval} by {by}); comissao has {} rows, checksum {}; the previous table is comissao_anterior",
+                self.rebuild.id, current.count, current.md5
+            ));
+            return Ok(Outcome::Swapped {
+                approval,
+                by,
+                current,
+            });
+        }
         let (orders, now) =
             compare::restamp(&mut conn, self.rebuild.id, &self.rebuild.rule).await?;
-        if self.rebuild.fingerprint.as_deref() != Some(now.as_str()) {
+        if shown != now {
             (self.say)(&format!(
-                "rebuild {}: the differences changed since the comparison shown ({} then, {now} now): comparing again",
+                "rebuild {}: the differences changed since the comparison shown ({} then, {} now): comparing again",
                 self.rebuild.id,
-                opt_str(&self.rebuild.fingerprint)
+                compare::short(&shown),
+                compare::short(&now)
             ));
             return self.compare().await;
         }
-        match table::swap::approval_of(&mut conn, &self.rebuild, &now).await? {
-            Some((approval, by)) => {
-                drop(conn);
-                let current = swap::swap(self.pool, &self.rebuild, &now).await?;
-                (self.say)(&format!(
-                    "rebuild {}: swapped in (approval {approval} by {by}); comissao has {} rows, checksum {}; the previous table is comissao_anterior",
-                    self.rebuild.id, current.count, current.md5
-                ));
-                Ok(Outcome::Swapped {
-                    approval,
-                    by,
-                    current,
-                })
-            }
-            None => Ok(Outcome::AwaitingApproval {
-                fingerprint: now,
-                orders,
-            }),
-        }
+        Ok(Outcome::AwaitingApproval {
+            fingerprint: now,
+            orders,
+        })
     }
 
     /// The whole comparison, in one repeatable-read snapshot; then the writes that raced with it
@@ -358,6 +408,9 @@ impl Work<'_, '_> {
                 compare::restamp(&mut conn, self.rebuild.id, &self.rebuild.rule).await?;
             comparison.orders_differing = orders;
             comparison.fingerprint = stamp;
+            let mut conn = self.pool.acquire().await?;
+            (comparison.older_versions, comparison.deleted) =
+                compare::effects_beyond_values(&mut conn).await?;
         }
         Ok(Outcome::Compared(comparison))
     }
@@ -424,6 +477,14 @@ pub async fn latest(pool: &PgPool) -> Result<Option<Rebuild>, sqlx::Error> {
     table::latest(pool).await
 }
 
+/// Of the differing rows: how many the swap moves to an older `versao_evento`, how many it
+/// deletes.
+pub async fn compare_effects_beyond_values(
+    conn: &mut sqlx::PgConnection,
+) -> Result<(i64, i64), sqlx::Error> {
+    compare::effects_beyond_values(conn).await
+}
+
 /// The differing orders of the open rebuild's comparison (at most `limit`).
 pub async fn diff(pool: &PgPool, limit: i64) -> Result<Vec<DiffRow>, sqlx::Error> {
     compare::rows(pool, limit).await
@@ -447,8 +508,4 @@ pub async fn diff_for_finance(
 
 fn opt(n: Option<i64>) -> String {
     n.map_or("-".into(), |n| n.to_string())
-}
-
-fn opt_str(s: &Option<String>) -> &str {
-    s.as_deref().unwrap_or("-")
 }

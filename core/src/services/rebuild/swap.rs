@@ -87,6 +87,13 @@ pub async fn approve(
     if rebuild.fingerprint.as_deref() != Some(shown) || now != shown {
         return Err(stale());
     }
+    if let Some((approval, by)) = rename::approval_of(&mut tx, &rebuild, shown).await? {
+        return Err(RebuildError::AlreadyApproved {
+            fingerprint: compare::short(shown).to_string(),
+            approval,
+            by,
+        });
+    }
     let recorded = match by {
         Approver::Role => rename::approve(&mut tx, &rebuild, shown, note.as_deref()).await,
         Approver::Console(session) => {
@@ -115,10 +122,40 @@ pub async fn approve(
     Ok(approval)
 }
 
+/// Refuses, naming each, when something hangs on `comissao` that a swap by renaming would not
+/// carry (row-level security, policies, other triggers, rules, views, foreign keys).
+pub async fn refuse_dependents(conn: &mut PgConnection) -> Result<()> {
+    let found = rename::dependents(conn).await?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(RebuildError::Dependents(found.join(", ")))
+}
+
+/// Queues the orders with a `pedido.pago` archived after the build's target (see
+/// [`archive::orders_archived_after`]).
+pub async fn queue_archived_after_target(conn: &mut PgConnection, rebuild: &Rebuild) -> Result<()> {
+    let Some(target) = rebuild.target else {
+        return Ok(());
+    };
+    let orders = archive::orders_archived_after(conn, ORDER_PAID, target).await?;
+    if !orders.is_empty() {
+        table::queue(conn, &orders).await?;
+    }
+    Ok(())
+}
+
 /// Swaps `comissao_nova` in, in one transaction: `comissao` taken with a short lock timeout
-/// (retried), the queue drained under the lock, the fingerprint checked against the approved
-/// one, the tables renamed. Returns the new `comissao`'s count and checksum.
-pub async fn swap(pool: &PgPool, rebuild: &Rebuild, approved: &str) -> Result<compare::Checksum> {
+/// (retried), nothing hanging on it that the rename would lose, the queue drained under the
+/// lock (with the orders of every event archived since the build's target), and every row that
+/// still differs one that approval `approval` was given for, as approved; then the tables are
+/// renamed. Returns the new `comissao`'s count and checksum.
+pub async fn swap(
+    pool: &PgPool,
+    rebuild: &Rebuild,
+    approval: i64,
+    approved: &str,
+) -> Result<compare::Checksum> {
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -136,12 +173,17 @@ pub async fn swap(pool: &PgPool, rebuild: &Rebuild, approved: &str) -> Result<co
             }
             Err(e) => return Err(e.into()),
         }
+        refuse_dependents(&mut tx).await?;
+        queue_archived_after_target(&mut tx, rebuild).await?;
         while drain_some(&mut tx, rebuild, 10_000).await? > 0 {}
-        let (_, now) = compare::fingerprint(&mut tx, &rebuild.rule).await?;
-        if now != approved {
+        let beyond = rename::beyond_approval(&mut tx, approval, rebuild.target, ORDER_PAID).await?;
+        if beyond > 0 {
+            let (_, now) = compare::fingerprint(&mut tx, &rebuild.rule).await?;
             return Err(RebuildError::Changed {
-                approved: approved.to_string(),
-                now,
+                approved: compare::short(approved).to_string(),
+                now: compare::short(&now).to_string(),
+                beyond,
+                again: String::new(),
             });
         }
         rename::swap(&mut tx, rebuild.id).await?;
@@ -172,6 +214,7 @@ pub async fn roll_back(pool: &PgPool) -> Result<(Rebuild, u64)> {
             }
             Err(e) => return Err(e.into()),
         }
+        refuse_dependents(&mut tx).await?;
         let carried = rename::roll_back(&mut tx, rebuild.id).await?;
         tx.commit().await?;
         return Ok((rebuild, carried));

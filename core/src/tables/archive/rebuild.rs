@@ -76,3 +76,28 @@ pub async fn of_orders(
     .await?;
     Ok(rows.into_iter().map(into_event).collect())
 }
+
+/// The orders with a `tipo` event archived after `after` (the build's target) that no writer of
+/// `comissao` will apply: the order's row there is at a newer version than the event, so every
+/// writer's version guard refuses it, no write is captured, and the event would reach
+/// `comissao_nova` never. The rebuild re-derives these orders itself (at the comparison, and under
+/// the swap's lock). An event a writer will apply is left to it: its write is captured, as before.
+pub async fn orders_archived_after(
+    conn: &mut PgConnection,
+    tipo: &str,
+    after: i64,
+) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        r#"
+        select distinct e.pedido_id
+        from evento_arquivado e
+        join comissao c on c.pedido_id = e.pedido_id
+        where e.tipo = $1 and e.posicao > $2 and c.versao_evento > e.versao
+        order by e.pedido_id
+        "#,
+    )
+    .bind(tipo)
+    .bind(after)
+    .fetch_all(conn)
+    .await
+}

@@ -47,6 +47,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261205090000_rule_payload_inlined.sql",
     "20261205100000_console_rebuild_approval.sql",
     "20261206010000_figures_net_and_approved_diff.sql",
+    "20261206020000_rebuild_safety.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the

@@ -82,7 +82,9 @@ fn comparison(session: &Session, r: &Rebuild, v: &RebuildView) -> Markup {
                 ("Linhas em comissao_nova", count(r.count_new)),
                 ("Checksum de comissao_nova", text(&r.checksum_new)),
                 ("Pedidos diferentes", count(r.orders_differing)),
-                ("Impressão digital", fingerprint.clone()),
+                ("Voltam a uma versão mais antiga", count(Some(v.beyond_values.0))),
+                ("Linhas apagadas (pedido sem evento aceito)", count(Some(v.beyond_values.1))),
+                ("Impressão digital", crate::services::rebuild::short_fingerprint(&fingerprint).to_string()),
             ]))
             p { "A lista inteira: " a href="/reconstrucao/diff.csv" { "CSV" } " · " a href="/reconstrucao/diff.xlsx" { "XLSX" } }
         }
@@ -111,7 +113,10 @@ fn comparison(session: &Session, r: &Rebuild, v: &RebuildView) -> Markup {
                     input type="hidden" name="csrf_token" value=(session.csrf);
                     input type="hidden" name="impressao" value=(fingerprint);
                     p.fingerprint { "Você aprova trocar " code { "comissao" } " por " code { "comissao_nova" }
-                        " com estas diferenças, impressão digital " code { (fingerprint) }
+                        " com estas diferenças, impressão digital " code { (crate::services::rebuild::short_fingerprint(&fingerprint)) }
+                        ": " (count(r.orders_differing)) " pedidos mudam, "
+                        (count(Some(v.beyond_values.0))) " voltam a uma versão mais antiga e "
+                        (count(Some(v.beyond_values.1))) " linhas são apagadas"
                         ". Se a comparação mudar antes de você confirmar, nada é aprovado e a página pede que você revise de novo." }
                     label for="note" { "Nota (opcional)" }
                     input #note type="text" name="note" maxlength="500";

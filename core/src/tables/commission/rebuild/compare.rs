@@ -21,6 +21,10 @@ pub struct Comparison {
     pub new: Checksum,
     pub orders_differing: i64,
     pub fingerprint: String,
+    /// Differing rows the swap moves to an older `versao_evento`.
+    pub older_versions: i64,
+    /// Differing rows the swap deletes (no accepted event for the order).
+    pub deleted: i64,
 }
 
 /// One order whose row differs: `None` where a table has no row for it.
@@ -90,6 +94,7 @@ pub async fn compare(
     let current = checksum_current(conn).await?;
     let new = checksum_new(conn).await?;
     let (orders_differing, fingerprint) = fingerprint(conn, rule).await?;
+    let (older_versions, deleted) = effects_beyond_values(conn).await?;
     let at: DateTime<Utc> = sqlx::query_scalar(
         r#"
         update comissao_reconstrucao
@@ -115,6 +120,8 @@ pub async fn compare(
         new,
         orders_differing,
         fingerprint,
+        older_versions,
+        deleted,
     })
 }
 
@@ -142,8 +149,11 @@ pub async fn refresh(conn: &mut PgConnection, orders: &[String]) -> Result<(), s
     Ok(())
 }
 
-/// The diff's size and fingerprint (`#` and 12 hex digits) with the rule's version: two equal
-/// fingerprints mean the same orders differ by the same values under the same rule.
+/// The diff's size and fingerprint with the rule's version: `sha256:` and the full SHA-256 of an
+/// unambiguous encoding (a JSON array: the rule, the count, then each row as an array of its
+/// fields, by `pedido_id`; an id holding `:` or `,` cannot pass for two ids). Two equal
+/// fingerprints mean the same orders differ by the same values and versions under the same rule.
+/// People are shown [`short`] of it; what they approve binds the whole.
 pub async fn fingerprint(
     conn: &mut PgConnection,
     rule: &str,
@@ -151,14 +161,37 @@ pub async fn fingerprint(
     sqlx::query_as(
         r#"
         select count(*),
-               '#' || left(md5($1 || '|' || count(*) || '|' || coalesce(string_agg(
-                 pedido_id || ':' || coalesce(antes::text, '-') || ':'
-                   || coalesce(versao_antes::text, '-') || ':' || coalesce(depois::text, '-')
-                   || ':' || coalesce(versao_depois::text, '-'), ',' order by pedido_id), '')), 12)
+               'sha256:' || encode(sha256(convert_to(jsonb_build_array(
+                 $1::text, count(*),
+                 coalesce(jsonb_agg(jsonb_build_array(pedido_id, antes, versao_antes, depois,
+                                                      versao_depois) order by pedido_id),
+                          '[]'::jsonb))::text, 'UTF8')), 'hex')
         from comissao_reconstrucao_diff
         "#,
     )
     .bind(rule)
+    .fetch_one(conn)
+    .await
+}
+
+/// The start of a fingerprint, as people read it beside the figures (`sha256:` and 16 hex
+/// digits); the whole is what an approval binds.
+pub fn short(fingerprint: &str) -> &str {
+    let end = "sha256:".len() + 16;
+    fingerprint.get(..end).unwrap_or(fingerprint)
+}
+
+/// What the comparison's differing rows do that is not a change of value: rows the swap would
+/// move to an older `versao_evento` (the current row is ahead of the archive, or newer than any
+/// accepted event), and rows it would delete (orders with no accepted event).
+pub async fn effects_beyond_values(conn: &mut PgConnection) -> Result<(i64, i64), sqlx::Error> {
+    sqlx::query_as(
+        r#"
+        select count(*) filter (where versao_depois < versao_antes),
+               count(*) filter (where depois is null)
+        from comissao_reconstrucao_diff
+        "#,
+    )
     .fetch_one(conn)
     .await
 }

@@ -239,6 +239,17 @@ pub async fn take_queued(conn: &mut PgConnection, limit: i64) -> Result<Vec<Stri
     .await
 }
 
+/// Queues `orders` to be re-derived, as a write to `comissao` would.
+pub async fn queue(conn: &mut PgConnection, orders: &[String]) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "insert into comissao_reconstrucao_fila (pedido_id) select unnest($1::text[]) on conflict do nothing",
+    )
+    .bind(orders)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// How many orders wait in the queue.
 pub async fn queued(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("select count(*) from comissao_reconstrucao_fila")

@@ -109,6 +109,50 @@ pub async fn approval_of(
     .await
 }
 
+/// What hangs on `comissao` that a swap by renaming would not carry to the incoming table (row-level
+/// security, policies, other triggers, rules, dependent views, foreign keys), each named; empty
+/// when nothing does (function `comissao_dependencias`).
+pub async fn dependents(conn: &mut PgConnection) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar("select d from comissao_dependencias() as d order by d")
+        .fetch_all(conn)
+        .await
+}
+
+/// How many of the rows that differ now are not among those approval `approval` was given for,
+/// with the same values and versions on both sides (an order that agrees now is not a differing
+/// row any more, so it drops out by itself). A row is not counted either when `comissao_nova`
+/// holds a newer version than `comissao` taken from an event archived after the build's target
+/// (`target`): that event is the live writers' to apply, which they would do to either table (the
+/// version guard lets it in), so the swap only gets there first.
+pub async fn beyond_approval(
+    conn: &mut PgConnection,
+    approval: i64,
+    target: Option<i64>,
+    tipo: &str,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        r#"
+        select count(*) from comissao_reconstrucao_diff d
+        where not exists (
+            select 1 from comissao_reconstrucao_diff_aprovado a
+            where a.aprovacao_id = $1 and a.pedido_id = d.pedido_id
+              and (a.antes, a.versao_antes, a.depois, a.versao_depois)
+                  is not distinct from (d.antes, d.versao_antes, d.depois, d.versao_depois))
+          and not (
+            d.versao_depois is not null
+            and (d.versao_antes is null or d.versao_depois > d.versao_antes)
+            and exists (select 1 from evento_arquivado e
+                        where e.pedido_id = d.pedido_id and e.tipo = $3 and e.posicao > $2
+                          and e.versao = d.versao_depois))
+        "#,
+    )
+    .bind(approval)
+    .bind(target.unwrap_or(i64::MAX))
+    .bind(tipo)
+    .fetch_one(conn)
+    .await
+}
+
 /// Swaps `comissao_nova` in: `comissao` becomes `comissao_anterior`. The caller holds the lock.
 pub async fn swap(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
     sqlx::query("select comissao_trocar('comissao_anterior', 'comissao_nova')")
@@ -131,7 +175,9 @@ pub async fn swap(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
 }
 
 /// Swaps the previous table back in: the rows of the orders written since the swap (queued by the
-/// capture triggers) are carried into `comissao_anterior` first, so no write is lost; then
+/// capture triggers) are carried into `comissao_anterior` first, so no write is lost — under the
+/// version guard (invariant `never-older`): a carried row never moves the restored table's row
+/// to an older version; then
 /// `comissao` becomes `comissao_nova` again. The caller holds the lock.
 pub async fn roll_back(conn: &mut PgConnection, id: i64) -> Result<u64, sqlx::Error> {
     let carried = sqlx::query(
@@ -148,6 +194,7 @@ pub async fn roll_back(conn: &mut PgConnection, id: i64) -> Result<u64, sqlx::Er
         on conflict (pedido_id) do update
         set valor_centavos = excluded.valor_centavos, versao_evento = excluded.versao_evento,
             atualizado_em = excluded.atualizado_em
+        where comissao_anterior.versao_evento <= excluded.versao_evento
         "#,
     )
     .execute(&mut *conn)
