@@ -157,6 +157,36 @@ async fn a_partitioned_archive_is_run_and_verified_exactly_and_a_window_reads_on
         Some("23505"),
         "{refused}"
     );
+    // A session with a TEMP table of the key table's name still cannot archive a duplicate: the
+    // trigger's path is pinned, its temporary schema last.
+    let mut session = parted.pool.acquire().await.unwrap();
+    sqlx::query("create temp table evento_arquivado_chave (id text, posicao bigint)")
+        .execute(&mut *session)
+        .await
+        .unwrap();
+    let shadowed = sqlx::query(
+        "insert into evento_arquivado (posicao, id, tipo, pedido_id, versao, payload, ocorrido_em) values (106, 'evt-102', 'pedido.pago', 'ped-z', 1, '{}', '2026-10-14 12:00+00')",
+    )
+    .execute(&mut *session)
+    .await;
+    let shadowed_place = sqlx::query(
+        "insert into evento_arquivado (posicao, id, tipo, pedido_id, versao, payload, ocorrido_em) values (2, 'evt-other', 'pedido.pago', 'ped-z', 1, '{}', '2026-11-25 12:00+00')",
+    )
+    .execute(&mut *session)
+    .await;
+    drop(session.detach());
+    for (what, refused) in [("an id", shadowed), ("a posicao", shadowed_place)] {
+        let code = refused
+            .expect_err(what)
+            .as_database_error()
+            .and_then(|e| e.code())
+            .map(|c| c.to_string());
+        assert_eq!(
+            code.as_deref(),
+            Some("23505"),
+            "{what} archived twice behind a TEMP table"
+        );
+    }
     let mut same_place = paid(3, "ped-y", 1, 100, 5.0);
     same_place.id = "evt-new".into();
     same_place.ocorrido_em =

@@ -406,13 +406,7 @@ fn check_email(s: &str) -> Check<()> {
     check_address_length(address)?;
     let mut parts = address.split('@');
     let ok = match (parts.next(), parts.next(), parts.next()) {
-        (Some(local), Some(domain), None) => {
-            !local.is_empty()
-                && !domain.is_empty()
-                && !address
-                    .chars()
-                    .any(|c| c.is_whitespace() || c == '<' || c == '>')
-        }
+        (Some(local), Some(domain), None) => dot_atom(local) && host_name(domain),
         _ => false,
     };
     if ok {
@@ -422,6 +416,29 @@ fn check_email(s: &str) -> Check<()> {
             "invalid e-mail address `{s}` (expected `local@domain` or `Name <local@domain>`)"
         ))
     }
+}
+
+/// RFC 5322's dot-atom, the local part every mail system takes as it is: ASCII letters, digits
+/// and ``!#$%&'*+/=?^_`{|}~-``, in dot-separated non-empty atoms (no quoted string: `"fin"@x`
+/// is refused, not guessed at).
+fn dot_atom(local: &str) -> bool {
+    let atext = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+/=?^_`{|}~-".contains(c);
+    !local.is_empty()
+        && local
+            .split('.')
+            .all(|atom| !atom.is_empty() && atom.chars().all(atext))
+}
+
+/// A host name as DNS has it: dot-separated labels of 1 to 63 letters, digits and inner hyphens,
+/// at least two of them, no empty label (`.example`, `x..example`) and no trailing dot.
+fn host_name(domain: &str) -> bool {
+    let label = |l: &str| {
+        (1..=63).contains(&l.len())
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    domain.split('.').count() >= 2 && domain.split('.').all(label)
 }
 
 /// RFC 5321's limits: a path of at most 254 characters, a local part of at most 64. A longer
@@ -446,6 +463,30 @@ fn check_address_length(address: &str) -> Check<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn report_addresses_are_dot_atoms_at_host_names() {
+        for good in [
+            "fin@x.example",
+            "Finance <fin.ops+dia@mail.x.example>",
+            "a_b@x-y.example",
+        ] {
+            assert!(check_email(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "\"fin\"@x.example",
+            "fin@.example",
+            "fin@x..example",
+            "fin@x.example.",
+            "fin@localhost",
+            ".fin@x.example",
+            "f..in@x.example",
+            "fin@-x.example",
+            "fın@x.example",
+        ] {
+            assert!(check_email(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_accept_humantime_forms_and_refuse_zero() {

@@ -109,12 +109,13 @@ fn print_outcome(done: &Done) {
 }
 
 /// The differing orders as the diff finance reads (CSV or XLSX, by the file's extension): before
-/// is `comissao`, after `comissao_nova` (0 when it has no row for the order).
+/// is `comissao`, after `comissao_nova` (empty when the swap deletes the row), each side's version,
+/// and why the row differs.
 async fn write_diff(pool: &sqlx::PgPool, path: &Path) -> Outcome {
-    let rows = rebuild::diff_for_finance(pool).await?;
+    let rows = rebuild::diff(pool, i64::MAX).await?;
     let bytes = match path.extension().and_then(|e| e.to_str()) {
-        Some("xlsx") => crate::services::report::xlsx::render(&rows)?,
-        Some("csv") => crate::services::report::csv::render(&rows),
+        Some("xlsx") => crate::services::report::xlsx::render_rebuild(&rows)?,
+        Some("csv") => crate::services::report::csv::render_rebuild(&rows),
         _ => {
             return Err(Failure::invalid(format_args!(
                 "--diff {}: the file must end in .csv or .xlsx",

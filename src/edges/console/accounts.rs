@@ -87,6 +87,8 @@ pub enum AccountError {
     UnprintablePassword,
     #[error("`{0}` mixes writing systems (Latin with Cyrillic or Greek, say): an address is written in one script, so a look-alike of another account's cannot be made")]
     MixedScripts(String),
+    #[error("`{address}` holds `{letter}`, a letter that passes for a plain Latin one (dotless ı, long ſ, …): write the address with the letter it looks like, so it cannot pass for another account's")]
+    LookAlike { address: String, letter: char },
     #[error("hashing the password: {0}")]
     Hash(String),
     #[error(transparent)]
@@ -118,6 +120,12 @@ pub fn normalize_email(email: &str) -> Result<String, AccountError> {
     if !shaped {
         return Err(AccountError::Email(crate::shared::text::inert(&email)));
     }
+    if let Some(letter) = email.chars().find(|c| passes_for_latin(*c)) {
+        return Err(AccountError::LookAlike {
+            address: crate::shared::text::inert(&email),
+            letter,
+        });
+    }
     let mut scripts = email.chars().filter_map(script);
     if let Some(first) = scripts.next() {
         if scripts.any(|s| s != first) {
@@ -127,6 +135,20 @@ pub fn normalize_email(email: &str) -> Result<String, AccountError> {
         }
     }
     Ok(email)
+}
+
+/// A Latin letter beyond ASCII that is not an ASCII letter with marks on it (é is e and an acute;
+/// ı, ſ, ɑ, ɡ are letters of their own that read as i, s, a, g): a look-alike inside one script,
+/// which the one-script rule cannot see.
+fn passes_for_latin(c: char) -> bool {
+    use unicode_normalization::UnicodeNormalization;
+    let latin = matches!(u32::from(c), 0x00C0..=0x024F | 0x1E00..=0x1EFF | 0x0250..=0x02AF);
+    latin
+        && c.is_alphabetic()
+        && !std::iter::once(c)
+            .nfd()
+            .next()
+            .is_some_and(|base| base.is_ascii_alphabetic())
 }
 
 /// The writing system of a letter (`None` for digits, punctuation and other shared signs):
@@ -322,6 +344,15 @@ mod tests {
             Err(AccountError::MixedScripts(_))
         ));
         assert!(normalize_email("joão@exemplo.com.br").is_ok());
+        // `ı` (U+0131, dotless i) is Latin too: a look-alike of fin@example.com all the same.
+        assert!(matches!(
+            normalize_email("f\u{131}n@example.com"),
+            Err(AccountError::LookAlike {
+                letter: '\u{131}',
+                ..
+            })
+        ));
+        assert!(normalize_email("ſabrina@example.com").is_err());
         assert!(normalize_email("иван@пример.рф").is_ok());
     }
 }

@@ -58,16 +58,16 @@ pub(super) async fn page(
     Ok(super::templates::html(markup).into_response())
 }
 
-/// `GET /reconstrucao/diff.csv`: every differing order, as a simulation's diff is read.
+/// `GET /reconstrucao/diff.csv`: every differing order, with both versions and why it differs.
 pub(super) async fn diff_csv(
     State(console): State<Console>,
     _session: Session,
 ) -> Result<Response, PageError> {
-    let rows = rebuild::diff_for_finance(&console.pool).await?;
+    let rows = rebuild::diff(&console.pool, i64::MAX).await?;
     Ok(super::download::attachment(
         "text/csv; charset=utf-8",
         "reconstrucao-comissao-diff.csv",
-        crate::services::report::csv::render(&rows),
+        crate::services::report::csv::render_rebuild(&rows),
     ))
 }
 
@@ -76,10 +76,10 @@ pub(super) async fn diff_xlsx(
     State(console): State<Console>,
     _session: Session,
 ) -> Result<Response, PageError> {
-    let rows = rebuild::diff_for_finance(&console.pool).await?;
+    let rows = rebuild::diff(&console.pool, i64::MAX).await?;
     super::download::spreadsheet(
         "reconstrucao-comissao-diff.xlsx",
-        crate::services::report::xlsx::render(&rows),
+        crate::services::report::xlsx::render_rebuild(&rows),
     )
 }
 

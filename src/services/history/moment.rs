@@ -6,8 +6,26 @@
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
-/// The instant `text` names, in `timezone` when it carries no offset.
+/// The instant `text` names, in `timezone` when it carries no offset; refused when PostgreSQL's
+/// `timestamptz` cannot hold it (before 4713-11-24 BC), so a command says so before it writes
+/// anything.
 pub fn parse_moment(text: &str, timezone: Tz, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+    let at = parse_unbounded(text, timezone, now)?;
+    // PostgreSQL's earliest timestamptz, 4713-11-24 00:00 BC (proleptic year -4712); its latest
+    // (294276 AD) lies beyond any instant chrono holds.
+    let earliest = NaiveDate::from_ymd_opt(-4712, 11, 24)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|d| Utc.from_utc_datetime(&d));
+    if earliest.is_some_and(|earliest| at < earliest) {
+        return Err(format!(
+            "{:?} is before the earliest moment PostgreSQL holds (4713-11-24 BC)",
+            text.trim()
+        ));
+    }
+    Ok(at)
+}
+
+fn parse_unbounded(text: &str, timezone: Tz, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
     let text = text.trim();
     if text == "now" {
         return Ok(now);
@@ -50,6 +68,14 @@ pub fn parse_moment(text: &str, timezone: Tz, now: DateTime<Utc>) -> Result<Date
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_moment_before_postgresqls_earliest_is_refused() {
+        let now = Utc::now();
+        let said = parse_moment("-262143-01-01", chrono_tz::UTC, now).unwrap_err();
+        assert!(said.contains("earliest moment PostgreSQL holds"), "{said}");
+        assert!(parse_moment("-4712-11-25", chrono_tz::UTC, now).is_ok());
+    }
 
     fn utc(text: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(text)

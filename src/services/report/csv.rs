@@ -33,6 +33,39 @@ pub fn render(rows: &[DiffRow]) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// The header of a rebuild's diff: both versions beside both values, and why the row differs.
+pub const REBUILD_HEADER: &str =
+    "pedido_id,antes,versao_antes,depois,versao_depois,diferenca,motivo";
+
+/// A rebuild's diff (`replay-ledger rebuild --diff FILE.csv`, `/reconstrucao/diff.csv`): as
+/// [`render`], with each side's `versao_evento` and the row's reason (a row that goes back to an
+/// older version, or is deleted, says so even where its value does not change); an empty
+/// `depois` means the swap deletes the row.
+pub fn render_rebuild(rows: &[crate::services::rebuild::DiffRow]) -> Vec<u8> {
+    let mut out = String::with_capacity(48 * (rows.len() + 1));
+    out.push('\u{feff}');
+    out.push_str(REBUILD_HEADER);
+    out.push_str("\r\n");
+    let opt = |n: Option<i64>| n.map_or(String::new(), |n| n.to_string());
+    for row in rows {
+        let diferenca = row.depois.unwrap_or(0) - row.antes.unwrap_or(0);
+        out.push_str(&field(&guard(&row.pedido_id)));
+        for cell in [
+            opt(row.antes),
+            opt(row.versao_antes),
+            opt(row.depois),
+            opt(row.versao_depois),
+            diferenca.to_string(),
+            row.why().to_string(),
+        ] {
+            out.push(',');
+            out.push_str(&cell);
+        }
+        out.push_str("\r\n");
+    }
+    out.into_bytes()
+}
+
 /// Makes a text cell that a spreadsheet would evaluate as a formula inert.
 pub fn guard(text: &str) -> String {
     if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {

@@ -162,6 +162,16 @@ async fn by_kind(
                 (false, why) => failed(format!("a varredura falhou: {why}")),
             }
         }
+        (Action::Start, JobKind::Replay(replay)) if replay.simulate => failed(format!(
+            "o job {} é só de simulação (simulate: true): nenhuma execução real é iniciada por ele",
+            inert(&job.name)
+        )),
+        (Action::Start, JobKind::Replay(replay)) if !replay.require_approved_simulation => {
+            failed(format!(
+                "o job {} não exige simulação aprovada (require_approved_simulation): o console só inicia execuções reais aprovadas",
+                inert(&job.name)
+            ))
+        }
         (Action::Start | Action::Resume, JobKind::Replay(_)) => {
             match plan(shared, job, request).await {
                 Ok(plan) => {

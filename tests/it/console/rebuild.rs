@@ -59,6 +59,9 @@ async fn finance_approves_the_comparison_it_was_shown_and_the_next_rebuild_swaps
     assert_eq!(page.status, 200, "{}", page.body);
     for shown_on_page in [
         "Pedidos diferentes",
+        "Voltam a uma versão mais antiga",
+        "Linhas apagadas (pedido sem evento aceito)",
+        "voltam a uma versão mais antiga e",
         "Checksum de comissao_nova",
         "ped-1",
         "Aprovar a troca",
@@ -70,6 +73,13 @@ async fn finance_approves_the_comparison_it_was_shown_and_the_next_rebuild_swaps
         );
     }
     assert_eq!(csv.status, 200);
+    assert!(
+        csv.body.starts_with(
+            "\u{feff}pedido_id,antes,versao_antes,depois,versao_depois,diferenca,motivo"
+        ),
+        "the rebuild's diff carries both versions and why: {}",
+        csv.body
+    );
     assert_eq!(
         csv.body.lines().count(),
         11,

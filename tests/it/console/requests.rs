@@ -366,3 +366,203 @@ async fn an_operator_resumes_a_failed_real_run_from_its_page_and_serve_finishes_
     );
     assert_eq!(keys_in_state(&db.pool, "concluido").await.len(), 10);
 }
+
+/// A request in the table as the console's function records one (here inserted by the tests'
+/// superuser: a forged request, as anyone holding the console role's password could make),
+/// for `job`'s simulation execution.
+async fn forged_start(db: &TestDb, job: &str) {
+    sqlx::query(
+        "insert into execucao_solicitada (acao, job, execucao_id, solicitado_por) values ('executar', $1, $1 || ':simulacao', 'console:ana@financeiro.example')",
+    )
+    .bind(job)
+    .execute(&db.pool)
+    .await
+    .expect("insert a request");
+}
+
+/// `serve` carries out `executar` only for a gated job that is not simulation-only, and then only
+/// through the approval gate: a `simulate: true` job, an ungated job and a gated job with no
+/// approval are each refused, and nothing is written or sent.
+#[tokio::test]
+async fn serve_refuses_to_start_a_simulation_only_an_ungated_or_an_unapproved_job_and_writes_nothing(
+) {
+    let s = scene().await;
+    for (name, extra) in [
+        (
+            "so-simulacao",
+            "simulate: true\nrequire_approved_simulation: true\n",
+        ),
+        ("sem-portao", ""),
+        ("sem-aprovacao", "require_approved_simulation: true\n"),
+    ] {
+        std::fs::write(
+            s.jobs.path().join(format!("{name}.yaml")),
+            format!(
+                "name: {name}\nwindow:\n  from: 2026-10-14T00:00:00-03:00\n  to: 2026-10-15T00:00:00-03:00\n{extra}effects:\n  notificar-vendedor: {{ mode: apply, on_failure: keep }}\n"
+            ),
+        )
+        .expect("write a job");
+        run_job(&s.db, s.jobs.path(), name, Some(true), false)
+            .await
+            .expect("its simulation");
+    }
+    // The simulation-only job's simulation is even approved: approval does not make it real.
+    assert_success(
+        &run_bin_within(&s.db.url, s.jobs.path(), &["approve", "so-simulacao"]).await,
+        "approve the simulation-only job's simulation",
+    );
+    let before = checksum(&s.db.pool, "comissao", "pedido_id").await;
+    let serve = Serve::start_with(&s.db.url, s.jobs.path(), "serve", |_| {});
+
+    for job in ["so-simulacao", "sem-portao", "sem-aprovacao"] {
+        forged_start(&s.db, job).await;
+    }
+    settled(&s.db).await;
+    drop(serve);
+
+    let recorded = requests(&s.db).await;
+    let states: Vec<(&str, &str)> = recorded
+        .iter()
+        .map(|r| (r.1.as_str(), r.2.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("so-simulacao", "falhou"),
+            ("sem-portao", "falhou"),
+            ("sem-aprovacao", "falhou")
+        ],
+        "{recorded:?}"
+    );
+    let said: Vec<&str> = recorded.iter().filter_map(|r| r.4.as_deref()).collect();
+    assert!(said[0].contains("só de simulação"), "{said:?}");
+    assert!(said[1].contains("não exige simulação aprovada"), "{said:?}");
+    assert!(said[2].contains("approved"), "{said:?}");
+    assert_eq!(
+        checksum(&s.db.pool, "comissao", "pedido_id").await,
+        before,
+        "comissao untouched"
+    );
+    assert_eq!(s.provider.request_count(), 0, "nothing sent");
+    let real: i64 =
+        sqlx::query_scalar("select count(*) from reprocessamento_execucao where modo = 'real'")
+            .fetch_one(&s.db.pool)
+            .await
+            .unwrap_or(0);
+    assert_eq!(real, 0, "no real execution started");
+}
+
+/// `console_solicitar` as a caller holding only the console role and a live session would call
+/// it: an `executar` with no approved simulation, a `retomar` of no interrupted real run, a
+/// `varrer` naming an execution and hostile notes are refused in the database, and record
+/// nothing; what the console's pages offer is accepted.
+#[tokio::test]
+async fn console_solicitar_refuses_what_no_console_page_offers_and_hostile_notes() {
+    let s = scene().await;
+    sqlx::query(
+        "insert into console_usuario (email, papel, senha_hash) values ('ana@financeiro.example', 'financeiro', 'x'), ('bruno@operacao.example', 'operador', 'x')",
+    )
+    .execute(&s.db.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "insert into console_sessao (id_hash, email, csrf, ocioso) values ('sessao-ana', 'ana@financeiro.example', 'c', interval '1 hour'), ('sessao-bruno', 'bruno@operacao.example', 'c', interval '1 hour')",
+    )
+    .execute(&s.db.pool)
+    .await
+    .unwrap();
+    let ask = |sessao: &'static str,
+               acao: &'static str,
+               execucao: Option<&'static str>,
+               nota: Option<String>| {
+        let pool = s.db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "select console_solicitar($1, interval '1 hour', $2, $3, $4, $5)",
+            )
+            .bind(sessao)
+            .bind(acao)
+            .bind(JOB)
+            .bind(execucao)
+            .bind(nota)
+            .fetch_one(&pool)
+            .await
+            .map_err(|e| {
+                e.as_database_error()
+                    .and_then(|d| d.code())
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| e.to_string())
+            })
+        }
+    };
+
+    let unapproved = ask("sessao-ana", "executar", Some(JOB), None).await;
+    let no_run = ask("sessao-bruno", "retomar", Some(JOB), None).await;
+    let the_simulation = ask(
+        "sessao-bruno",
+        "retomar",
+        Some("replay-2026-10-14-v2:simulacao"),
+        None,
+    )
+    .await;
+    let sweep_with_execution = ask("sessao-bruno", "varrer", Some(JOB), None).await;
+    assert_success(
+        &run_bin_within(&s.db.url, s.jobs.path(), &["approve", JOB]).await,
+        "approve",
+    );
+    let long = ask(
+        "sessao-ana",
+        "executar",
+        Some(JOB),
+        Some("x".repeat(10_000)),
+    )
+    .await;
+    let escape = ask(
+        "sessao-ana",
+        "executar",
+        Some(JOB),
+        Some("ok\u{1b}[2J".into()),
+    )
+    .await;
+    let crlf = ask(
+        "sessao-ana",
+        "executar",
+        Some(JOB),
+        Some("ok\r\nForged: line".into()),
+    )
+    .await;
+    let nothing_yet = requests(&s.db).await.len();
+    let fine = ask(
+        "sessao-ana",
+        "executar",
+        Some(JOB),
+        Some("aprovado na reunião".into()),
+    )
+    .await;
+
+    assert_eq!(
+        unapproved,
+        Err("42501".into()),
+        "executar without an approval"
+    );
+    assert_eq!(no_run, Err("42501".into()), "retomar of no real run");
+    assert_eq!(
+        the_simulation,
+        Err("42501".into()),
+        "retomar of a simulation"
+    );
+    assert_eq!(
+        sweep_with_execution,
+        Err("42501".into()),
+        "varrer naming an execution"
+    );
+    for (what, said) in [("10 KB", &long), ("ESC", &escape), ("CR LF", &crlf)] {
+        assert_eq!(said, &Err("23514".into()), "a note with {what}");
+    }
+    assert_eq!(nothing_yet, 0, "no refused call recorded a request");
+    assert!(
+        fine.is_ok(),
+        "what the console offers is recorded: {fine:?}"
+    );
+    assert_eq!(requests(&s.db).await.len(), 1);
+}

@@ -490,22 +490,6 @@ pub async fn diff(pool: &PgPool, limit: i64) -> Result<Vec<DiffRow>, sqlx::Error
     compare::rows(pool, limit).await
 }
 
-/// The differing orders as the diff finance reads for a simulation (CSV, XLSX): before is
-/// `comissao`, after `comissao_nova` (0 when it has no row for the order).
-pub async fn diff_for_finance(
-    pool: &PgPool,
-) -> Result<Vec<crate::tables::commission::DiffRow>, sqlx::Error> {
-    Ok(diff(pool, i64::MAX)
-        .await?
-        .into_iter()
-        .map(|r| crate::tables::commission::DiffRow {
-            pedido_id: r.pedido_id,
-            antes: r.antes,
-            depois: r.depois.unwrap_or(0),
-        })
-        .collect())
-}
-
 fn opt(n: Option<i64>) -> String {
     n.map_or("-".into(), |n| n.to_string())
 }

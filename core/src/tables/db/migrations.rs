@@ -48,6 +48,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261205100000_console_rebuild_approval.sql",
     "20261206010000_figures_net_and_approved_diff.sql",
     "20261206020000_rebuild_safety.sql",
+    "20261206030000_console_requests_bounded.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the

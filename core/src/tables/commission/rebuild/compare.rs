@@ -37,6 +37,28 @@ pub struct DiffRow {
     pub versao_depois: Option<i64>,
 }
 
+impl DiffRow {
+    /// Why the row differs, as the diff's `motivo` column says it (pt-BR words, like the seed's
+    /// states): a row with no row before, a row deleted (no accepted event), a row that goes
+    /// back to an older version, one whose version alone changes, one corrected by a newer
+    /// version, one whose value is corrected at the same version.
+    pub fn why(&self) -> &'static str {
+        match (
+            self.antes,
+            self.depois,
+            self.versao_antes,
+            self.versao_depois,
+        ) {
+            (None, _, _, _) => "sem-linha-antes",
+            (_, None, _, _) => "apagada-sem-evento-aceito",
+            (_, _, Some(before), Some(after)) if after < before => "volta-a-versao-mais-antiga",
+            (a, d, _, _) if a == d => "so-a-versao-muda",
+            (_, _, Some(before), Some(after)) if after > before => "versao-mais-nova",
+            _ => "valor-corrigido",
+        }
+    }
+}
+
 /// The count and checksum of `comissao`.
 pub async fn checksum_current(conn: &mut PgConnection) -> Result<Checksum, sqlx::Error> {
     let (count, md5): (i64, String) = sqlx::query_as(
