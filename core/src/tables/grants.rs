@@ -118,6 +118,8 @@ const WORKER: &[(&str, &[&str])] = &[
             "reprocessamento_dono",
             // The owner confirms its lease; a taker reads it before it ends a lapsed owner.
             "reprocessamento_arrendamento",
+            // A run publishes its pace (an upsert per execution; nothing deletes it).
+            "reprocessamento_progresso",
         ],
     ),
     (
@@ -127,14 +129,18 @@ const WORKER: &[(&str, &[&str])] = &[
             "reprocessamento_checkpoint",
             "reprocessamento_diff",
             "reprocessamento_contagem",
-            "reprocessamento_progresso",
         ],
     ),
     ("select, insert, delete", &["evento_rejeitado"]),
     ("select, insert", &["efeito_tentativa", "relatorio_job"]),
     ("select, insert, update", &["job_rodada"]),
-    // `serve` claims a request and records how it ended; only the console's function inserts.
-    ("select, update", &["execucao_solicitada"]),
+    // `serve` claims a request and records how it ended (those columns alone); only the
+    // console's function inserts.
+    ("select", &["execucao_solicitada"]),
+    (
+        "update (estado, iniciado_em, concluido_em, resultado)",
+        &["execucao_solicitada"],
+    ),
 ];
 
 /// The columns of an approval its approver writes: all but `id` and `aprovado_em` (defaults) and

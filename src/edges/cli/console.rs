@@ -96,6 +96,7 @@ async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), Fai
         }
     };
     if lacking.is_empty() {
+        warn_if_wider(pool, &role).await;
         return Ok(());
     }
     let instead = match connected {
@@ -111,6 +112,32 @@ async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), Fai
         "the database role `{}` may not serve the console (it lacks {lacks}): {instead}; see README, Least privileges",
         crate::shared::text::inert(&role),
     )))
+}
+
+/// Says so, once at start, when the console's role can do more than `grants --console` gives: a
+/// superuser, or a role that can write the engine's tables (the schema's owner, the worker's). The
+/// console's pages write nothing but through its functions; a role that can, in a web server's
+/// hands, is a wider door than the console needs.
+async fn warn_if_wider(pool: &PgPool, role: &str) {
+    let wider: Result<Option<String>, sqlx::Error> = sqlx::query_scalar(
+        r#"
+        select case
+          when (select rolsuper from pg_roles where rolname = current_user) then 'is a superuser'
+          when has_table_privilege('comissao', 'update')
+               or has_table_privilege('efeito_aplicado', 'update')
+               or has_table_privilege('efeito_aplicado', 'delete')
+            then 'can write comissao and the ledger'
+        end
+        "#,
+    )
+    .fetch_one(pool)
+    .await;
+    if let Ok(Some(why)) = wider {
+        tracing::warn!(
+            role = %crate::shared::text::inert(role),
+            "the console's database role {why}: serve the console as a role granted `grants --console` alone (docs/src/security.md)"
+        );
+    }
 }
 
 /// Binds the console's address with `pool`; exit status 2 and why when it cannot, or when the

@@ -201,29 +201,38 @@ pub(super) async fn effects_csv(
     _session: Session,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let (key, list) = messages(&console, &id).await?;
+    let mut out = crate::services::report::sends::Csv::default();
+    let key = messages(&console, &id, |s| out.push(&s)).await?;
     Ok(super::download::attachment(
         "text/csv; charset=utf-8",
         &format!("{}-mensagens.csv", super::download::name(&key)),
-        crate::services::report::sends::csv(&list),
+        out.finish(),
     ))
 }
 
-/// `GET /executions/{id}/effects.xlsx`: the same list as a spreadsheet.
+/// `GET /executions/{id}/effects.xlsx`: the same list as a spreadsheet, written as the window is
+/// read (constant memory: a window of 300,000 messages is not held whole).
 pub(super) async fn effects_xlsx(
     State(console): State<Console>,
     _session: Session,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let (key, list) = messages(&console, &id).await?;
-    super::download::spreadsheet(
-        &format!("{}-mensagens.xlsx", super::download::name(&key)),
-        crate::services::report::sends::xlsx(&list),
-    )
+    let name = |key: &str| format!("{}-mensagens.xlsx", super::download::name(key));
+    let mut out = match crate::services::report::sends::Xlsx::new() {
+        Ok(out) => out,
+        Err(e) => return super::download::spreadsheet(&name(&id), Err::<Vec<u8>, _>(e)),
+    };
+    let key = messages(&console, &id, |s| out.push(&s)).await?;
+    super::download::spreadsheet(&name(&key), out.finish())
 }
 
-/// The simulation of `id` and every message its approval would send now.
-async fn messages(console: &Console, id: &str) -> Result<(String, Vec<sends::Send>), PageError> {
+/// The simulation of `id`; hands `f` every message its approval would send now, as the window is
+/// read. Returns the simulation's key.
+async fn messages(
+    console: &Console,
+    id: &str,
+    f: impl FnMut(sends::Send),
+) -> Result<String, PageError> {
     let key = execution::checkpoint_key(execution::execution_id_of(id), Mode::Simulation);
     let simulation = execution::load(&console.pool, &key)
         .await?
@@ -237,9 +246,8 @@ async fn messages(console: &Console, id: &str) -> Result<(String, Vec<sends::Sen
         }
         Err(why) => return Err(PageError::NotFound(why)),
     };
-    let mut list = Vec::new();
-    sends::each(&console.pool, &c.plan, &simulation, |s| list.push(s)).await?;
-    Ok((key, list))
+    sends::each(&console.pool, &c.plan, &simulation, f).await?;
+    Ok(key)
 }
 
 fn no_simulation(key: &str) -> PageError {

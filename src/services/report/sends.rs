@@ -1,6 +1,9 @@
 //! The messages an approval will send, as files finance can open: the CSV (the diff's
 //! conventions: BOM, CRLF, RFC 4180, formula-guarded text, cents) and the spreadsheet (reais as
-//! numbers, text cells for ids).
+//! numbers, text cells for ids). Both are written message by message as the window is read, never
+//! from a list of them all: the spreadsheet's sheet in rust_xlsxwriter's constant-memory mode
+//! (rows go to a temporary file as they are written), so a window of 300,000 messages costs the
+//! console the compressed file, not the rows.
 
 use rust_xlsxwriter::{Format, Workbook, XlsxError};
 
@@ -11,13 +14,21 @@ use crate::engine::approval::sends::Send;
 pub const CSV_HEADER: &str =
     "tipo_efeito,chave,evento_id,pedido_id,posicao,ocorrido_em,valor_centavos";
 
-/// The CSV's bytes.
-pub fn csv(sends: &[Send]) -> Vec<u8> {
-    let mut out = String::with_capacity(96 * (sends.len() + 1));
-    out.push('\u{feff}');
-    out.push_str(CSV_HEADER);
-    out.push_str("\r\n");
-    for s in sends {
+/// The CSV, written a message at a time.
+pub struct Csv(String);
+
+impl Default for Csv {
+    fn default() -> Self {
+        let mut out = String::new();
+        out.push('\u{feff}');
+        out.push_str(CSV_HEADER);
+        out.push_str("\r\n");
+        Csv(out)
+    }
+}
+
+impl Csv {
+    pub fn push(&mut self, s: &Send) {
         let cells = [
             field(&guard(&s.tipo)),
             field(&guard(&s.key)),
@@ -27,10 +38,20 @@ pub fn csv(sends: &[Send]) -> Vec<u8> {
             s.ocorrido_em.to_rfc3339(),
             s.valor_centavos.to_string(),
         ];
-        out.push_str(&cells.join(","));
-        out.push_str("\r\n");
+        self.0.push_str(&cells.join(","));
+        self.0.push_str("\r\n");
     }
-    out.into_bytes()
+
+    pub fn finish(self) -> Vec<u8> {
+        self.0.into_bytes()
+    }
+}
+
+/// The CSV's bytes, for a list at hand.
+pub fn csv(sends: &[Send]) -> Vec<u8> {
+    let mut out = Csv::default();
+    sends.iter().for_each(|s| out.push(s));
+    out.finish()
 }
 
 /// The spreadsheet's header row.
@@ -44,17 +65,46 @@ pub const XLSX_HEADER: [&str; 7] = [
     "valor (R$)",
 ];
 
-/// The workbook's bytes: one sheet `mensagens`.
-pub fn xlsx(sends: &[Send]) -> Result<Vec<u8>, XlsxError> {
-    let mut workbook = Workbook::new();
-    let sheet = workbook.add_worksheet();
-    sheet.set_name("mensagens")?;
-    let bold = Format::new().set_bold();
-    let money = Format::new().set_num_format("#,##0.00");
-    for (col, title) in (0u16..).zip(XLSX_HEADER) {
-        sheet.write_string_with_format(0, col, title, &bold)?;
+/// The spreadsheet, one sheet `mensagens`, written a message at a time in constant memory. The
+/// first error stops the writing; [`Xlsx::finish`] returns it.
+pub struct Xlsx {
+    book: Workbook,
+    rows: u32,
+    money: Format,
+    failed: Option<XlsxError>,
+}
+
+impl Xlsx {
+    pub fn new() -> Result<Xlsx, XlsxError> {
+        let mut book = Workbook::new();
+        let sheet = book.add_worksheet_with_constant_memory();
+        sheet.set_name("mensagens")?;
+        let bold = Format::new().set_bold();
+        for (col, title) in (0u16..).zip(XLSX_HEADER) {
+            sheet.write_string_with_format(0, col, title, &bold)?;
+        }
+        sheet.set_column_width(1, 36)?;
+        sheet.set_freeze_panes(1, 0)?;
+        Ok(Xlsx {
+            book,
+            rows: 0,
+            money: Format::new().set_num_format("#,##0.00"),
+            failed: None,
+        })
     }
-    for (row, s) in (1u32..).zip(sends) {
+
+    pub fn push(&mut self, s: &Send) {
+        if self.failed.is_some() {
+            return;
+        }
+        if let Err(e) = self.write(s) {
+            self.failed = Some(e);
+        }
+    }
+
+    fn write(&mut self, s: &Send) -> Result<(), XlsxError> {
+        let row = self.rows + 1;
+        let sheet = self.book.worksheet_from_index(0)?;
         sheet.write_string(row, 0, &s.tipo)?;
         sheet.write_string(row, 1, &s.key)?;
         sheet.write_string(row, 2, &s.event_id)?;
@@ -65,11 +115,26 @@ pub fn xlsx(sends: &[Send]) -> Result<Vec<u8>, XlsxError> {
             5,
             s.ocorrido_em.format("%Y-%m-%d %H:%M:%S").to_string(),
         )?;
-        sheet.write_number_with_format(row, 6, s.valor_centavos as f64 / 100.0, &money)?;
+        sheet.write_number_with_format(row, 6, s.valor_centavos as f64 / 100.0, &self.money)?;
+        self.rows = row;
+        Ok(())
     }
-    let last = u32::try_from(sends.len()).unwrap_or(u32::MAX);
-    sheet.autofilter(0, 0, last, 6)?;
-    sheet.set_freeze_panes(1, 0)?;
-    sheet.set_column_width(1, 36)?;
-    workbook.save_to_buffer()
+
+    /// The workbook's bytes (filterable over every row), or the first error.
+    pub fn finish(mut self) -> Result<Vec<u8>, XlsxError> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        self.book
+            .worksheet_from_index(0)?
+            .autofilter(0, 0, self.rows, 6)?;
+        self.book.save_to_buffer()
+    }
+}
+
+/// The workbook's bytes, for a list at hand.
+pub fn xlsx(sends: &[Send]) -> Result<Vec<u8>, XlsxError> {
+    let mut out = Xlsx::new()?;
+    sends.iter().for_each(|s| out.push(s));
+    out.finish()
 }

@@ -6,6 +6,7 @@
 
 mod approval_binding;
 mod approval_browser;
+mod bounded;
 mod browser;
 mod decisions_browser;
 mod demo;

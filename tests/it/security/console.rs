@@ -86,6 +86,23 @@ async fn the_console_role_serves_the_console_and_records_as_the_logged_in_accoun
         "{}",
         console.log()
     );
+    assert!(
+        !console.log().contains("the console's database role"),
+        "the console's own role is not warned about: {}",
+        console.log()
+    );
+    // The same console served as the schema's owner says that its role can write the engine's
+    // tables.
+    let as_owner =
+        ConsoleProc::start(&s.url(&s.names.owner), s.jobs.path(), &["--no-migrate"]).await;
+    assert!(
+        as_owner
+            .log()
+            .contains("the console's database role can write comissao and the ledger"),
+        "{}",
+        as_owner.log()
+    );
+    drop(as_owner);
     let by: String = sqlx::query_scalar("select aprovado_por from reprocessamento_aprovacao")
         .fetch_one(&s.db.pool)
         .await

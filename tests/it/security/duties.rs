@@ -357,3 +357,32 @@ async fn a_rebuild_is_approved_by_the_approver_seen_by_the_worker_and_swapped_wi
     .await
     .expect("the worker writes the swapped-in comissao");
 }
+
+/// The approver notes its approval on the rebuild it approves, and nothing else: an id that is
+/// not an approval of that rebuild's comparison is refused (it once took 424242).
+#[tokio::test]
+async fn the_approver_cannot_note_an_approval_that_is_not_of_the_rebuilds_comparison() {
+    let provider = sink(testkit::sink::Behavior::default()).await;
+    let setup = Setup::new(Grant::AsWritten, &provider.url(), &JobSpec::default()).await;
+    insert(&setup.db.pool, &paid_orders(3)).await;
+    let owner = setup.url(&setup.names.owner);
+    assert_success(
+        &setup.as_role(&owner, &["rebuild"], true).await,
+        "rebuild as the owner",
+    );
+    let mut approver = setup.connect(&setup.names.approver).await;
+    let forged = sqlx::query("update comissao_reconstrucao set aprovacao_id = 424242")
+        .execute(&mut approver)
+        .await;
+    let code = forged
+        .expect_err("a forged approval id")
+        .as_database_error()
+        .and_then(|e| e.code())
+        .map(|c| c.to_string());
+    assert_eq!(code.as_deref(), Some("42501"));
+    let noted: Option<i64> = sqlx::query_scalar("select aprovacao_id from comissao_reconstrucao")
+        .fetch_one(&setup.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(noted, None);
+}

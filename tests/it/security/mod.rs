@@ -8,6 +8,7 @@ mod cleartext;
 mod console;
 mod duties;
 mod echo;
+mod matrix;
 mod privileges;
 mod redirect;
 mod tls;
