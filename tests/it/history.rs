@@ -285,3 +285,28 @@ async fn a_moment_that_cannot_be_read_exits_2() {
 
     assert_exits_saying(&out, 2, "--as-of");
 }
+
+#[tokio::test]
+async fn a_moment_before_what_postgresql_holds_exits_2_before_printing_or_writing_anything() {
+    let (db, jobs, _) = archived().await;
+    let csv = jobs.path().join("table.csv");
+
+    let printed =
+        run_bin_within(&db.url, jobs.path(), &["comissao", "--as-of=-262143-01-01"]).await;
+    let written = run_bin_within(
+        &db.url,
+        jobs.path(),
+        &[
+            "comissao",
+            "--as-of=-262143-01-01",
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+    )
+    .await;
+
+    assert_exits_saying(&printed, 2, "earliest moment PostgreSQL holds");
+    assert_eq!(stdout(&printed), "", "no header before the refusal");
+    assert_exits_saying(&written, 2, "earliest moment PostgreSQL holds");
+    assert!(!csv.exists(), "no file written");
+}
