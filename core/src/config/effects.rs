@@ -12,8 +12,8 @@ use serde::{Deserialize, Deserializer};
 use super::cleartext::webhook_in_clear;
 use super::de::{checked_map, checked_names, Check, KeySeed};
 use super::scalar::{
-    check_identifier, BreakerAfter, Concurrency, DedupWindow, HeaderValue, HttpUrl, MaxBackoff,
-    Rate, RetryAttempts, RetryBackoff, Timeout,
+    check_identifier, BreakerAfter, BreakerBudget, Concurrency, DedupWindow, HeaderValue, HttpUrl,
+    MaxBackoff, Rate, RetryAttempts, RetryBackoff, Timeout,
 };
 use super::{EffectCatalog, EffectType, WebhookConfig};
 use crate::shared::backoff::Backoff;
@@ -22,6 +22,14 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_CONCURRENCY: usize = 16;
 /// `breaker_after` when a type says none: 20 consecutive failures stop its calls.
 pub const DEFAULT_BREAKER_AFTER: u32 = 20;
+/// How long a type's breaker may stay open before the run gives up, unless its retry policy
+/// pauses longer (then that long).
+pub const DEFAULT_BREAKER_BUDGET: Duration = Duration::from_secs(300);
+
+/// Every pause a call's retries take, added up: the breaker never gives up sooner.
+fn retry_waits(retry: &Backoff) -> Duration {
+    (2..=retry.attempts.max(1)).map(|a| retry.delay(a)).sum()
+}
 
 /// An effect type's `retry` when it says none: 8 tries, pausing 1 s, 2 s, 4 s, 8 s, 16 s, then
 /// 30 s twice — 91 s of pauses, so a provider that is down (or answering 503) for a minute is
@@ -49,6 +57,7 @@ struct RawEffectType {
     dedup_window: Option<DedupWindow>,
     retry: Option<Retry>,
     breaker_after: Option<BreakerAfter>,
+    breaker_budget: Option<BreakerBudget>,
     /// Accepts sending the webhook's credentials over plain `http` off this machine.
     #[serde(default)]
     allow_insecure: bool,
@@ -89,6 +98,18 @@ impl RawEffectType {
             Some(Retry(r)) => r,
             None => DEFAULT_RETRY,
         };
+        let waits = retry_waits(&retry);
+        let breaker_budget = match self.breaker_budget {
+            Some(BreakerBudget(b)) if b < waits => {
+                return Err(format!(
+                    "effect type `{name}`: breaker_budget {} is shorter than its retry policy's own pauses ({}): the breaker would give up before a retry does",
+                    humantime::format_duration(b),
+                    humantime::format_duration(waits)
+                ));
+            }
+            Some(BreakerBudget(b)) => b,
+            None => DEFAULT_BREAKER_BUDGET.max(waits),
+        };
         Ok(EffectType {
             name,
             webhook: WebhookConfig {
@@ -102,6 +123,7 @@ impl RawEffectType {
             dedup_window: self.dedup_window.map(|d| d.0),
             retry,
             breaker_after: self.breaker_after.map_or(DEFAULT_BREAKER_AFTER, |b| b.0),
+            breaker_budget,
         })
     }
 }

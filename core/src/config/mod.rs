@@ -77,10 +77,15 @@ pub struct EffectType {
     /// tried again under `on_failure: release` (default [`DEFAULT_RETRY`]). A non-idempotent
     /// type's calls are never retried: its `attempts` is 1.
     pub retry: crate::shared::backoff::Backoff,
-    /// `breaker_after`: after this many consecutive failed calls of the type (default 20), the
-    /// run makes no more calls of it and stops, its checkpoint before the first failure: a
-    /// provider outage does not fill the review queue.
+    /// `breaker_after`: after this many consecutive failed calls of the type (default 20), its
+    /// breaker opens: the type's calls pause (no new call, so a provider outage does not fill
+    /// the review queue), one probe goes out after each cooldown, and the first success closes
+    /// it again.
     pub breaker_after: u32,
+    /// `breaker_budget`: how long the breaker may stay open before the run gives up (exit 1,
+    /// checkpoint before the first key not sent); default 5 minutes, never shorter than the
+    /// retry policy's own pauses.
+    pub breaker_budget: Duration,
 }
 
 #[derive(Clone)]

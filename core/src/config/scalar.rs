@@ -211,6 +211,23 @@ impl<'de> Deserialize<'de> for BreakerAfter {
     }
 }
 
+/// `breaker_budget`: how long the type's breaker may stay open (its calls paused, probed) before
+/// the run gives up; 1 ns to 24 h such as `5m`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BreakerBudget(pub Duration);
+pub(super) const MAX_BREAKER_BUDGET: Duration = Duration::from_secs(24 * 3600);
+from_str_scalar!(
+    BreakerBudget,
+    interpolated_str,
+    "a duration from 1ns to 24h such as `5m`",
+    |s| parse_bounded(
+        &s,
+        "breaker_budget",
+        MAX_BREAKER_BUDGET,
+        "a longer outage is better ridden out by the next run"
+    )
+);
+
 /// `rate_per_second`: a finite number from [`MIN_RATE`] (one call every ~11.6 days; a smaller
 /// one would make the interval between calls overflow a `Duration`) to [`MAX_RATE`].
 #[derive(Debug, Clone, Copy)]

@@ -4,7 +4,7 @@
 //! Nothing here touches the ledger: the applier reserves before calling and settles after.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -297,8 +297,88 @@ pub struct Effect {
     pacer: Option<Pacer>,
     calls: AtomicU64,
     paced: AtomicU64,
-    /// Consecutive failed calls; at `breaker_after` the breaker opens for the rest of the run.
+    /// The type's breaker: consecutive failures, and whether its calls are paused.
+    breaker: Breaker,
+}
+
+/// A breaker of the resilience4j / Polly kind. Closed, it counts consecutive failed calls; at
+/// `breaker_after` it opens: no call of the type is made (each waits, holding what it holds —
+/// a reserved key stays reserved, nothing goes `incerto`), except one probe after each cooldown
+/// (half-open). The probe's success closes it and every waiting call goes on; its failure opens it
+/// for another cooldown. Open longer than `breaker_budget`, it gives up: every waiting call and
+/// every later one fails with class [`BREAKER`] (nothing was sent: released), so the run stops
+/// with its checkpoint before the first key not sent.
+struct Breaker {
     failures: AtomicU64,
+    state: std::sync::Mutex<BreakerState>,
+    changed: tokio::sync::Notify,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BreakerState {
+    Closed,
+    Open {
+        since: Instant,
+        probe_at: Instant,
+        probing: bool,
+    },
+    /// Open past its budget: no call any more in this run.
+    GaveUp,
+}
+
+/// What a call may do now.
+enum Admit {
+    Call,
+    Probe,
+    Wait(Instant),
+    GiveUp,
+}
+
+impl Breaker {
+    fn new() -> Breaker {
+        Breaker {
+            failures: AtomicU64::new(0),
+            state: std::sync::Mutex::new(BreakerState::Closed),
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, BreakerState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// How long an open breaker waits before each probe: the type's longest retry pause, within
+/// 100 ms..30 s, and at most a quarter of the budget (so a short budget still probes).
+fn cooldown(config: &EffectType) -> Duration {
+    config
+        .retry
+        .max
+        .clamp(Duration::from_millis(100), Duration::from_secs(30))
+        .min(config.breaker_budget / 4)
+        .max(Duration::from_millis(10))
+}
+
+/// The state of every effect type's breaker in this process, for `/metrics`
+/// (`replay_ledger_breaker_open{effect}`): 1 while open (paused or probing), 0 once closed or
+/// given up. Kept process-wide because the types' `Effect`s are made per run.
+static BREAKERS: std::sync::Mutex<BTreeMap<String, bool>> = std::sync::Mutex::new(BTreeMap::new());
+
+fn publish_breaker(effect: &str, open: bool) {
+    BREAKERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(effect.to_string(), open);
+}
+
+/// Every effect type this process has called, and whether its breaker is open now.
+pub fn breakers_open() -> BTreeMap<String, bool> {
+    BREAKERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
 }
 
 impl Effect {
@@ -319,7 +399,7 @@ impl Effect {
             provider,
             calls: AtomicU64::new(0),
             paced: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
+            breaker: Breaker::new(),
         }
     }
 
@@ -333,36 +413,172 @@ impl Effect {
             .expect("the semaphore is never closed")
     }
 
-    /// Calls the provider, after the type's rate limit allows it; makes no call once the
-    /// type's breaker is open ([`BREAKER`]).
+    /// Calls the provider, after the type's rate limit allows it and while its breaker lets
+    /// calls through; see [`Effect::call_unless`].
     pub async fn call(&self, key: &str, body: &Value) -> Result<Option<Value>, EffectError> {
-        if self.breaker_open() {
-            return Err(EffectError::Fatal {
-                class: BREAKER.into(),
-            });
-        }
-        if let Some(pacer) = &self.pacer {
-            if pacer.wait().await {
-                self.paced.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        let result = self.provider.perform(key, body).await;
-        match &result {
-            Ok(_) => self.failures.store(0, Ordering::SeqCst),
-            Err(_) => {
-                let failed = self.failures.fetch_add(1, Ordering::SeqCst) + 1;
-                if failed == u64::from(self.config.breaker_after) {
-                    tracing::error!(effect = %self.config.name, failures = failed, "breaker open: no more calls of this type in this run");
-                }
-            }
-        }
-        result
+        let never = AtomicBool::new(false);
+        self.call_unless(
+            key,
+            body,
+            &crate::shared::shutdown::Shutdown::never(),
+            &never,
+        )
+        .await
     }
 
-    /// Whether `breaker_after` consecutive calls of the type failed: no more calls are made.
+    /// Calls the provider, after the type's rate limit allows it. While the type's breaker is
+    /// open the call waits (no call is made), or goes out as the one probe; once the breaker gave
+    /// up, or when `shutdown` is asked for while it waits, or when the caller's batch already
+    /// failed for good (`doomed`: the run stops at it, so waiting for the provider serves
+    /// nothing), it fails with class [`BREAKER`] without sending anything.
+    pub async fn call_unless(
+        &self,
+        key: &str,
+        body: &Value,
+        shutdown: &crate::shared::shutdown::Shutdown,
+        doomed: &AtomicBool,
+    ) -> Result<Option<Value>, EffectError> {
+        loop {
+            let probe = match self.admit() {
+                Admit::Call => false,
+                Admit::Probe => true,
+                Admit::GiveUp => {
+                    return Err(EffectError::Fatal {
+                        class: BREAKER.into(),
+                    })
+                }
+                Admit::Wait(until) => {
+                    if doomed.load(Ordering::SeqCst) {
+                        return Err(EffectError::Fatal {
+                            class: BREAKER.into(),
+                        });
+                    }
+                    let mut shutdown = shutdown.clone();
+                    let until = until.min(Instant::now() + Duration::from_millis(100));
+                    tokio::select! {
+                        () = tokio::time::sleep_until(until) => {}
+                        () = self.breaker.changed.notified() => {}
+                        () = shutdown.triggered() => {
+                            return Err(EffectError::Fatal { class: BREAKER.into() });
+                        }
+                    }
+                    continue;
+                }
+            };
+            if let Some(pacer) = &self.pacer {
+                if pacer.wait().await {
+                    self.paced.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let result = self.provider.perform(key, body).await;
+            self.settle(probe, result.is_ok());
+            // A failed probe of a type whose provider deduplicates is the breaker's, not the
+            // key's: the key waits again (the next probe, or the close), its own tries untouched,
+            // so only the budget ends a run in an outage. A non-idempotent probe's failure is the
+            // key's: its outcome is unknown, and it is never called again.
+            if probe && result.is_err() && self.config.idempotent {
+                continue;
+            }
+            return result;
+        }
+    }
+
+    /// Whether a call may go out now, and the breaker's move if it opens or gives up.
+    fn admit(&self) -> Admit {
+        let name = &self.config.name;
+        let mut state = self.breaker.state();
+        let now = Instant::now();
+        match *state {
+            BreakerState::Closed => {
+                if self.breaker.failures.load(Ordering::SeqCst)
+                    < u64::from(self.config.breaker_after).max(1)
+                {
+                    return Admit::Call;
+                }
+                let cooldown = cooldown(&self.config);
+                *state = BreakerState::Open {
+                    since: now,
+                    probe_at: now + cooldown,
+                    probing: false,
+                };
+                publish_breaker(name, true);
+                tracing::warn!(
+                    effect = %name,
+                    failures = self.config.breaker_after,
+                    cooldown = %humantime::format_duration(cooldown),
+                    budget = %humantime::format_duration(self.config.breaker_budget),
+                    "breaker open: calls of this type paused; one probe after each cooldown, the run gives up past the budget"
+                );
+                Admit::Wait(now + cooldown)
+            }
+            BreakerState::Open { since, .. } if now >= since + self.config.breaker_budget => {
+                *state = BreakerState::GaveUp;
+                publish_breaker(name, false);
+                self.breaker.changed.notify_waiters();
+                tracing::error!(
+                    effect = %name,
+                    open_for = %humantime::format_duration(self.config.breaker_budget),
+                    "breaker stayed open past its budget: no more calls of this type in this run"
+                );
+                Admit::GiveUp
+            }
+            BreakerState::Open {
+                since,
+                probe_at,
+                probing,
+            } => {
+                if !probing && now >= probe_at {
+                    *state = BreakerState::Open {
+                        since,
+                        probe_at,
+                        probing: true,
+                    };
+                    return Admit::Probe;
+                }
+                let next = if probing {
+                    now + cooldown(&self.config)
+                } else {
+                    probe_at
+                };
+                Admit::Wait(next.min(since + self.config.breaker_budget))
+            }
+            BreakerState::GaveUp => Admit::GiveUp,
+        }
+    }
+
+    /// Counts a call's outcome: a success closes the breaker (a probe's resumes every waiting
+    /// call); a failed probe opens it for another cooldown.
+    fn settle(&self, probe: bool, ok: bool) {
+        let name = &self.config.name;
+        if ok {
+            self.breaker.failures.store(0, Ordering::SeqCst);
+            let mut state = self.breaker.state();
+            if matches!(*state, BreakerState::Open { .. }) {
+                *state = BreakerState::Closed;
+                publish_breaker(name, false);
+                tracing::info!(effect = %name, "breaker closed: the probe succeeded; calls of this type go on");
+                self.breaker.changed.notify_waiters();
+            }
+            return;
+        }
+        self.breaker.failures.fetch_add(1, Ordering::SeqCst);
+        if probe {
+            let mut state = self.breaker.state();
+            if let BreakerState::Open { since, .. } = *state {
+                *state = BreakerState::Open {
+                    since,
+                    probe_at: Instant::now() + cooldown(&self.config),
+                    probing: false,
+                };
+            }
+            tracing::info!(effect = %name, "breaker: the probe failed; still open");
+        }
+    }
+
+    /// Whether the type's breaker is open (paused or probing) or gave up.
     pub fn breaker_open(&self) -> bool {
-        self.failures.load(Ordering::SeqCst) >= u64::from(self.config.breaker_after).max(1)
+        !matches!(*self.breaker.state(), BreakerState::Closed)
     }
 
     /// Calls made so far through this type, and how many waited for its rate limit.

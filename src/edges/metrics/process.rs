@@ -81,6 +81,18 @@ pub(super) fn render_counters(metrics: &Metrics, out: &mut Exposition) {
         out.sample("replay_ledger_sweeper_rows_total", &[("action", action)], n);
     }
     out.family(
+        "replay_ledger_breaker_open",
+        "gauge",
+        "1 while an effect type's breaker is open in this process (its calls paused, one probe after each cooldown), 0 once it closed or gave up (the run then stops).",
+    );
+    for (effect, open) in crate::engine::effects::breakers_open() {
+        out.sample(
+            "replay_ledger_breaker_open",
+            &[("effect", &effect)],
+            u8::from(open),
+        );
+    }
+    out.family(
         "replay_ledger_scheduler_heartbeat_timestamp_seconds",
         "gauge",
         "Unix time of the last heartbeat of this process (serve's scheduler, or consume), every 5 s.",

@@ -103,6 +103,9 @@ pub(super) struct Retrying {
     pub(super) policy: Option<Backoff>,
     /// The batch's claim: no call once its owner's lease lapsed.
     pub(super) claim: Claim,
+    /// Set once a key of the batch failed for good under `release`: the run stops at this
+    /// batch, so no call waits out an open breaker any more.
+    pub(super) doomed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The keys of one idempotent type that a batch holds, shared by the batch's callers.
@@ -153,7 +156,11 @@ async fn call_reserved(
     let mut tries = Vec::new();
     loop {
         let started = std::time::Instant::now();
-        let err = match task.effect.call(&task.key, &task.body).await {
+        let err = match task
+            .effect
+            .call_unless(&task.key, &task.body, shutdown, &retrying.doomed)
+            .await
+        {
             Ok(result) => {
                 tries.push(Attempt::new(&task.key, started, None));
                 let retried = tries.len() as u64 - 1;
@@ -165,6 +172,11 @@ async fn call_reserved(
         let class = Some(err.class().to_string());
         tries.push(Attempt::new(&task.key, started, class));
         let Some(pause) = next_pause(&task, &err, tries.len(), attempts, &policy) else {
+            if err.release_or_keep(task.policy.on_failure) == OnFailure::Release {
+                retrying
+                    .doomed
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             return (task, Ended::Failed(err, tries));
         };
         completions.flush();
@@ -256,6 +268,7 @@ pub(super) async fn reserve_then_call(
     claim: Claim,
     db_backoff: Backoff,
     shutdown: Shutdown,
+    doomed: Arc<std::sync::atomic::AtomicBool>,
 ) -> (Task, Ended) {
     if shutdown.is_triggered() || !claim.may_act() {
         return (task, Ended::NotStarted { reserved: false });
@@ -265,7 +278,15 @@ pub(super) async fn reserve_then_call(
         event_id: &task.event_id,
         body: &task.body,
     };
-    let ended = match reserve_call_once(&pool, &claim, &task.effect, queued, db_backoff).await {
+    let once = reserve_call_once_unless(
+        &pool,
+        &claim,
+        &task.effect,
+        queued,
+        db_backoff,
+        (&shutdown, &doomed),
+    );
+    let ended = match once.await {
         Ok(Resent::Taken) => Ended::AlreadyRegistered,
         Ok(Resent::Sent) => Ended::Completed { retried: 0 },
         Ok(Resent::Uncertain) => Ended::Uncertain,
@@ -273,7 +294,10 @@ pub(super) async fn reserve_then_call(
         Ok(Resent::Kept) => Ended::Uncertain,
         Ok(Resent::Withheld) => Ended::NotStarted { reserved: true },
         // Already released; the run stops before it as after an idempotent failure.
-        Ok(Resent::Refused(err)) => Ended::Failed(err, Vec::new()),
+        Ok(Resent::Refused(err)) => {
+            doomed.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ended::Failed(err, Vec::new())
+        }
         Err(err) => {
             // Said once for the batch by its dispatcher, not once per key.
             tracing::debug!(key = %task.key, error = %err, "could not reserve or settle effect");
@@ -320,6 +344,29 @@ pub(super) async fn reserve_call_once(
     queued: Queued<'_>,
     reserve_backoff: Backoff,
 ) -> Result<Resent, sqlx::Error> {
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let (shutdown, doomed) = (Shutdown::never(), &never);
+    reserve_call_once_unless(
+        pool,
+        claim,
+        effect,
+        queued,
+        reserve_backoff,
+        (&shutdown, doomed),
+    )
+    .await
+}
+
+/// [`reserve_call_once`], whose call stops waiting out an open breaker on shutdown or once the
+/// caller's batch is `doomed`.
+pub(super) async fn reserve_call_once_unless(
+    pool: &PgPool,
+    claim: &Claim,
+    effect: &Effect,
+    queued: Queued<'_>,
+    reserve_backoff: Backoff,
+    (shutdown, doomed): (&Shutdown, &std::sync::atomic::AtomicBool),
+) -> Result<Resent, sqlx::Error> {
     let item = [Reservation {
         key: queued.key,
         event_id: queued.event_id,
@@ -337,7 +384,10 @@ pub(super) async fn reserve_call_once(
     }
     let keys = [queued.key.to_string()];
     let started = Instant::now();
-    match effect.call(queued.key, queued.body).await {
+    match effect
+        .call_unless(queued.key, queued.body, shutdown, doomed)
+        .await
+    {
         Ok(result) => {
             let tries = [Attempt::new(queued.key, started, None)];
             let results = [result];

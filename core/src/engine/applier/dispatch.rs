@@ -58,6 +58,8 @@ pub(super) async fn perform(
         done_rx,
     ));
     let mut running: JoinSet<Vec<(Task, Ended)>> = JoinSet::new();
+    // Set by the first key that fails for good under `release`: the run stops at this batch.
+    let doomed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Keys the ledger already held: before this execution, or from an earlier attempt of it.
     let mut registered: Vec<String> = Vec::new();
     for (tipo, tasks) in by_type {
@@ -84,6 +86,7 @@ pub(super) async fn perform(
                     pool: applier.pool.clone(),
                     policy: config.retries.call_backoff,
                     claim: config.claim.clone(),
+                    doomed: Arc::clone(&doomed),
                 };
                 running.spawn(call_queued(
                     Arc::clone(&queue),
@@ -103,6 +106,7 @@ pub(super) async fn perform(
                     config.claim.clone(),
                     config.retries.db_backoff,
                     shutdown.clone(),
+                    Arc::clone(&doomed),
                 );
                 running.spawn(async move { vec![call.await] });
             }
@@ -231,6 +235,9 @@ struct Collected {
     db_error: Option<sqlx::Error>,
     /// How many of the batch's effects met a database failure: said once, for the batch.
     db_failures: u64,
+    /// Keys released because their type's breaker gave up (nothing sent): said once, for the
+    /// batch, not a line per key.
+    breaker_released: u64,
 }
 
 impl Collected {
@@ -273,7 +280,11 @@ impl Collected {
                         self.why_uncertain.push(Why::of_failure(err.class()));
                     }
                     OnFailure::Release => {
-                        tracing::warn!(key = %task.key, class = err.class(), "effect failed after retries: released");
+                        if err.class() == crate::engine::effects::BREAKER {
+                            self.breaker_released += 1;
+                        } else {
+                            tracing::warn!(key = %task.key, class = err.class(), "effect failed after retries: released");
+                        }
                         self.to_release.push(task.key.clone());
                         self.unsettled(task.posicao);
                         let candidate = EffectFailure {
@@ -315,6 +326,13 @@ impl Collected {
             })
             .await?;
             summary.count_effect(EffectOutcome::Uncertain, moved.len() as u64);
+        }
+        if self.breaker_released > 0 {
+            tracing::warn!(
+                execution = %applier.config.checkpoint_key,
+                keys = self.breaker_released,
+                "keys not called because their type's breaker gave up: released (nothing was sent); the next run sends them"
+            );
         }
         if !self.to_release.is_empty() {
             let released = db::retry("release", backoff, || {
