@@ -343,3 +343,60 @@ async fn an_old_owners_writes_after_a_new_owner_took_the_epoch_change_nothing() 
         "no reservation of the old owner"
     );
 }
+
+/// A takeover ends only the lapsed holder's sessions. Two processes of one host whose name is
+/// long enough to be cut: the holder (its lease lapsed an hour ago) and a healthy one. Their
+/// sessions' application names keep their pids, so ending the holder leaves the other alone (with
+/// the pid cut off, every process of that host once looked like the holder).
+#[tokio::test]
+async fn a_takeover_on_a_host_with_a_long_name_ends_only_the_holders_sessions() {
+    use replay_ledger::tables::db::application_name_of;
+    use sqlx::{ConnectOptions, Connection};
+    let db = TestDb::new().await;
+    let host = "ip-10-0-12-34.sa-east-1.compute.internal.replay-ledger-workers";
+    let session = |pid: u32| {
+        let url = db.url.clone();
+        async move {
+            let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+            options
+                .application_name(&application_name_of("run", host, pid))
+                .connect()
+                .await
+                .unwrap()
+        }
+    };
+    let mut holder = session(4_194_301).await;
+    let mut healthy = session(4_194_302).await;
+    let holder_pid: i32 = sqlx::query_scalar("select pg_backend_pid()")
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+    sqlx::query(
+        "insert into reprocessamento_arrendamento (execucao_id, epoca, confirmado_em, confirmado_por) values ('x', 1, now() - interval '1 hour', 'holder')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+
+    let mut taker = db.pool.acquire().await.unwrap();
+    let ended = replay_ledger::tables::execution::lease::end_lapsed_holder(
+        &mut taker,
+        "x",
+        holder_pid,
+        std::time::Duration::from_secs(15),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(ended, 1, "the holder's one session");
+    let alive: i32 = sqlx::query_scalar("select 1")
+        .fetch_one(&mut healthy)
+        .await
+        .expect("the healthy process's session is alive");
+    assert_eq!(alive, 1);
+    assert!(
+        sqlx::query("select 1").execute(&mut holder).await.is_err(),
+        "the holder's session was ended"
+    );
+    let _ = healthy.close().await;
+}

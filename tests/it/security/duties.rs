@@ -386,3 +386,31 @@ async fn the_approver_cannot_note_an_approval_that_is_not_of_the_rebuilds_compar
         .unwrap();
     assert_eq!(noted, None);
 }
+
+/// Another role's lock holder is named without what PostgreSQL hides from the worker (its
+/// application name, address and start are null for another role's session): `run` says the
+/// execution is held, where it once failed to decode a null column.
+#[tokio::test]
+async fn a_run_meeting_another_roles_holder_says_it_is_held_instead_of_failing_to_decode() {
+    let provider = sink(testkit::sink::Behavior::default()).await;
+    let setup = Setup::new(Grant::AsWritten, &provider.url(), &JobSpec::default()).await;
+    insert(&setup.db.pool, &paid_orders(3)).await;
+    let mut holder = setup.connect(&setup.names.owner).await;
+    sqlx::query("select pg_advisory_lock($1, hashtext($2))")
+        .bind(0x5250_4c44_i32)
+        .bind(JOB)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+
+    let out = setup
+        .as_role(&setup.url(&setup.names.worker), &["run", JOB], true)
+        .await;
+
+    assert_exits_saying(
+        &out,
+        1,
+        "already being run by 'a session of another database role'",
+    );
+    assert!(!stderr(&out).contains("decoding"), "{}", stderr(&out));
+}

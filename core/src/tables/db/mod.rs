@@ -41,9 +41,25 @@ pub use crate::__from_row as from_row;
 
 /// What other sessions see in `pg_stat_activity.application_name`: who holds a lock.
 pub fn application_name(role: &str) -> String {
-    let host = hostname();
-    let mut name = format!("replay-ledger {role} {host}:{}", std::process::id());
-    name.truncate(63);
+    application_name_of(role, &hostname(), std::process::id())
+}
+
+/// `replay-ledger ROLE HOST:PID` within PostgreSQL's 63 bytes: the host is cut when it must be,
+/// never the pid, so the third word tells one process from every other — a takeover ends the
+/// sessions whose third word is the holder's, and with a long host name cut off the pid, every
+/// process of that host once looked like the holder.
+pub fn application_name_of(role: &str, host: &str, pid: u32) -> String {
+    const LIMIT: usize = 63;
+    let head = format!("replay-ledger {role} ");
+    let tail = format!(":{pid}");
+    let room = LIMIT.saturating_sub(head.len() + tail.len());
+    let mut cut = host.len().min(room);
+    while !host.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut name = format!("{head}{}{tail}", &host[..cut]);
+    // A role so long that nothing of the host fits (none of ours is) is cut as before.
+    name.truncate(LIMIT);
     name
 }
 
@@ -337,6 +353,23 @@ pub async fn explain_loss(pool: &PgPool, err: &sqlx::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_host_name_is_cut_and_the_pid_kept() {
+        let host = "ip-10-0-12-34.sa-east-1.compute.internal.example.org";
+        let a = application_name_of("run", host, 4_194_304);
+        let b = application_name_of("run", host, 4_194_305);
+        assert!(a.len() <= 63, "{a}");
+        assert!(a.ends_with(":4194304"), "{a}");
+        assert_ne!(a.split(' ').nth(2), b.split(' ').nth(2));
+        assert_eq!(
+            application_name_of("run", "db-worker", 7),
+            "replay-ledger run db-worker:7"
+        );
+        // A multi-byte host is cut at a character's edge.
+        let wide = application_name_of("consume", &"é".repeat(40), 12);
+        assert!(wide.len() <= 63 && wide.ends_with(":12"), "{wide}");
+    }
 
     #[tokio::test]
     async fn a_step_failing_for_a_passing_cause_is_said_until_a_step_succeeds() {

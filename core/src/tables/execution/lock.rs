@@ -68,11 +68,13 @@ pub async fn try_advisory_lock(
         .await
 }
 
-/// The session holding `key`'s lock: its pid, application name, address and start.
+/// The session holding `key`'s lock: its pid, application name, address and start. All but the
+/// pid are `None` when the holder is another role's session (PostgreSQL shows them only to the
+/// same role, a superuser or `pg_read_all_stats`).
 async fn holder_of(
     conn: &mut PgConnection,
     key: &str,
-) -> Result<Option<(i32, String, Option<String>, DateTime<Utc>)>, sqlx::Error> {
+) -> Result<Option<HolderSession>, sqlx::Error> {
     sqlx::query_as(
         r#"
         select a.pid, a.application_name, a.client_addr::text, a.backend_start
@@ -87,6 +89,8 @@ async fn holder_of(
     .fetch_optional(conn)
     .await
 }
+
+type HolderSession = (i32, Option<String>, Option<String>, Option<DateTime<Utc>>);
 
 impl ExecutionLock {
     /// Takes the lock or says who holds it. A holder that has not confirmed its lease for twice
@@ -118,9 +122,13 @@ impl ExecutionLock {
         }
         let holder = match holder {
             Some((pid, app, addr, since)) => format!(
-                "'{app}' (database session pid {pid}{}, connected since {})",
+                "'{}' (database session pid {pid}{}{})",
+                app.filter(|a| !a.is_empty())
+                    .unwrap_or_else(|| "a session of another database role".into()),
                 addr.map(|a| format!(" from {a}")).unwrap_or_default(),
-                since.format("%Y-%m-%d %H:%M:%S UTC")
+                since
+                    .map(|t| format!(", connected since {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
+                    .unwrap_or_default()
             ),
             None => "another process (it may just have finished)".to_string(),
         };
