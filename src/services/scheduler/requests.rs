@@ -25,9 +25,10 @@ use crate::tables::requests::{self, Action, Request, RequestState};
 pub(super) const POLL: Duration = Duration::from_secs(2);
 
 /// A request `em-andamento` for longer than this whose job's lock nobody holds was left by a
-/// `serve` that died: it ends `falhou`, so the job may be asked for again. Well above the time
-/// between a claim and taking the job's lock (`lock_timeout`, 10 s by default).
-const ABANDONED_AFTER: Duration = Duration::from_secs(60);
+/// `serve` that died: its run resumes, or it ends `falhou` so the job may be asked for again.
+/// Well above the time between a claim and taking the job's lock (`lock_timeout`, 10 s by
+/// default; twice it when longer).
+const ABANDONED_AFTER: Duration = Duration::from_secs(20);
 
 /// The loop that claims requests until shutdown; each claimed request runs on its own task.
 pub(super) fn spawn(shared: &Arc<Shared>) -> JoinHandle<()> {
@@ -65,10 +66,13 @@ async fn claim_all(shared: &Arc<Shared>) {
     }
 }
 
-/// Ends `falhou` the requests a dead `serve` left `em-andamento`: those whose job's lock this
-/// process can take (whoever runs a request holds it for the whole run).
-async fn settle_abandoned(shared: &Shared) {
-    let stale = match requests::running_since_before(&shared.pool, ABANDONED_AFTER).await {
+/// The requests a dead `serve` left `em-andamento`: those whose job's lock this process can take
+/// (whoever runs a request holds it for the whole run). A replay's run (`executar`, `retomar`)
+/// is resumed from its checkpoint, as the `serve` that died would have gone on — finance's
+/// approved run does not wait for someone with a shell; anything else ends `falhou`.
+async fn settle_abandoned(shared: &Arc<Shared>) {
+    let after = ABANDONED_AFTER.max(shared.config.lock_timeout * 2);
+    let stale = match requests::running_since_before(&shared.pool, after).await {
         Ok(stale) => stale,
         Err(e) => {
             tracing::debug!(error = %e, "could not look for abandoned console requests");
@@ -76,6 +80,15 @@ async fn settle_abandoned(shared: &Shared) {
         }
     };
     for request in stale {
+        let replay = shared
+            .all_jobs
+            .iter()
+            .any(|j| j.name == request.job && matches!(j.kind, JobKind::Replay(_)));
+        if replay && matches!(request.action, Action::Start | Action::Resume) {
+            let shared = Arc::clone(shared);
+            tokio::spawn(async move { resume_abandoned(&shared, request).await });
+            continue;
+        }
         let Some(_busy) = shared.claim(&request.job) else {
             continue;
         };
@@ -90,6 +103,35 @@ async fn settle_abandoned(shared: &Shared) {
             tracing::warn!(request = request.id, job = %request.job, "a console request left running by a stopped serve ended falhou");
         }
         lock.release().await;
+    }
+}
+
+/// Resumes the run of a request a dead `serve` left `em-andamento`, under the job's lock (none
+/// other holds it, so nobody runs it), and records how it ended.
+async fn resume_abandoned(shared: &Shared, request: Request) {
+    let Some(job) = shared.all_jobs.iter().find(|j| j.name == request.job) else {
+        return;
+    };
+    let Some(_busy) = shared.claim(&job.name) else {
+        return;
+    };
+    let lock = JobLock::try_acquire(&shared.database_url, &job.name, Duration::from_secs(1));
+    let Ok(Some(lock)) = lock.await else {
+        return;
+    };
+    let Some(_running) = shared.in_flight.enter(&shared.shutdown) else {
+        lock.release().await;
+        return;
+    };
+    tracing::warn!(request = request.id, job = %request.job, "a console request left running by a stopped serve: resuming its run from the checkpoint");
+    let (state, line) = by_kind(shared, job, &request, lock.lease()).await;
+    lock.release().await;
+    let line = format!("retomada depois que o serve anterior parou: {line}");
+    match requests::finish(&shared.pool, request.id, state, &line).await {
+        Ok(_) => {}
+        Err(e) => {
+            tracing::warn!(request = request.id, error = %e, "could not record how the request ended");
+        }
     }
 }
 

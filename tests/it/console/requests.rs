@@ -566,3 +566,91 @@ async fn console_solicitar_refuses_what_no_console_page_offers_and_hostile_notes
     );
     assert_eq!(requests(&s.db).await.len(), 1);
 }
+
+/// Finance's approved run, started from the console, whose `serve` is SIGKILLed mid-run: the
+/// next `serve` resumes it from its checkpoint, with no command typed, and ends the request
+/// `concluida`; no message is sent twice (the type cannot deduplicate: a key the dead process may
+/// have sent ends `incerto`, never resent).
+#[tokio::test]
+async fn a_serve_killed_mid_run_is_resumed_by_the_next_serve_with_nothing_sent_twice() {
+    let events = paid_orders(400);
+    let db = seeded_db(&events, &[]).await;
+    let provider = sink(Behavior {
+        delay: std::time::Duration::from_millis(15),
+        ..Default::default()
+    })
+    .await;
+    let spec = JobSpec {
+        idempotent: false,
+        on_failure: "keep",
+        batch_size: 20,
+        extra: "require_approved_simulation: true\n".into(),
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    run_job(&db, jobs.path(), JOB, Some(true), false)
+        .await
+        .expect("the simulation");
+    add_user(&db.url, jobs.path(), FINANCE, "finance").await;
+    let console = ConsoleProc::start(&db.url, jobs.path(), &[]).await;
+    let finance = Client::logged_in(&console, FINANCE).await;
+    approve(&finance).await;
+    let mut first = Serve::start_with(&db.url, jobs.path(), "serve-1", |_| {});
+    let confirmation = finance.get(&format!("{SIMULATION}/start")).await;
+    let csrf = confirmation.csrf().expect("the confirmation's form");
+    let answer = finance
+        .post(&format!("{SIMULATION}/start"), &[("csrf_token", &csrf)])
+        .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    wait_until(
+        "the first serve's run has sent part of the window",
+        || async { provider.request_count() >= 60 },
+    )
+    .await;
+    let pid = first.child.id().expect("the first serve runs");
+    kill9(&mut first.child).await;
+    wait_until("the killed serve's database sessions are gone", || async {
+        let left: i64 = sqlx::query_scalar(
+            "select count(*) from pg_stat_activity where datname = current_database() and application_name like '%:' || $1",
+        )
+        .bind(pid.to_string())
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        left == 0
+    })
+    .await;
+    let sent_before = provider.request_count();
+
+    let _second = Serve::start_with(&db.url, jobs.path(), "serve-2", |_| {});
+    settled(&db).await;
+
+    let recorded = requests(&db).await;
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0].2, "concluida", "{recorded:?}");
+    assert!(
+        recorded[0]
+            .4
+            .as_deref()
+            .unwrap_or_default()
+            .contains("retomada"),
+        "{recorded:?}"
+    );
+    assert!(
+        sent_before < events.len(),
+        "killed mid-run ({sent_before} sent)"
+    );
+    assert_eq!(
+        execution_state(&db.pool, JOB).await.as_deref(),
+        Some("concluida")
+    );
+    let deliveries = provider.deliveries();
+    assert!(deliveries.values().all(|n| *n == 1), "a message sent twice");
+    let done = keys_in_state(&db.pool, "concluido").await.len();
+    let uncertain = keys_in_state(&db.pool, "incerto").await.len();
+    assert_eq!(done + uncertain, events.len(), "every key settled");
+    assert!(
+        uncertain <= 4,
+        "at most the calls in flight at the kill: {uncertain}"
+    );
+}
