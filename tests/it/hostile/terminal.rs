@@ -148,3 +148,41 @@ async fn hostile_environment_values_reach_clap_errors_escaped_and_exit_2() {
         }
     }
 }
+
+/// A raw line feed in any value clap echoes from the command line (an unknown subcommand, an
+/// invalid value, an unexpected argument, a value near a known one) is escaped: no line of the
+/// error starts with what followed it.
+#[tokio::test]
+async fn hostile_command_line_values_reach_clap_errors_escaped_and_exit_2() {
+    let jobs = tempfile::tempdir().expect("tempdir");
+    let forged = "x\nFORGED: yes";
+    let near = "ru\nn";
+    let cases: Vec<Vec<&str>> = vec![
+        vec![forged],
+        vec![near],
+        vec!["run", "job", forged],
+        vec!["run", "job", "--simulat\ne"],
+        vec!["consume", "--metrics-addr", forged],
+        vec!["verify", "--from", forged],
+        vec!["users", "add", "a@b.example", "--role", "financ\nFORGED"],
+        vec!["completions", forged],
+        vec!["rebuild", "--chunk", forged],
+    ];
+    for args in cases {
+        let mut cmd = crate::helpers::command("postgres://127.0.0.1:1/none", jobs.path());
+        cmd.args(&args);
+
+        let out = output_of(cmd, "replay-ledger").await;
+
+        let what = format!("{args:?}");
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{what}: {said}");
+        assert_inert(&what, &said);
+        assert!(
+            !said.lines().any(|l| l.starts_with("FORGED")
+                || l.trim_start().starts_with("e'")
+                || l.starts_with('n')),
+            "{what}: {said}"
+        );
+    }
+}
