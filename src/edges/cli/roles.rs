@@ -73,6 +73,14 @@ pub(super) fn duty_of(command: &Command) -> Duty {
         Command::Grants { .. } => ("grant privileges", "the role that ran `migrate`"),
         Command::Users { .. } => ("manage console accounts", "the role that ran `migrate`"),
         Command::Console { .. } => ("serve the console", "a role granted `--console`"),
+        Command::Rebuild {
+            approve: Some(_), ..
+        } => ("approve a rebuild", "a role granted `--approver`"),
+        // The rebuild creates, renames and drops tables: the schema's owner's work.
+        Command::Rebuild { .. } => (
+            "rebuild comissao",
+            "the role that ran `migrate` (the schema's owner)",
+        ),
         _ => ("run jobs", "a role granted `--worker`"),
     };
     Duty { what, instead }

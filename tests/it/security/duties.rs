@@ -414,3 +414,22 @@ async fn a_run_meeting_another_roles_holder_says_it_is_held_instead_of_failing_t
     );
     assert!(!stderr(&out).contains("decoding"), "{}", stderr(&out));
 }
+
+/// `rebuild` as the worker is refused for want of the owner's rights, and the message says to
+/// connect as the schema's owner (it once told the worker to connect as the worker).
+#[tokio::test]
+async fn a_rebuild_as_the_worker_says_to_connect_as_the_schemas_owner() {
+    let provider = sink(testkit::sink::Behavior::default()).await;
+    let setup = Setup::new(Grant::AsWritten, &provider.url(), &JobSpec::default()).await;
+    insert(&setup.db.pool, &paid_orders(3)).await;
+
+    let out = setup
+        .as_role(&setup.url(&setup.names.worker), &["rebuild"], true)
+        .await;
+
+    assert_exits_saying(
+        &out,
+        1,
+        "connect as the role that ran `migrate` (the schema's owner)",
+    );
+}
