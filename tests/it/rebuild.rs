@@ -815,3 +815,57 @@ async fn the_comparison_says_how_many_rows_go_back_a_version_and_how_many_are_de
         .unwrap();
     assert_eq!(approvals, 1, "one approval recorded");
 }
+
+/// A rebuild whose server stops under it says so — the server, the cause, that nothing is
+/// half-done — where it once said `expected to read 5 bytes, got 0 bytes at EOF`; started
+/// again once the server is back, it resumes from its checkpoint.
+#[tokio::test]
+async fn a_rebuild_whose_server_stops_names_the_loss_and_resumes_when_it_is_back() {
+    let mut cluster = testkit::pgtemp::TempCluster::start()
+        .await
+        .expect("a throwaway cluster from the local binaries");
+    let db = TestDb::attach(&cluster.url()).await;
+    replay_ledger::tables::db::migrate(&db.pool).await.unwrap();
+    let jobs = live_jobs();
+    let (events, expected) = history(20_000);
+    insert(&db.pool, &events).await;
+
+    let rebuild = command(&cluster.url(), jobs.path())
+        .args(["rebuild", "--chunk", "50"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rebuild");
+    wait_until("the rebuild has read part of the archive", || async {
+        let read: Option<i64> =
+            sqlx::query_scalar("select eventos_lidos from comissao_reconstrucao")
+                .fetch_optional(&db.pool)
+                .await
+                .ok()
+                .flatten();
+        read.is_some_and(|r| r >= 500)
+    })
+    .await;
+    cluster.stop().await;
+    let out = finish(rebuild, "the rebuild across a stop").await;
+    cluster
+        .start_again()
+        .await
+        .expect("the cluster starts again");
+    let db = TestDb::attach(&cluster.url()).await;
+    let resumed = run_bin_within(&cluster.url(), jobs.path(), &["rebuild"]).await;
+
+    assert_exits_saying(&out, 1, "lost the database 127.0.0.1:");
+    assert!(
+        stderr(&out).contains("nothing is half-done") && !stderr(&out).contains("expected to read"),
+        "{}",
+        stderr(&out)
+    );
+    assert_success(&resumed, "the rebuild once the server is back");
+    assert!(
+        stdout(&resumed).contains("resuming"),
+        "{}",
+        stdout(&resumed)
+    );
+    assert_eq!(table_rows(&db, "comissao_nova").await, expected);
+}

@@ -67,9 +67,18 @@ pub async fn rebuild(cli: &Cli, args: &RebuildArgs) -> Outcome {
     let (trigger, stop) = shutdown::channel();
     shutdown::on_signals(trigger);
     let mut say = |line: &str| println!("{line}");
-    let done = rebuild::run(&pool, &config, &stop, &mut say)
-        .await
-        .map_err(failure)?;
+    let done = match rebuild::run(&pool, &config, &stop, &mut say).await {
+        Ok(done) => done,
+        Err(RebuildError::Database(e)) if lost(&e) => {
+            eprintln!(
+                "error: lost the database {} mid-rebuild ({}); nothing is half-done: the checkpoint and both tables are as the last committed step left them (each chunk, each follow and the swap are one transaction). Run `replay-ledger rebuild` again once the server is back: it resumes",
+                crate::tables::db::target(&pool),
+                crate::tables::db::explain_loss(&pool, &e).await
+            );
+            return Err(Failure::said(Class::Failed));
+        }
+        Err(e) => return Err(failure(e)),
+    };
     print_outcome(&done);
     Ok(())
 }
@@ -130,6 +139,13 @@ async fn write_diff(pool: &sqlx::PgPool, path: &Path) -> Outcome {
         path.display()
     );
     Ok(())
+}
+
+/// A database that went away under the rebuild (a restart, a lost connection): its message is a
+/// protocol's ("expected to read 5 bytes, got 0 bytes at EOF"), not a cause.
+fn lost(err: &sqlx::Error) -> bool {
+    crate::tables::db::is_transient(err)
+        || matches!(err, sqlx::Error::Protocol(_) | sqlx::Error::Io(_))
 }
 
 fn failure(err: RebuildError) -> Failure {
