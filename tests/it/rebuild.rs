@@ -814,6 +814,13 @@ async fn the_comparison_says_how_many_rows_go_back_a_version_and_how_many_are_de
         .await
         .unwrap();
     assert_eq!(approvals, 1, "one approval recorded");
+    let listed = run_bin_within(&db.url, jobs.path(), &["approvals"]).await;
+    assert_success(&listed, "approvals");
+    assert!(
+        stdout(&listed).contains(&fingerprint[.."sha256:".len() + 16]),
+        "the list shows the fingerprint finance saw:\n{}",
+        stdout(&listed)
+    );
 }
 
 /// A rebuild whose server stops under it says so — the server, the cause, that nothing is

@@ -167,19 +167,25 @@ pub(super) async fn approvals(cli: &Cli, json: bool) -> Outcome {
         return Ok(());
     }
     println!(
-        "{:<20} {:<24} {:<34} {:>4} {:>9} {:>18}  {:<13} {:<24} NOTE",
+        "{:<20} {:<24} {:<34} {:>4} {:>9} {:>18}  {:<23} {:<24} NOTE",
         "APPROVED AT", "JOB", "EXECUTION", "PASS", "ORDERS", "DIFFERENCE", "FINGERPRINT", "BY"
     );
     for a in &all {
+        // A rebuild's approval binds the comparison's fingerprint, as finance was shown it.
+        let fingerprint = if a.job == "rebuild" {
+            crate::services::rebuild::short_fingerprint(&a.fingerprint.events.hash).to_string()
+        } else {
+            a.fingerprint.short()
+        };
         println!(
-            "{:<20} {:<24} {:<34} {:>4} {:>9} {:>18}  {:<13} {:<24} {}",
+            "{:<20} {:<24} {:<34} {:>4} {:>9} {:>18}  {:<23} {:<24} {}",
             a.at.format("%Y-%m-%d %H:%M:%S"),
             crate::shared::text::inert(&a.job),
             crate::shared::text::inert(&a.execution_id),
             a.simulation_pass,
             group_thousands(a.totals.changed),
             brl_signed(a.totals.difference()),
-            a.fingerprint.short(),
+            crate::shared::text::inert(&fingerprint),
             crate::shared::text::inert(&a.by),
             crate::shared::text::inert(a.note.as_deref().unwrap_or("-"))
         );
