@@ -127,3 +127,79 @@ async fn a_sweep_frozen_mid_pass_and_resumed_after_another_counts_only_its_own_r
         "each row counted once"
     );
 }
+
+/// The resend path of a zombie sweeper: frozen (SIGSTOP) while its resends of keys a person
+/// decided "not sent" are with the provider, its reservations go stale and a second sweep moves
+/// them to `incerto`; resumed, its calls fail and its own `incerto` write changes no row. It
+/// counts none of them (it once said `moved to incerto 16` beside the other's 16).
+#[tokio::test]
+async fn a_zombie_sweepers_failed_resends_count_only_rows_its_own_statements_moved() {
+    use nix::sys::signal::Signal;
+    const KEYS: usize = 16;
+    let db = TestDb::new().await;
+    let events = paid_orders(KEYS as i64);
+    insert(&db.pool, &events).await;
+    let provider = sink(testkit::sink::Behavior {
+        fail_status: Some(500),
+        delay: std::time::Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await;
+    let spec = JobSpec {
+        idempotent: false,
+        on_failure: "keep",
+        concurrency: KEYS,
+        timeout: "30s",
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    for e in &events {
+        sqlx::query(
+            "insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id, motivo_incerto, incerto_desde) values ($1, $2, 'notificar-vendedor', 'incerto', 'ao-vivo', 'tempo-esgotado', now())",
+        )
+        .bind(key(e))
+        .bind(&e.id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        sqlx::query("select resolver_incerto($1, 'nao-enviado', null)")
+            .bind(key(e))
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    let zombie = command(&db.url, jobs.path())
+        .args(["sweep", "--stale-after", "1h"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the first sweep");
+    wait_until("every resend is with the provider", || {
+        std::future::ready(provider.request_count() >= KEYS)
+    })
+    .await;
+    send_signal(&zombie, Signal::SIGSTOP);
+    // Its reservations are an hour old now: the next sweep finds them stale.
+    sqlx::query("update efeito_aplicado set atualizado_em = now() - interval '2 hours' where estado = 'reservado'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let other = run_bin_within(&db.url, jobs.path(), &["sweep", "--stale-after", "1h"]).await;
+    send_signal(&zombie, Signal::SIGCONT);
+    let zombie = finish(zombie, "the zombie sweep").await;
+
+    assert_success(&other, "the second sweep");
+    assert_eq!(
+        keys_in_state(&db.pool, "incerto").await.len(),
+        KEYS,
+        "every key incerto again"
+    );
+    assert_eq!(moved(&other), KEYS as u64, "{}", stdout(&other));
+    assert_eq!(
+        moved(&zombie),
+        0,
+        "the zombie moved none itself:\n{}\n{}",
+        stdout(&zombie),
+        stderr(&zombie)
+    );
+}

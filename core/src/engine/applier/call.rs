@@ -293,6 +293,9 @@ pub(super) async fn reserve_then_call(
         // Only an idempotent type's failure is kept reserved; this path takes the others.
         Ok(Resent::Kept) => Ended::Uncertain,
         Ok(Resent::Withheld) => Ended::NotStarted { reserved: true },
+        // Settled by someone else meanwhile: not this batch's to count; the key is left where it
+        // is, and the checkpoint does not pass it.
+        Ok(Resent::Lost) => Ended::NotStarted { reserved: false },
         // Already released; the run stops before it as after an idempotent failure.
         Ok(Resent::Refused(err)) => {
             doomed.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -323,6 +326,10 @@ pub enum Resent {
     Withheld,
     /// The call provably sent nothing (connection refused, breaker open): released.
     Refused(EffectError),
+    /// The key was no longer this claim's when its outcome was recorded (a process frozen
+    /// mid-call, whose reservation another retook meanwhile): the recording changed no row, so
+    /// nothing is counted — the rows are the other's, counted by it.
+    Lost,
 }
 
 /// A queued key and what its call carries, rebuilt from the archived event.
@@ -391,10 +398,13 @@ pub(super) async fn reserve_call_once_unless(
         Ok(result) => {
             let tries = [Attempt::new(queued.key, started, None)];
             let results = [result];
-            db::retry("complete", PERSISTENT, || {
+            let completed = db::retry("complete", PERSISTENT, || {
                 ledger::complete(pool, claim, &keys, &results, &tries)
             })
             .await?;
+            if completed.is_empty() {
+                return Ok(Resent::Lost);
+            }
             Ok(Resent::Sent)
         }
         Err(err) => {
@@ -403,10 +413,13 @@ pub(super) async fn reserve_call_once_unless(
             // One call, so `keep` unless it provably sent nothing; what keeping means depends
             // on whether the provider deduplicates.
             if err.release_or_keep(OnFailure::Keep) == OnFailure::Release {
-                db::retry("release", PERSISTENT, || {
+                let released = db::retry("release", PERSISTENT, || {
                     ledger::release(pool, claim, &keys, &tries)
                 })
                 .await?;
+                if released.is_empty() {
+                    return Ok(Resent::Lost);
+                }
                 return Ok(Resent::Refused(err));
             }
             if effect.config.idempotent {
@@ -418,10 +431,13 @@ pub(super) async fn reserve_call_once_unless(
             }
             tracing::warn!(key = %queued.key, class = %class, "effect failed with unknown outcome: incerto");
             let why = [Why::of_failure(&class)];
-            db::retry("mark uncertain", PERSISTENT, || {
+            let moved = db::retry("mark uncertain", PERSISTENT, || {
                 ledger::mark_uncertain(pool, claim, &keys, &why, &tries)
             })
             .await?;
+            if moved.is_empty() {
+                return Ok(Resent::Lost);
+            }
             Ok(Resent::Uncertain)
         }
     }

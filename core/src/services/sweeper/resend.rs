@@ -68,7 +68,7 @@ impl Sweeper {
                 Resent::Sent => outcome.resent += 1,
                 Resent::Uncertain => outcome.uncertain += 1,
                 Resent::Kept | Resent::Refused(_) => outcome.released += 1,
-                Resent::Taken | Resent::Withheld => {}
+                Resent::Taken | Resent::Withheld | Resent::Lost => {}
             }
             moved += 1;
         }
