@@ -542,7 +542,12 @@ mod tests {
         assert!(to("c").iter().any(|s| s.contains("console_solicitar(")));
         assert!(to("w")
             .iter()
-            .any(|s| s.starts_with("grant select, update on execucao_solicitada")));
+            .any(|s| s.starts_with("grant select on execucao_solicitada")));
+        // Only the state columns of a request: who asked, for what and with which note stay
+        // the console's.
+        assert!(to("w").iter().any(|s| s.starts_with(
+            "grant update (estado, iniciado_em, concluido_em, resultado) on execucao_solicitada"
+        )));
         for s in to("w").iter().chain(&to("c")) {
             assert!(
                 !(s.contains("insert") && s.contains("execucao_solicitada")),
