@@ -454,7 +454,7 @@ async fn a_rebuild_killed_mid_build_resumes_to_what_the_archive_implies_and_neve
     assert_eq!(table_rows(&db, "comissao").await, expected);
 }
 
-// --- The swap on a busy table, what hangs on `comissao`, the fingerprint (issue 42). ---
+// --- The swap on a busy table, what hangs on `comissao`, the fingerprint. ---
 
 async fn rebuild_cmd(db: &TestDb, jobs: &std::path::Path, args: &[&str]) -> std::process::Output {
     let mut all = vec!["rebuild"];
