@@ -137,12 +137,15 @@ async fn resume_abandoned(shared: &Shared, request: Request) {
 
 /// Carries out one claimed request and records how it ended.
 async fn answer(shared: &Shared, request: Request) {
-    let (state, line) = match shared.in_flight.enter(&shared.shutdown) {
+    // Held until the request is recorded as ended: a graceful stop waits for that too, so no
+    // request is left `em-andamento` by a `serve` that stopped cleanly.
+    let running = shared.in_flight.enter(&shared.shutdown);
+    let (state, line) = match &running {
         None => (
             RequestState::Failed,
             "o serve estava parando; nada foi executado, peça de novo".to_string(),
         ),
-        Some(_running) => carry_out(shared, &request).await,
+        Some(_) => carry_out(shared, &request).await,
     };
     tracing::info!(request = request.id, job = %request.job, state = %state, "console request ended");
     match requests::finish(&shared.pool, request.id, state, &line).await {
@@ -155,6 +158,7 @@ async fn answer(shared: &Shared, request: Request) {
             tracing::warn!(request = request.id, error = %e, "could not record how the request ended");
         }
     }
+    drop(running);
 }
 
 /// Runs the request under its job's lock, as a fire would.

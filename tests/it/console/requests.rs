@@ -654,3 +654,56 @@ async fn a_serve_killed_mid_run_is_resumed_by_the_next_serve_with_nothing_sent_t
         "at most the calls in flight at the kill: {uncertain}"
     );
 }
+
+/// A `serve` stopped gracefully (SIGTERM) in the middle of a console request's run closes the
+/// request as it stops — `falhou`, saying why — so the real run, `interrompida`, may be resumed
+/// from the console at once (the request once stayed `em-andamento` after the exit, and a resume
+/// was refused meanwhile).
+#[tokio::test]
+async fn a_serve_stopped_mid_request_closes_the_request_as_it_stops() {
+    let events = paid_orders(400);
+    let db = seeded_db(&events, &[]).await;
+    let provider = sink(Behavior {
+        delay: std::time::Duration::from_millis(15),
+        ..dedup()
+    })
+    .await;
+    let spec = JobSpec {
+        batch_size: 20,
+        extra: "require_approved_simulation: true\n".into(),
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    run_job(&db, jobs.path(), JOB, Some(true), false)
+        .await
+        .expect("the simulation");
+    add_user(&db.url, jobs.path(), FINANCE, "finance").await;
+    let console = ConsoleProc::start(&db.url, jobs.path(), &[]).await;
+    let finance = Client::logged_in(&console, FINANCE).await;
+    approve(&finance).await;
+    let serve = Serve::start_with(&db.url, jobs.path(), "serve", |_| {});
+    let confirmation = finance.get(&format!("{SIMULATION}/start")).await;
+    let csrf = confirmation.csrf().expect("the confirmation's form");
+    let answer = finance
+        .post(&format!("{SIMULATION}/start"), &[("csrf_token", &csrf)])
+        .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    wait_until("the run has sent part of the window", || async {
+        provider.request_count() >= 60
+    })
+    .await;
+
+    let (status, _) = serve.terminate().await;
+    let recorded = requests(&db).await;
+
+    assert!(status.success(), "serve exits 0 on SIGTERM: {status}");
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(
+        recorded[0].2, "falhou",
+        "closed as serve stopped: {recorded:?}"
+    );
+    assert_eq!(
+        execution_state(&db.pool, JOB).await.as_deref(),
+        Some("interrompida")
+    );
+}
