@@ -14,16 +14,25 @@ use crate::tables::commission::DiffRow;
 /// The header row.
 pub const HEADER: [&str; 4] = ["pedido_id", "antes (R$)", "depois (R$)", "diferença (R$)"];
 
-/// The workbook's bytes.
-pub fn render(rows: &[DiffRow]) -> Result<Vec<u8>, XlsxError> {
-    let mut workbook = Workbook::new();
+/// The sheet `diff` of a new workbook, with its header row in bold.
+fn diff_sheet<'w>(
+    workbook: &'w mut Workbook,
+    titles: &[&str],
+) -> Result<&'w mut rust_xlsxwriter::Worksheet, XlsxError> {
     let sheet = workbook.add_worksheet();
     sheet.set_name("diff")?;
     let bold = Format::new().set_bold();
-    let money = Format::new().set_num_format("#,##0.00");
-    for (col, title) in (0u16..).zip(HEADER) {
-        sheet.write_string_with_format(0, col, title, &bold)?;
+    for (col, title) in (0u16..).zip(titles) {
+        sheet.write_string_with_format(0, col, *title, &bold)?;
     }
+    Ok(sheet)
+}
+
+/// The workbook's bytes.
+pub fn render(rows: &[DiffRow]) -> Result<Vec<u8>, XlsxError> {
+    let mut workbook = Workbook::new();
+    let sheet = diff_sheet(&mut workbook, &HEADER)?;
+    let money = Format::new().set_num_format("#,##0.00");
     let reais = |cents: i64| cents as f64 / 100.0;
     for (row, r) in (1u32..).zip(rows) {
         sheet.write_string(row, 0, &r.pedido_id)?;
@@ -56,13 +65,8 @@ pub fn render_rebuild(rows: &[crate::services::rebuild::DiffRow]) -> Result<Vec<
         "motivo",
     ];
     let mut workbook = Workbook::new();
-    let sheet = workbook.add_worksheet();
-    sheet.set_name("diff")?;
-    let bold = Format::new().set_bold();
+    let sheet = diff_sheet(&mut workbook, &TITLES)?;
     let money = Format::new().set_num_format("#,##0.00");
-    for (col, title) in (0u16..).zip(TITLES) {
-        sheet.write_string_with_format(0, col, title, &bold)?;
-    }
     let reais = |cents: i64| cents as f64 / 100.0;
     for (row, r) in (1u32..).zip(rows) {
         sheet.write_string(row, 0, &r.pedido_id)?;

@@ -567,25 +567,30 @@ async fn console_solicitar_refuses_what_no_console_page_offers_and_hostile_notes
     assert_eq!(requests(&s.db).await.len(), 1);
 }
 
-/// Finance's approved run, started from the console, whose `serve` is SIGKILLed mid-run: the
-/// next `serve` resumes it from its checkpoint, with no command typed, and ends the request
-/// `concluida`; no message is sent twice (the type cannot deduplicate: a key the dead process may
-/// have sent ends `incerto`, never resent).
-#[tokio::test]
-async fn a_serve_killed_mid_run_is_resumed_by_the_next_serve_with_nothing_sent_twice() {
+/// 400 orders under the buggy commission, a gated job over a provider that answers after 15 ms,
+/// its simulation approved by finance in the console, a `serve` started, and finance's "start
+/// the real run" posted: returned once the run has sent part of the window.
+struct Started {
+    db: TestDb,
+    provider: testkit::sink::Sink,
+    jobs: tempfile::TempDir,
+    serve: Serve,
+    events: Vec<replay_ledger::domain::Event>,
+    _console: ConsoleProc,
+}
+
+async fn started_from_the_console(spec: JobSpec, behavior: Behavior) -> Started {
     let events = paid_orders(400);
     let db = seeded_db(&events, &[]).await;
     let provider = sink(Behavior {
         delay: std::time::Duration::from_millis(15),
-        ..Default::default()
+        ..behavior
     })
     .await;
     let spec = JobSpec {
-        idempotent: false,
-        on_failure: "keep",
         batch_size: 20,
         extra: "require_approved_simulation: true\n".into(),
-        ..JobSpec::default()
+        ..spec
     };
     let jobs = jobs_dir(&provider.url(), &spec);
     run_job(&db, jobs.path(), JOB, Some(true), false)
@@ -595,18 +600,46 @@ async fn a_serve_killed_mid_run_is_resumed_by_the_next_serve_with_nothing_sent_t
     let console = ConsoleProc::start(&db.url, jobs.path(), &[]).await;
     let finance = Client::logged_in(&console, FINANCE).await;
     approve(&finance).await;
-    let mut first = Serve::start_with(&db.url, jobs.path(), "serve-1", |_| {});
+    let serve = Serve::start_with(&db.url, jobs.path(), "serve-1", |_| {});
     let confirmation = finance.get(&format!("{SIMULATION}/start")).await;
     let csrf = confirmation.csrf().expect("the confirmation's form");
     let answer = finance
         .post(&format!("{SIMULATION}/start"), &[("csrf_token", &csrf)])
         .await;
     assert_eq!(answer.status, 303, "{}", answer.body);
-    wait_until(
-        "the first serve's run has sent part of the window",
-        || async { provider.request_count() >= 60 },
-    )
+    wait_until("the run has sent part of the window", || async {
+        provider.request_count() >= 60
+    })
     .await;
+    Started {
+        db,
+        provider,
+        jobs,
+        serve,
+        events,
+        _console: console,
+    }
+}
+
+/// Finance's approved run, started from the console, whose `serve` is SIGKILLed mid-run: the
+/// next `serve` resumes it from its checkpoint, with no command typed, and ends the request
+/// `concluida`; no message is sent twice (the type cannot deduplicate: a key the dead process may
+/// have sent ends `incerto`, never resent).
+#[tokio::test]
+async fn a_serve_killed_mid_run_is_resumed_by_the_next_serve_with_nothing_sent_twice() {
+    let spec = JobSpec {
+        idempotent: false,
+        on_failure: "keep",
+        ..JobSpec::default()
+    };
+    let Started {
+        db,
+        provider,
+        jobs,
+        serve: mut first,
+        events,
+        _console,
+    } = started_from_the_console(spec, Behavior::default()).await;
     let pid = first.child.id().expect("the first serve runs");
     kill9(&mut first.child).await;
     wait_until("the killed serve's database sessions are gone", || async {
@@ -661,37 +694,12 @@ async fn a_serve_killed_mid_run_is_resumed_by_the_next_serve_with_nothing_sent_t
 /// was refused meanwhile).
 #[tokio::test]
 async fn a_serve_stopped_mid_request_closes_the_request_as_it_stops() {
-    let events = paid_orders(400);
-    let db = seeded_db(&events, &[]).await;
-    let provider = sink(Behavior {
-        delay: std::time::Duration::from_millis(15),
-        ..dedup()
-    })
-    .await;
-    let spec = JobSpec {
-        batch_size: 20,
-        extra: "require_approved_simulation: true\n".into(),
-        ..JobSpec::default()
-    };
-    let jobs = jobs_dir(&provider.url(), &spec);
-    run_job(&db, jobs.path(), JOB, Some(true), false)
-        .await
-        .expect("the simulation");
-    add_user(&db.url, jobs.path(), FINANCE, "finance").await;
-    let console = ConsoleProc::start(&db.url, jobs.path(), &[]).await;
-    let finance = Client::logged_in(&console, FINANCE).await;
-    approve(&finance).await;
-    let serve = Serve::start_with(&db.url, jobs.path(), "serve", |_| {});
-    let confirmation = finance.get(&format!("{SIMULATION}/start")).await;
-    let csrf = confirmation.csrf().expect("the confirmation's form");
-    let answer = finance
-        .post(&format!("{SIMULATION}/start"), &[("csrf_token", &csrf)])
-        .await;
-    assert_eq!(answer.status, 303, "{}", answer.body);
-    wait_until("the run has sent part of the window", || async {
-        provider.request_count() >= 60
-    })
-    .await;
+    let Started {
+        db,
+        serve,
+        _console,
+        ..
+    } = started_from_the_console(JobSpec::default(), dedup()).await;
 
     let (status, _) = serve.terminate().await;
     let recorded = requests(&db).await;
