@@ -455,3 +455,122 @@ async fn a_run_waits_out_a_full_disk_and_ends_like_an_undisturbed_run() {
     )
     .await;
 }
+
+/// Two processes of two workers each share a partitioned job while PostgreSQL is restarted
+/// immediately four times, each back within about a second: a restart costs each process its
+/// sessions (and its locks), never its lease, and whichever process is last concludes the
+/// execution — both exit 0 and the data is that of an undisturbed run.
+#[tokio::test]
+async fn two_processes_ride_out_four_immediate_restarts_and_conclude_the_execution() {
+    let (mut cluster, pool) = own_cluster().await;
+    let reference = TestDb::new().await;
+    // Two partitions at 2 calls of 20 ms each: about 20 s of work, across every restart.
+    let n = 4_000;
+    let events = paid_orders(n);
+    insert(&pool, &events).await;
+    insert(&reference.pool, &events).await;
+    let provider = sink(Behavior {
+        dedup: true,
+        delay: Duration::from_millis(20),
+        ..Default::default()
+    })
+    .await;
+    let spec = JobSpec {
+        batch_size: 50,
+        concurrency: 2,
+        extra: "partitions: 2\n".into(),
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    let start = |_| {
+        command(&cluster.url(), jobs.path())
+            .args(["run", &spec.name, "--workers", "2"])
+            // A lease of 3 s: a restart of up to 1.5 s must still cost none.
+            .env("REPLAY_LEDGER_LEASE", "3s")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn replay-ledger run")
+    };
+    let children: Vec<_> = (0..2).map(start).collect();
+    let t0 = std::time::Instant::now();
+    for (at, pause) in [(4, 500), (8, 1_500), (12, 800), (16, 1_200)] {
+        tokio::time::sleep(Duration::from_secs(at).saturating_sub(t0.elapsed())).await;
+        cluster.crash().await;
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        cluster
+            .start_again()
+            .await
+            .expect("the cluster starts again");
+    }
+    let mut outs = Vec::new();
+    for child in children {
+        outs.push(finish(child, "a run across four restarts").await);
+    }
+
+    for out in &outs {
+        assert_success(out, "a run across four restarts");
+        assert!(
+            !stderr(out).contains("could not reach the database (its ownership lease lapsed)"),
+            "a restart lapses no lease:\n{}",
+            stderr(out)
+        );
+    }
+    let pool = replay_ledger::tables::db::connect(&cluster.url(), "test")
+        .await
+        .unwrap();
+    assert_eq!(
+        execution_state(&pool, &spec.name).await.as_deref(),
+        Some("concluida")
+    );
+    // The undisturbed run, against a provider of its own that answers at once.
+    let undisturbed = sink(Behavior {
+        dedup: true,
+        ..Default::default()
+    })
+    .await;
+    let reference_jobs = jobs_dir(
+        &undisturbed.url(),
+        &JobSpec {
+            concurrency: 16,
+            ..spec.clone()
+        },
+    );
+    run_job(&reference, reference_jobs.path(), &spec.name, None, false)
+        .await
+        .unwrap();
+    assert_eq!(commissions(&pool).await, commissions(&reference.pool).await);
+    let states: Vec<(String, i64)> = sqlx::query_as(
+        "select estado, count(*) from efeito_aplicado group by estado order by estado",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let reserved: Vec<(String, Option<String>, i64, i64, i64)> = sqlx::query_as(
+        r#"
+        select e.execucao_id, e.reserva_id::text, count(*), min(a.posicao), max(a.posicao)
+        from efeito_aplicado e join evento_arquivado a on a.id = e.evento_id
+        where e.estado = 'reservado' group by 1, 2
+        "#,
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let checkpoints: Vec<(String, i64)> =
+        sqlx::query_as("select execucao_id, ultima_posicao from reprocessamento_checkpoint")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        states,
+        [("concluido".to_string(), n)],
+        "every key concluido (reserved: {reserved:?}; checkpoints: {checkpoints:?}); the processes said:\n{}",
+        outs.iter().map(stderr).collect::<Vec<_>>().join("\n----\n")
+    );
+    assert_eq!(
+        provider.deliveries().len(),
+        n as usize,
+        "every key reached the provider"
+    );
+}

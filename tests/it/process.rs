@@ -332,6 +332,41 @@ async fn a_fresh_reservation_left_by_its_own_execution_is_sent_at_once_on_rerun_
     assert_eq!(keys_in_state(&db.pool, "concluido").await.len(), 20);
 }
 
+/// A reservation of this execution under an earlier claim that lands after the run settled its
+/// abandoned ones (a batch's statement of a claim a recovery replaced, committed late) is this
+/// execution's own, abandoned: the run retakes and sends it. It once counted it as registered by
+/// someone else, moved the checkpoint past it and concluded with the key never sent.
+#[tokio::test]
+async fn a_reservation_of_its_own_execution_landing_mid_run_is_retaken_and_sent_when_idempotent() {
+    let events = paid_orders(200);
+    let db = seeded_db(&events, &[]).await;
+    let late = &events[190];
+    let provider = sink(Behavior {
+        delay: std::time::Duration::from_millis(20),
+        ..Behavior::default()
+    })
+    .await;
+    let spec = JobSpec {
+        batch_size: 10,
+        concurrency: 2,
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    let run = spawn_run_captured(&db.url, jobs.path(), JOB);
+    wait_until("the run calls the provider", || {
+        ready(provider.request_count() > 0)
+    })
+    .await;
+
+    abandon_fresh_reservation(&db.pool, late, JOB).await;
+    let output = finish(run, "the run").await;
+
+    assert_success(&output, "the run");
+    assert_eq!(provider.deliveries().get(&key(late)), Some(&1));
+    assert_eq!(provider.delivery_count(), 200, "each key delivered once");
+    assert_eq!(keys_in_state(&db.pool, "concluido").await.len(), 200);
+}
+
 #[tokio::test]
 async fn a_fresh_reservation_left_by_its_own_execution_ends_incerto_unsent_when_not_idempotent() {
     let events = paid_orders(20);

@@ -189,8 +189,9 @@ impl Held {
     }
 
     /// Does what a restart of the process would: takes the lock again if its connection was
-    /// lost (with a new ownership epoch, which fences whatever this process still had in flight
-    /// under the old one), settles what this execution left reserved, and takes a new claim, so a
+    /// lost, and in every case the execution's next ownership epoch (which fences whatever this
+    /// process still had in flight under the old one), settles what this execution left
+    /// reserved, and takes a new claim, so a
     /// reservation of the old claim can no longer be completed by a call still in flight. The
     /// caller then resumes from the stored checkpoint, [`Held::stored`].
     ///
@@ -201,7 +202,7 @@ impl Held {
         if self.lapsed() {
             // Back from a cut: if another process took the execution meanwhile, this one leaves
             // it as it is — taking the lock again would bump the new owner's epoch.
-            let owner = self.lock.owner().clone();
+            let owner = self.lock.newest_owner();
             let newest = db::retry("confirm ownership", SETTLE_BACKOFF, || {
                 owner.still_newest(&self.pool)
             })
@@ -210,7 +211,11 @@ impl Held {
                 return Err(RecoverError::TakenOver(self.key().to_string()));
             }
         }
-        if !self.lock.still_held().await {
+        if self.lock.still_held().await {
+            // The lock survived the loss, or its confirmer took it again after a restart: a new
+            // epoch on it fences what this process still had in flight, as taking it anew would.
+            self.lock.renew().await?;
+        } else {
             // A lapsed lease may leave the old session holding the lock: let it go first, or
             // this process would wait for itself.
             self.lock.let_go().await;

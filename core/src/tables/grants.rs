@@ -71,6 +71,10 @@ const SEQUENCES: &[&str] = &[
 /// The one way to resolve a review item.
 const RESOLVE: &str = "resolver_incerto(text, text, text)";
 
+/// How a worker ends a lapsed holder's sessions, whatever that holder's role: the function
+/// judges and ends them with the owner's rights (no `pg_signal_backend` needed).
+const TAKEOVER: &str = "reprocessamento_encerrar_caducado(text, integer, interval)";
+
 /// The web console's tables: accounts (password hashes), sessions (token digests), login
 /// attempts, the audit trail. Only the console reads them.
 const CONSOLE_TABLES: &[&str] = &[
@@ -281,6 +285,7 @@ pub fn statements(duties: &Duties) -> Vec<String> {
     out.push(format!(
         "grant usage on sequence efeito_tentativa_id_seq to {worker}"
     ));
+    out.push(format!("grant execute on function {TAKEOVER} to {worker}"));
     if let Some(approver) = &duties.approver {
         let approver = approver.sql();
         out.push(format!(
@@ -331,7 +336,7 @@ fn console_grants(role: &Role) -> Vec<String> {
     ]
 }
 
-fn revoke_all(role: &Role) -> [String; 4] {
+fn revoke_all(role: &Role) -> [String; 5] {
     let role = role.sql();
     let sequences: Vec<&str> = SEQUENCES.iter().chain(CONSOLE_SEQUENCES).copied().collect();
     [
@@ -345,6 +350,7 @@ fn revoke_all(role: &Role) -> [String; 4] {
             sequences.join(", ")
         ),
         format!("revoke all on function {RESOLVE} from {role}"),
+        format!("revoke all on function {TAKEOVER} from {role}"),
         format!(
             "revoke all on function {} from {role}",
             CONSOLE_FUNCTIONS.join(", ")

@@ -433,3 +433,123 @@ async fn a_rebuild_as_the_worker_says_to_connect_as_the_schemas_owner() {
         "connect as the role that ran `migrate` (the schema's owner)",
     );
 }
+
+/// A session of `role` named `application_name`, as a process of this program names its own.
+async fn session_named(setup: &Setup, role: &str, application_name: &str) -> PgConnection {
+    use sqlx::ConnectOptions;
+    let options: sqlx::postgres::PgConnectOptions =
+        setup.url(role).parse().expect("the role's URL");
+    options
+        .application_name(application_name)
+        .connect()
+        .await
+        .expect("connect as the role")
+}
+
+async fn alive(conn: &mut PgConnection) -> bool {
+    sqlx::query("select 1").execute(conn).await.is_ok()
+}
+
+/// Two worker roles, neither granted `pg_signal_backend`: a `run` as the second finds the
+/// execution's lock held by a process of the first whose lease lapsed an hour ago, ends that
+/// process's sessions (through the schema's function, with the owner's rights the book's setup
+/// gives it) and finishes the run — ending no session of another process of the same host, nor
+/// one not of this program.
+#[tokio::test]
+async fn a_worker_of_another_role_takes_a_lapsed_holder_over_ending_only_its_sessions() {
+    let second = format!(
+        "rl_worker_b_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    // Dropped after the database (declared before it).
+    let _second_role = super::privileges::Roles(vec![second.clone()]);
+    let provider = sink(testkit::sink::Behavior::default()).await;
+    let setup = Setup::new(Grant::AsWritten, &provider.url(), &JobSpec::default()).await;
+    insert(&setup.db.pool, &paid_orders(20)).await;
+    // The superuser's part for a second worker role, as the book gives it for the first.
+    for statement in [
+        format!("create role {second} login password 'x'"),
+        format!(
+            "grant connect on database \"{}\" to {second}",
+            setup.names.database
+        ),
+        format!("grant usage on schema public to {second}"),
+        format!("grant {second} to {}", setup.names.owner),
+    ] {
+        sqlx::query(&statement)
+            .execute(&setup.db.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    assert_success(
+        &setup
+            .as_role(
+                &setup.url(&setup.names.owner),
+                &["grants", "--worker", &second],
+                false,
+            )
+            .await,
+        "grants --worker for the second role",
+    );
+    let worker = setup.names.worker.clone();
+    let word = "replay-ledger run far-host:4242";
+    let mut holder = session_named(&setup, &worker, word).await;
+    sqlx::query("select pg_advisory_lock($1, hashtext($2))")
+        .bind(0x5250_4c44_i32)
+        .bind(JOB)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    sqlx::query("insert into reprocessamento_dono (execucao_id, epoca, tomada_por) values ($1, 1, current_user)")
+        .bind(JOB)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    sqlx::query(
+        "insert into reprocessamento_arrendamento (execucao_id, epoca, confirmado_em, confirmado_por) \
+         values ($1, 1, now() - interval '1 hour', $2)",
+    )
+    .bind(JOB)
+    .bind(word)
+    .execute(&mut holder)
+    .await
+    .unwrap();
+    let mut sibling = session_named(&setup, &worker, word).await;
+    let mut neighbour = session_named(&setup, &worker, "replay-ledger run far-host:4243").await;
+    let mut person = session_named(&setup, &worker, "psql").await;
+    let mut console = session_named(&setup, &setup.names.console, word).await;
+
+    let out = setup
+        .as_role(&setup.url(&second), &["run", JOB], true)
+        .await;
+
+    assert_exits_saying(&out, 0, "ended its sessions, the lock frees");
+    assert_eq!(
+        execution_state(&setup.db.pool, JOB).await.as_deref(),
+        Some("concluida")
+    );
+    assert!(!alive(&mut holder).await, "the holder's lock session ended");
+    assert!(
+        !alive(&mut sibling).await,
+        "the holder's other session ended"
+    );
+    assert!(
+        alive(&mut neighbour).await,
+        "another process of the same host lives"
+    );
+    assert!(
+        alive(&mut person).await,
+        "a session not of this program lives"
+    );
+    assert!(
+        alive(&mut console).await,
+        "a role the owner has no rights of is not ended, whatever its name"
+    );
+    let signal: i64 = sqlx::query_scalar(
+        "select count(*) from pg_auth_members where roleid = 'pg_signal_backend'::regrole",
+    )
+    .fetch_one(&setup.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(signal, 0, "no role was granted pg_signal_backend");
+}

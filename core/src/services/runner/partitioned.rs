@@ -74,15 +74,30 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
             }
         }
     }
-    if !taken.is_empty() {
-        // Its new owners finish the execution: this process writes nothing more to it.
-        return Err(RunError::TakenOver(format!(
-            "partitions {}",
-            taken.join(", ")
-        )));
-    }
     let keys: Vec<String> = (0..count).map(|i| partition_key(&key, i)).collect();
     let parts = execution::load_many(ctx.pool, &keys).await?;
+    if !taken.is_empty() {
+        let taken = format!("partitions {}", taken.join(", "));
+        // Their new owners finish them and the execution: this process writes nothing more to
+        // them. But when every partition is finished and the execution is not concluded, no one
+        // else may be left to conclude it (its other processes were taken over too): this one
+        // does, as the next process would.
+        let all_done = (0..count).all(|i| {
+            parts.iter().any(|p| {
+                p.key == keys[i as usize] && p.pass == fixed.pass && p.state == State::Finished
+            })
+        });
+        let concluded = execution::load(ctx.pool, &key)
+            .await?
+            .is_some_and(|e| e.state == State::Finished);
+        if !all_done || concluded || outcome.is_err() {
+            return Err(RunError::TakenOver(taken));
+        }
+        tracing::warn!(
+            execution = %key,
+            "{taken} were taken over by another process while this one could not reach the database; every partition is finished since, and this process concludes the execution"
+        );
+    }
     for part in parts.iter().filter(|p| p.pass == fixed.pass) {
         report
             .rejected

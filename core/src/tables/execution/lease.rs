@@ -12,7 +12,7 @@
 //! The lease is `REPLAY_LEDGER_LEASE` (default `15s`, shorter than the ~30 s the server's
 //! session settings give a silent peer, [`crate::tables::db::session`]).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,6 +48,9 @@ struct State {
     confirmed: AtomicU64,
     /// Set once it lapsed: a lapsed lease is never alive again (a new lock brings a new lease).
     lapsed: AtomicBool,
+    /// The newest epoch the confirmer confirmed (it takes the next one when it takes the lock
+    /// again after a restart); 0 until it has.
+    epoch: AtomicI64,
 }
 
 impl std::fmt::Debug for Lease {
@@ -73,6 +76,7 @@ impl Lease {
                 origin: sent,
                 confirmed: AtomicU64::new(0),
                 lapsed: AtomicBool::new(false),
+                epoch: AtomicI64::new(0),
             }),
         };
         lease.confirmed(sent);
@@ -107,6 +111,11 @@ impl Lease {
         false
     }
 
+    /// The newest epoch confirmed under this lease by its confirmer (0: none yet).
+    pub fn epoch(&self) -> i64 {
+        self.inner.epoch.load(Ordering::SeqCst)
+    }
+
     /// Whether it lapsed (as opposed to being alive).
     pub fn lapsed(&self) -> bool {
         !self.alive()
@@ -117,8 +126,14 @@ impl Lease {
 #[derive(Debug, Clone)]
 pub enum Hold {
     /// An execution held under an ownership epoch: the confirmation is recorded for other
-    /// processes to judge by, and fails once a newer owner took the execution.
-    Owner(Owner),
+    /// processes to judge by, and fails once a newer owner took the execution. A session lost
+    /// with the lock on it (a database restart) is replaced by `retake`'s: the lock is taken
+    /// again under the same epoch if no one took the execution meanwhile, so a restart shorter
+    /// than the lease costs no lease.
+    Owner {
+        owner: Owner,
+        retake: Box<sqlx::postgres::PgConnectOptions>,
+    },
     /// A lock with no epoch (a job's lock in `serve`): a statement on the session is enough,
     /// since other processes judge its holder by the session's last activity.
     Session,
@@ -134,16 +149,27 @@ pub fn keep(
     lease: Lease,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let mut hold = hold;
+        let mut failing = false;
         loop {
-            tokio::time::sleep(lease.every()).await;
+            // After a failed round, the next comes soon: a restarted server is back in a second
+            // or two, well within the lease.
+            let pause = if failing {
+                RETRY_PAUSE.min(lease.every())
+            } else {
+                lease.every()
+            };
+            tokio::time::sleep(pause).await;
             if lease.lapsed() {
                 return;
             }
             let sent = Instant::now();
             let confirmed = tokio::time::timeout(lease.every(), async {
                 let mut conn = conn.lock().await;
-                match &hold {
-                    Hold::Owner(owner) => confirm(&mut conn, owner).await,
+                match &mut hold {
+                    Hold::Owner { owner, retake } => {
+                        confirm_or_retake(&mut conn, owner, retake, lease.length()).await
+                    }
                     Hold::Session => sqlx::query("select 1")
                         .execute(&mut *conn)
                         .await
@@ -151,44 +177,112 @@ pub fn keep(
                 }
             })
             .await;
+            failing = false;
             match confirmed {
-                Ok(Ok(true)) => lease.confirmed(sent),
+                Ok(Ok(true)) => {
+                    if let Hold::Owner { owner, .. } = &hold {
+                        lease.inner.epoch.fetch_max(owner.epoch, Ordering::SeqCst);
+                    }
+                    lease.confirmed(sent);
+                }
                 Ok(Ok(false)) => {
-                    if let Hold::Owner(owner) = &hold {
+                    if let Hold::Owner { owner, .. } = &hold {
                         tracing::debug!(execution = %owner.key, "a newer owner took the execution");
                     }
                     return;
                 }
-                Ok(Err(_)) | Err(_) => {}
+                Ok(Err(_)) | Err(_) => failing = true,
             }
         }
     })
 }
 
-/// Confirms that `owner` still holds its epoch, on the lock's session: `false` when a newer
-/// owner took the execution (the confirmation then changes nothing).
-pub async fn confirm(conn: &mut PgConnection, owner: &Owner) -> Result<bool, sqlx::Error> {
+/// How soon a failed confirmation is tried again.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Confirms on the lock's session `conn`; when that session is gone (the server restarted, or
+/// ended it), takes the lock again on a new session, in `conn`'s place, under the execution's
+/// next epoch, which becomes `owner`. `Ok(false)`: a newer owner took the execution. An error:
+/// neither worked this time (the server is still away, or the old session still holds the
+/// lock), to be tried again.
+///
+/// The next epoch, not the same: a server that restarted may have lost the last commits it had
+/// acknowledged (those made without waiting for the disk), so what the process holds in memory
+/// may be ahead of the database. Every write under the old epoch is now refused, and the run
+/// recovers — from the checkpoint the database kept — as after any loss; its lease, kept alive,
+/// says only that it may still act.
+async fn confirm_or_retake(
+    conn: &mut PgConnection,
+    owner: &mut Owner,
+    retake: &sqlx::postgres::PgConnectOptions,
+    length: Duration,
+) -> Result<bool, sqlx::Error> {
+    let err = match confirm(conn, owner, length).await {
+        Err(e) if !matches!(e, sqlx::Error::Database(_)) => e,
+        // A server's error on a live session (or success) is not a lost session.
+        other => return other,
+    };
+    use sqlx::Connection;
+    if conn.ping().await.is_ok() {
+        return Err(err);
+    }
+    match super::lock::retake(retake, owner, length).await? {
+        Some((session, next)) => {
+            *conn = session;
+            tracing::info!(
+                execution = %owner.key,
+                epoch = next.epoch,
+                "the lock's session was lost; took the lock again under the next ownership epoch (the run resumes from its stored checkpoint)"
+            );
+            *owner = next;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// Confirms that `owner` still holds its epoch, on the lock's session, with the `length` of its
+/// lease (a taker waits twice it): `false` when a newer owner took the execution (the
+/// confirmation then changes nothing).
+pub async fn confirm(
+    conn: &mut PgConnection,
+    owner: &Owner,
+    length: Duration,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(
         r#"
-        insert into reprocessamento_arrendamento (execucao_id, epoca, confirmado_por)
-        select d.execucao_id, d.epoca, current_setting('application_name')
+        insert into reprocessamento_arrendamento (execucao_id, epoca, confirmado_por, prazo)
+        select d.execucao_id, d.epoca, current_setting('application_name'), $3::interval
         from reprocessamento_dono d where d.execucao_id = $1 and d.epoca = $2
         on conflict (execucao_id) do update
-        set epoca = excluded.epoca, confirmado_em = now(), confirmado_por = excluded.confirmado_por
+        set epoca = excluded.epoca, confirmado_em = now(), confirmado_por = excluded.confirmado_por,
+            prazo = excluded.prazo
         where reprocessamento_arrendamento.epoca <= excluded.epoca
         "#,
     )
     .bind(&owner.key)
     .bind(owner.epoch)
+    .bind(millis(length))
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
+/// An interval's text for PostgreSQL.
+fn millis(length: Duration) -> String {
+    format!("{} milliseconds", length.as_millis())
+}
+
 /// Ends every session of the process holding `key`'s lock, if its owner's last confirmation is
-/// older than `2 × lease` by the database's clock (it stopped itself a lease ago): its lock is then
-/// free. Returns how many sessions were ended (0: the holder is alive, or not ours to judge).
-/// The holder's sessions are those whose `application_name` names the same host and process.
+/// older than twice the lease (the longer of its own and `lease`) by the database's clock: it
+/// stopped itself a lease ago, and its lock is then free. Returns how many sessions were ended
+/// (0: the holder is alive, or not ours to judge).
+///
+/// The schema's function `reprocessamento_encerrar_caducado` judges, and ends the sessions its
+/// owner may; this session ends the rest it may itself (its own role's). So a takeover works
+/// between two worker roles when the owner has the privileges of both (the book's setup), and
+/// within one role without; it never needs `pg_signal_backend`. The holder's sessions are those
+/// whose `application_name` names the same host and process (`HOST:PID`, the pid always kept).
 pub async fn end_lapsed_holder(
     conn: &mut PgConnection,
     key: &str,
@@ -197,23 +291,16 @@ pub async fn end_lapsed_holder(
 ) -> Result<u64, sqlx::Error> {
     let ended: i64 = sqlx::query_scalar(
         r#"
-        with holder as (
-          select a.application_name from pg_stat_activity a
-          where a.pid = $2 and a.application_name like 'replay-ledger %'
-            and exists (select 1 from reprocessamento_arrendamento r
-                        where r.execucao_id = $1
-                          and r.confirmado_em < now() - 2 * $3::interval)
-        )
-        select count(*) filter (where pg_terminate_backend(a.pid))
-        from pg_stat_activity a, holder h
-        where a.datname = current_database() and a.pid <> pg_backend_pid()
-          and a.application_name like 'replay-ledger %'
-          and split_part(a.application_name, ' ', 3) = split_part(h.application_name, ' ', 3)
+        select count(*) filter (where case when s.encerrada then true
+                                           when pg_has_role(s.papel, 'USAGE')
+                                           then pg_terminate_backend(s.pid)
+                                           else false end)
+        from reprocessamento_encerrar_caducado($1, $2, $3::interval) s
         "#,
     )
     .bind(key)
     .bind(holder_pid)
-    .bind(format!("{} milliseconds", lease.as_millis()))
+    .bind(millis(lease))
     .fetch_one(conn)
     .await?;
     Ok(ended as u64)

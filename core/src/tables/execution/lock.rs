@@ -38,6 +38,8 @@ pub struct ExecutionLock {
     /// reference while batches borrow the rest of their state, and the lease's confirmer can
     /// use it between.
     conn: Arc<tokio::sync::Mutex<PgConnection>>,
+    /// How a session is opened again: for the confirmer's retake, and for [`ExecutionLock::renew`].
+    options: Box<sqlx::postgres::PgConnectOptions>,
     owner: Owner,
     lease: Lease,
     confirmer: tokio::task::JoinHandle<()>,
@@ -92,15 +94,89 @@ async fn holder_of(
 
 type HolderSession = (i32, Option<String>, Option<String>, Option<DateTime<Utc>>);
 
+/// Takes `key`'s next ownership epoch on the lock's session `conn`, and confirms its lease there.
+async fn take_epoch(
+    conn: &tokio::sync::Mutex<PgConnection>,
+    key: &str,
+    length: std::time::Duration,
+) -> Result<(Owner, Lease), LockError> {
+    let mut session = conn.lock().await;
+    let owner = match Owner::take(&mut session, key, TAKE_PATIENCE).await {
+        Ok(owner) => owner,
+        // 55P03: the previous owner still holds a confirmed write open.
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {
+            return Err(LockError::Held {
+                key: key.to_string(),
+                holder: "a process still writing under an earlier ownership epoch".into(),
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let sent = Instant::now();
+    lease::confirm(&mut session, &owner, length).await?;
+    Ok((owner, Lease::new(length, sent)))
+}
+
+/// The task that keeps `owner`'s `lease` confirmed on the lock's session (taking the lock again
+/// on a new one if that session is lost).
+fn keep_confirmed(
+    conn: &Arc<tokio::sync::Mutex<PgConnection>>,
+    owner: &Owner,
+    options: &sqlx::postgres::PgConnectOptions,
+    lease: &Lease,
+) -> tokio::task::JoinHandle<()> {
+    let hold = Hold::Owner {
+        owner: owner.clone(),
+        retake: Box::new(options.clone()),
+    };
+    lease::keep(conn.clone(), hold, lease.clone())
+}
+
+/// Takes `owner`'s lock again on a new session after the one that held it was lost, if no one
+/// took the execution meanwhile (whoever had, had taken a newer epoch), and takes the next epoch
+/// there, its lease confirmed: `Some((session, next owner))`; `None` when a newer owner took it.
+/// An error when the lock is held (the old session may not have ended yet) or the server does
+/// not answer: the caller tries again while its lease lasts.
+pub(super) async fn retake(
+    options: &sqlx::postgres::PgConnectOptions,
+    owner: &Owner,
+    length: std::time::Duration,
+) -> Result<Option<(PgConnection, Owner)>, sqlx::Error> {
+    let mut conn = PgConnection::connect_with(options).await?;
+    if !try_lock(&mut conn, &owner.key).await? {
+        return Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::WouldBlock,
+            "the execution's lock is still held",
+        )));
+    }
+    let newest: Option<i64> =
+        sqlx::query_scalar("select epoca from reprocessamento_dono where execucao_id = $1")
+            .bind(&owner.key)
+            .fetch_optional(&mut conn)
+            .await?;
+    if newest != Some(owner.epoch) {
+        let _ = conn.close().await;
+        return Ok(None);
+    }
+    let next = Owner::take(&mut conn, &owner.key, TAKE_PATIENCE).await?;
+    if lease::confirm(&mut conn, &next, length).await? {
+        Ok(Some((conn, next)))
+    } else {
+        let _ = conn.close().await;
+        Ok(None)
+    }
+}
+
 impl ExecutionLock {
     /// Takes the lock or says who holds it. A holder that has not confirmed its lease for twice
     /// the lease has stopped itself: its sessions are ended and the lock taken at once.
     pub async fn acquire(url: &str, key: &str, role: &str) -> Result<Self, LockError> {
-        let mut conn = PgConnection::connect_with(&crate::tables::db::options(url, role)?).await?;
+        let options = crate::tables::db::options(url, role)?;
+        let mut conn = PgConnection::connect_with(&options).await?;
         let length = lease::configured()
             .map_err(|e| LockError::Database(sqlx::Error::Configuration(e.into())))?;
         if try_lock(&mut conn, key).await? {
-            return Self::own(conn, key, length).await;
+            return Self::own(conn, options, key, length).await;
         }
         let holder = holder_of(&mut conn, key).await?;
         if let Some((pid, ..)) = &holder {
@@ -115,7 +191,7 @@ impl ExecutionLock {
                 for _ in 0..20 {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     if try_lock(&mut conn, key).await? {
-                        return Self::own(conn, key, length).await;
+                        return Self::own(conn, options, key, length).await;
                     }
                 }
             }
@@ -141,32 +217,36 @@ impl ExecutionLock {
     /// With the lock taken on `conn`: takes the execution's next ownership epoch and starts
     /// confirming its lease.
     async fn own(
-        mut conn: PgConnection,
+        conn: PgConnection,
+        options: sqlx::postgres::PgConnectOptions,
         key: &str,
         length: std::time::Duration,
     ) -> Result<Self, LockError> {
-        let owner = match Owner::take(&mut conn, key, TAKE_PATIENCE).await {
-            Ok(owner) => owner,
-            // 55P03: the previous owner still holds a confirmed write open.
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03") => {
-                return Err(LockError::Held {
-                    key: key.to_string(),
-                    holder: "a process still writing under an earlier ownership epoch".into(),
-                })
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let sent = Instant::now();
-        lease::confirm(&mut conn, &owner).await?;
-        let lease = Lease::new(length, sent);
         let conn = Arc::new(tokio::sync::Mutex::new(conn));
-        let confirmer = lease::keep(conn.clone(), Hold::Owner(owner.clone()), lease.clone());
+        let options = Box::new(options);
+        let (owner, lease) = take_epoch(&conn, key, length).await?;
+        let confirmer = keep_confirmed(&conn, &owner, &options, &lease);
         Ok(ExecutionLock {
             conn,
+            options,
             owner,
             lease,
             confirmer,
         })
+    }
+
+    /// Takes the execution's next ownership epoch on the same lock and session: whatever this
+    /// process still had in flight under the current epoch is fenced (taking the epoch waits for
+    /// the writes it had confirmed to commit, and refuses every later one). What a recovery does
+    /// when the lock itself survived, or was taken again by the confirmer after a restart, so
+    /// that it fences as taking the lock anew would.
+    pub async fn renew(&mut self) -> Result<(), LockError> {
+        self.confirmer.abort();
+        let (owner, lease) = take_epoch(&self.conn, &self.owner.key, self.lease.length()).await?;
+        self.confirmer = keep_confirmed(&self.conn, &owner, &self.options, &lease);
+        self.owner = owner;
+        self.lease = lease;
+        Ok(())
     }
 
     /// Takes the lock, waiting up to `patience` for a holder to let go (a brief critical section of
@@ -263,6 +343,15 @@ impl ExecutionLock {
     /// The ownership epoch taken with the lock: what every write of the holder is fenced by.
     pub fn owner(&self) -> &Owner {
         &self.owner
+    }
+
+    /// The newest epoch this lock holds: the one taken with it, or the one its confirmer took
+    /// when it took the lock again after a restart (which fences the first).
+    pub fn newest_owner(&self) -> Owner {
+        Owner {
+            key: self.owner.key.clone(),
+            epoch: self.owner.epoch.max(self.lease.epoch()),
+        }
     }
 
     /// Stops confirming and unlocks, if the lock's session answers within a lease's

@@ -135,7 +135,10 @@ pub struct Reservation<'a> {
 ///
 /// A key already present is left alone, except a reservation that is stale (older than
 /// `retake_stale_after`, `Some` only for a type whose provider deduplicates by key: the seed's
-/// `RESERVAR`), a reservation this very claim already holds (a retried statement whose first
+/// `RESERVAR`; for such a type, an owner's claim also retakes at once a reservation of its own
+/// execution left by an earlier claim — it holds the newest epoch, so that claim is abandoned, and
+/// counting its key as registered would let the checkpoint pass a key no one completes), a
+/// reservation this very claim already holds (a retried statement whose first
 /// try committed before the connection dropped), and an `incerto` key a human queued for a resend
 /// (`review resolve --not-sent`, invariant `decision-acts`): whoever reserves it first — the
 /// sweeper, a replay or the live consumer — performs it; the row lock and the re-checked `where`
@@ -164,10 +167,11 @@ pub async fn reserve(
         ),
         lidas as materialized (
             select u.k, u.e, u.t, a.achada, a.estado, a.reserva_id, a.atualizado_em,
-                   a.reenvio_pedido_em
+                   a.reenvio_pedido_em, a.execucao_id
             from unnest($1::text[], $2::text[], $3::text[]) as u(k, e, t)
             left join lateral (
-                select true as achada, estado, reserva_id, atualizado_em, reenvio_pedido_em
+                select true as achada, estado, reserva_id, atualizado_em, reenvio_pedido_em,
+                       execucao_id
                 from efeito_aplicado a where a.chave = u.k
                 offset 0
             ) a on true
@@ -189,10 +193,12 @@ pub async fn reserve(
                     select k from lidas
                     where estado = 'reservado'
                       and (reserva_id = $5
-                           or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))))
+                           or ($6::boolean and (atualizado_em < now() - make_interval(secs => $7)
+                                                or ($8::text is not null and execucao_id = $4))))))
               and estado = 'reservado'
               and (reserva_id = $5
-                   or ($6::boolean and atualizado_em < now() - make_interval(secs => $7)))
+                   or ($6::boolean and (atualizado_em < now() - make_interval(secs => $7)
+                                        or ($8::text is not null and execucao_id = $4))))
             returning chave
         ),
         reenvios as (
