@@ -23,6 +23,9 @@ pub struct StoryEvent {
     pub tipo: String,
     pub versao: i64,
     pub ocorrido_em: DateTime<Utc>,
+    /// When it reached the archive (`None`: before the archive recorded that). An event archived
+    /// after a moment was not known then, though it occurred before.
+    pub arquivado_em: Option<DateTime<Utc>>,
     /// The commission it implies (none: rejected, or a type the domain does not handle).
     pub commission_cents: Option<i64>,
     /// Why the rule rejected it.
@@ -41,7 +44,9 @@ pub struct Story {
     pub comissao: Option<Stored>,
     /// What the archive implies: the newest version's commission (the last of equal versions).
     pub expected_cents: Option<i64>,
-    /// Whether the row holds the expected value and version (no row and nothing expected: yes).
+    /// Whether the row holds the value and version the whole archive implies now (no row and
+    /// nothing expected: yes) — also when told as of a moment: today's row is judged against
+    /// today's archive, never against a past moment.
     pub consistent: bool,
     /// Why the order is inconsistent, in Portuguese; absent from the JSON when it is consistent
     /// (the keys of a consistent order's story are DESIGN.md's, unchanged).
@@ -51,7 +56,8 @@ pub struct Story {
     pub effects: Vec<OrderEffect>,
     /// Told as of this moment (`explain --as-of`, `?as_of=`): only the events that occurred by
     /// then, so `expected_cents` is what the table would have said then; the corrections
-    /// recorded by then; `comissao` is the row as it is now. Absent from the JSON otherwise.
+    /// recorded by then; `comissao` is the row as it is now, and `consistent` judges it against
+    /// the archive as it is now. Absent from the JSON otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub as_of: Option<DateTime<Utc>>,
 }
@@ -85,9 +91,12 @@ pub async fn story_as_of(
     if pedido_id.is_empty() || pedido_id.contains('\0') {
         return Err(StoryError::InvalidId);
     }
-    let mut events = archive::of_order(pool, pedido_id).await?;
+    let all = archive::of_order(pool, pedido_id).await?;
+    // Today's row is judged against the whole archive, whatever moment the story is told as of.
+    let (_, now_expected) = tell(&all);
+    let mut events = all;
     if let Some(at) = as_of {
-        events.retain(|e| e.ocorrido_em <= at);
+        events.retain(|(e, _)| e.ocorrido_em <= at);
     }
     let comissao = order::row_of(pool, pedido_id).await?;
     if events.is_empty() && comissao.is_none() {
@@ -95,7 +104,7 @@ pub async fn story_as_of(
     }
     let keys: Vec<String> = events
         .iter()
-        .flat_map(|e| {
+        .flat_map(|(e, _)| {
             domain::EFFECT_TYPES
                 .iter()
                 .map(|t| domain::effect_key(&e.id, t))
@@ -111,7 +120,7 @@ pub async fn story_as_of(
         comissao
             .as_ref()
             .map(|r| (r.valor_centavos, r.versao_evento)),
-        expected,
+        now_expected,
     );
     Ok(Story {
         pedido_id: pedido_id.to_string(),
@@ -129,18 +138,18 @@ pub async fn story_as_of(
 /// Each event with what the rule makes of it, and the (value, version) the events imply: the
 /// newest version, and among equal versions the last in `posicao` order, as the version-guarded
 /// writes leave it.
-fn tell(events: &[Event]) -> (Vec<StoryEvent>, Option<(i64, i64)>) {
+fn tell(events: &[(Event, Option<DateTime<Utc>>)]) -> (Vec<StoryEvent>, Option<(i64, i64)>) {
     let mut expected: Option<(i64, i64)> = None;
     let told = events
         .iter()
-        .map(|event| {
+        .map(|(event, archived)| {
             let decided = domain::handle(event);
             if let Ok(Some(d)) = &decided {
                 if expected.is_none_or(|(_, versao)| d.commission.versao >= versao) {
                     expected = Some((d.commission.valor_centavos, d.commission.versao));
                 }
             }
-            tell_one(event, decided)
+            tell_one(event, *archived, decided)
         })
         .collect();
     (told, expected)
@@ -149,6 +158,7 @@ fn tell(events: &[Event]) -> (Vec<StoryEvent>, Option<(i64, i64)>) {
 /// One event, with the rule's decision on it and, for a `pedido.pago`, its inputs.
 fn tell_one(
     event: &Event,
+    arquivado_em: Option<DateTime<Utc>>,
     decided: Result<Option<domain::Decision>, domain::InvalidPayload>,
 ) -> StoryEvent {
     let paid = event.tipo == domain::ORDER_PAID;
@@ -158,6 +168,7 @@ fn tell_one(
         tipo: event.tipo.clone(),
         versao: event.versao,
         ocorrido_em: event.ocorrido_em,
+        arquivado_em,
         commission_cents: decided
             .as_ref()
             .ok()

@@ -310,3 +310,236 @@ async fn a_moment_before_what_postgresql_holds_exits_2_before_printing_or_writin
     assert_exits_saying(&written, 2, "earliest moment PostgreSQL holds");
     assert!(!csv.exists(), "no file written");
 }
+
+/// An order's commission per the SQL below, independent of the program: of the `pedido.pago`
+/// events that occurred by `at` and were archived by `known` (an unknown archive time counts as
+/// known), valid ones (a whole `valorCentavos`, a numeric `percentual`), the one with the highest
+/// (versao, posicao); `round(valor × percentual / 100)`.
+async fn sql_reading(
+    pool: &sqlx::PgPool,
+    at: DateTime<Utc>,
+    known: Option<DateTime<Utc>>,
+) -> BTreeMap<String, i64> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        r#"
+        select distinct on (pedido_id) pedido_id,
+               round((payload->>'valorCentavos')::numeric
+                     * (payload->>'percentual')::numeric / 100)::bigint
+        from evento_arquivado
+        where tipo = 'pedido.pago' and ocorrido_em <= $1
+          and ($2::timestamptz is null or arquivado_em is null or arquivado_em <= $2)
+          and jsonb_typeof(payload->'valorCentavos') = 'number'
+          and jsonb_typeof(payload->'percentual') = 'number'
+          and (payload->>'valorCentavos')::numeric = trunc((payload->>'valorCentavos')::numeric)
+        order by pedido_id, versao desc, posicao desc
+        "#,
+    )
+    .bind(at)
+    .bind(known)
+    .fetch_all(pool)
+    .await
+    .expect("the SQL reading");
+    rows.into_iter().collect()
+}
+
+fn november(d: u32, hour: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, d, hour, 0, 0).unwrap()
+}
+
+/// A month closed on October 31 and events archived after the close: an order re-paid on Oct 30
+/// whose new version reached the archive on Nov 2, an order paid on Oct 29 archived Nov 3, a
+/// rejected late version, an order of November; the rest archived as they occurred.
+async fn late_archive() -> (TestDb, tempfile::TempDir) {
+    let db = TestDb::new().await;
+    let pay = |v: i64| json!({"valorCentavos": v, "percentual": 10});
+    // (pedido, versao, occurred, archived, payload)
+    let rows = [
+        ("ped-1", 1, october(10, 12), october(10, 13), pay(5_000)),
+        ("ped-2", 1, october(20, 12), october(20, 13), pay(7_000)),
+        ("ped-4", 1, october(5, 12), october(5, 13), pay(1_000)),
+        ("ped-1", 2, october(30, 12), november(2, 9), pay(10_000)),
+        ("ped-3", 1, october(29, 12), november(3, 9), pay(3_000)),
+        (
+            "ped-4",
+            2,
+            october(31, 22),
+            november(1, 9),
+            json!({"valorCentavos": "oops", "percentual": 10}),
+        ),
+        ("ped-5", 1, november(1, 12), november(1, 13), pay(9_000)),
+        ("ped-2", 1, october(20, 12), october(20, 14), pay(7_000)),
+    ];
+    let events: Vec<Event> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (pedido, versao, at, _, payload))| {
+            event(i as i64 + 1, pedido, *versao, *at, payload.clone())
+        })
+        .collect();
+    insert(&db.pool, &events).await;
+    for (i, (.., archived, _)) in rows.iter().enumerate() {
+        sqlx::query("update evento_arquivado set arquivado_em = $1 where posicao = $2")
+            .bind(archived)
+            .bind(i as i64 + 1)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+    (db, tempfile::tempdir().unwrap())
+}
+
+#[tokio::test]
+async fn as_known_at_the_close_leaves_late_events_out_and_the_restatements_list_them() {
+    let (db, jobs) = late_archive().await;
+    let close = Utc.with_ymd_and_hms(2026, 10, 31, 23, 59, 59).unwrap();
+
+    let known_then = table_json(
+        &db,
+        jobs.path(),
+        &["--as-of", "2026-10-31", "--known-at", "2026-10-31"],
+    )
+    .await;
+    let today = table_json(&db, jobs.path(), &["--as-of", "2026-10-31"]).await;
+    let restated = table_json(
+        &db,
+        jobs.path(),
+        &[
+            "--as-of",
+            "2026-10-31",
+            "--known-at",
+            "2026-10-31",
+            "--restated",
+        ],
+    )
+    .await;
+
+    let then = sql_reading(&db.pool, close, Some(close)).await;
+    let now = sql_reading(&db.pool, close, None).await;
+    assert_eq!(rows_of(&known_then), then, "October as known at its close");
+    assert_eq!(rows_of(&today), now, "October as read today");
+    assert_eq!(then.get("ped-1"), Some(&500), "the books closed at R$ 5,00");
+    assert_eq!(now.get("ped-1"), Some(&1_000), "today's reading of October");
+    assert!(!then.contains_key("ped-3") && now.contains_key("ped-3"));
+    let listed: BTreeMap<String, (Option<i64>, i64)> = restated["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["pedido_id"].as_str().unwrap().to_string(),
+                (r["antes"].as_i64(), r["depois"].as_i64().unwrap()),
+            )
+        })
+        .collect();
+    let expected: BTreeMap<String, (Option<i64>, i64)> = now
+        .iter()
+        .filter(|(id, v)| then.get(*id) != Some(v))
+        .map(|(id, v)| (id.clone(), (then.get(id).copied(), *v)))
+        .collect();
+    assert_eq!(
+        listed, expected,
+        "the restatements are the readings' differences"
+    );
+    assert_eq!(
+        listed.keys().collect::<Vec<_>>(),
+        ["ped-1", "ped-3"],
+        "the late re-payment and the late order; not the rejected late version"
+    );
+    assert!(restated["known_at"].is_string(), "{restated}");
+    assert_eq!(restated["totals"]["orders"], 2);
+}
+
+#[tokio::test]
+async fn as_known_at_agrees_with_as_of_when_nothing_was_archived_late() {
+    let (db, jobs) = late_archive().await;
+    // Every event archived a minute after it occurred.
+    sqlx::query("update evento_arquivado set arquivado_em = ocorrido_em + interval '1 minute'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+
+    for at in [october(15, 0), october(30, 18), november(2, 0)] {
+        let moment = at.to_rfc3339();
+        let as_of = table_json(&db, jobs.path(), &["--as-of", &moment]).await;
+        let known = table_json(
+            &db,
+            jobs.path(),
+            &["--as-of", &moment, "--known-at", &moment],
+        )
+        .await;
+        let restated = table_json(
+            &db,
+            jobs.path(),
+            &["--as-of", &moment, "--known-at", &moment, "--restated"],
+        )
+        .await;
+
+        let expected = sql_reading(&db.pool, at, Some(at)).await;
+        assert_eq!(rows_of(&known), expected, "as known at {moment}");
+        assert_eq!(rows_of(&as_of), expected, "as of {moment}");
+        assert_eq!(restated["rows"], json!([]), "nothing restated at {moment}");
+    }
+}
+
+#[tokio::test]
+async fn restated_without_known_at_is_refused_with_exit_2() {
+    let (db, jobs) = late_archive().await;
+    let out = run_bin_within(
+        &db.url,
+        jobs.path(),
+        &["comissao", "--as-of", "2026-10-31", "--restated"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--known-at"), "{}", stderr(&out));
+}
+
+/// `explain --as-of` judges today's row against today's archive (it once called a right row
+/// "inconsistente" as of any past date), and tells when each event reached the archive.
+#[tokio::test]
+async fn explain_as_of_judges_todays_row_by_today_and_tells_when_each_event_was_archived() {
+    let (db, jobs) = late_archive().await;
+    // Today's row is what the whole archive implies: R$ 10,00 (version 2).
+    sqlx::query(
+        "insert into comissao (pedido_id, valor_centavos, versao_evento) values ('ped-1', 1000, 2)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+
+    let out = run_bin_within(
+        &db.url,
+        jobs.path(),
+        &["explain", "ped-1", "--json", "--as-of", "2026-10-20"],
+    )
+    .await;
+
+    assert_success(&out, "explain --as-of");
+    let story: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        story["expected_cents"], 500,
+        "what October 20 implied: {story}"
+    );
+    assert_eq!(story["consistent"], true, "today's row is right: {story}");
+    assert!(story.get("reason").is_none(), "{story}");
+    let all = run_bin_within(&db.url, jobs.path(), &["explain", "ped-1", "--json"]).await;
+    let all: Value = serde_json::from_str(&stdout(&all)).unwrap();
+    let archived: Vec<&str> = all["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["arquivado_em"].as_str().unwrap())
+        .collect();
+    assert_eq!(archived, ["2026-10-10T13:00:00Z", "2026-11-02T09:00:00Z"]);
+    let text = run_bin_within(
+        &db.url,
+        jobs.path(),
+        &["explain", "ped-1", "--as-of", "2026-10-20"],
+    )
+    .await;
+    assert!(
+        stdout(&text).contains("today: consistent"),
+        "{}",
+        stdout(&text)
+    );
+}

@@ -102,9 +102,10 @@ pub enum Command {
     },
     /// The commission table as the archive says it stood at a moment, computed from
     /// `evento_arquivado` with the rule and upcasters in force (each order's newest accepted
-    /// `pedido.pago` that occurred by then); with `--compare-to`, only the orders whose value
-    /// differs between the two moments. Reads only; streams its rows. Default output: a
-    /// tab-separated table on standard output.
+    /// `pedido.pago` that occurred by then); with `--known-at`, only what had been archived by
+    /// then (what the system knew); with `--compare-to`, only the orders whose value differs
+    /// between the two moments; with `--restated`, the restatements of a closed period. Reads
+    /// only; streams its rows. Default output: a tab-separated table on standard output.
     Comissao {
         /// The moment: RFC 3339, `YYYY-MM-DD` (the close of that day), `YYYY-MM-DD HH:MM` in
         /// `--timezone`, or `now`.
@@ -114,6 +115,16 @@ pub enum Command {
         /// `antes` (the earlier moment) and `depois` (the later).
         #[arg(long, visible_alias = "since", value_name = "TIME")]
         compare_to: Option<String>,
+        /// As known at this moment: only the events archived by then (`arquivado_em`), what the
+        /// system knew — not an event that occurred before `--as-of` but was archived later.
+        /// Default: everything archived.
+        #[arg(long, value_name = "TIME")]
+        known_at: Option<String>,
+        /// The restatements of the period closed at `--as-of`: the orders whose value then, as
+        /// known at `--known-at`, differs from what is known now (`antes`: as known then,
+        /// `depois`: as known now).
+        #[arg(long, requires = "known_at", conflicts_with = "compare_to")]
+        restated: bool,
         /// The timezone of moments without an offset (default UTC).
         #[arg(long, value_name = "TZ", value_parser = super::verify::parse_timezone)]
         timezone: Option<chrono_tz::Tz>,

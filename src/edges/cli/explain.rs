@@ -47,9 +47,13 @@ fn text(s: &Story) -> String {
             (None, Some(cents)) => format!("commission {}", brl(cents)),
             (None, None) => "not handled".to_string(),
         };
+        let archived = e
+            .arquivado_em
+            .map(|t| format!(" (archived {})", t.format("%Y-%m-%d %H:%M:%S UTC")))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  #{} {} {} v{} {} -> {implies}",
+            "  #{} {} {} v{} {}{archived} -> {implies}",
             e.posicao,
             inert(&e.id),
             inert(&e.tipo),
@@ -74,14 +78,21 @@ fn text(s: &Story) -> String {
         None => "consistent".to_string(),
         Some(why) => format!("INCONSISTENT: {why}"),
     };
-    let (now, then) = match s.as_of {
-        Some(_) => (" (now)", as_of.clone()),
-        None => ("", String::new()),
+    // As of a past moment, the row (today's) is judged against today's archive, on a line of
+    // its own: the moment's expectation is not today's row's yardstick.
+    let judged = match s.as_of {
+        Some(_) => format!(
+            "comissao (now): {row}\ntoday: {verdict}\nexpected{as_of}: {expected} by {}",
+            crate::domain::RULE_VERSION
+        ),
+        None => format!(
+            "comissao: {row}\nexpected: {expected} by {} ({verdict})",
+            crate::domain::RULE_VERSION
+        ),
     };
     let _ = write!(
         out,
-        "\ncomissao{now}: {row}\nexpected{then}: {expected} by {} ({verdict})\n\ncorrections ({}):\n",
-        crate::domain::RULE_VERSION,
+        "\n{judged}\n\ncorrections ({}):\n",
         s.corrections.len()
     );
     for c in &s.corrections {

@@ -1,6 +1,7 @@
-//! `comissao --as-of TIME [--compare-to TIME2] [--timezone TZ] [--csv FILE | --xlsx FILE |
-//! --json]`: the commission table as the archive says it stood at a moment, or the orders whose
-//! value differs between two moments ([`crate::services::history`]). Reads only: no migration,
+//! `comissao --as-of TIME [--known-at TIME] [--compare-to TIME2 | --restated] [--timezone TZ]
+//! [--csv FILE | --xlsx FILE | --json]`: the commission table as the archive says it stood at a
+//! moment (as known at another, if given), the orders whose value differs between two moments,
+//! or a closed period's restatements ([`crate::services::history`]). Reads only: no migration,
 //! no row written. A moment that cannot be read exits 2.
 
 use std::path::PathBuf;
@@ -17,6 +18,8 @@ use crate::services::history::{self, Query};
 pub(super) struct Moments {
     pub as_of: Option<DateTime<Utc>>,
     pub compare_to: Option<DateTime<Utc>>,
+    pub known_at: Option<DateTime<Utc>>,
+    pub restated: bool,
 }
 
 impl Moments {
@@ -35,7 +38,24 @@ impl Moments {
         Ok(Moments {
             as_of: read("--as-of", as_of)?,
             compare_to: read("--compare-to", compare_to)?,
+            known_at: None,
+            restated: false,
         })
+    }
+
+    /// Reads `--known-at` (exit 2 when it is not a moment), and whether `--restated` was asked.
+    pub fn known_at(
+        &mut self,
+        known_at: Option<&str>,
+        tz: Option<Tz>,
+        restated: bool,
+    ) -> Result<(), Failure> {
+        self.known_at = known_at
+            .map(|t| history::parse_moment(t, tz.unwrap_or(Tz::UTC), Utc::now()))
+            .transpose()
+            .map_err(|e| Failure::invalid(format_args!("--known-at: {e}")))?;
+        self.restated = restated;
+        Ok(())
     }
 }
 
@@ -56,14 +76,18 @@ pub(super) async fn comissao(cli: &Cli, when: &Moments, form: &Form) -> Outcome 
     let query = Query {
         as_of,
         compare_to: when.compare_to,
+        known_at: when.known_at,
+        restated: when.restated,
     };
     let pool = connect(cli, false).await?;
     let head = serde_json::json!({
         "as_of": query.as_of,
         "compare_to": query.compare_to,
+        "known_at": query.known_at,
+        "restated": query.restated,
         "rule": crate::domain::RULE_VERSION,
     });
-    let mut export = Export::open(form, query.compare_to.is_some(), &head)?;
+    let mut export = Export::open(form, query.comparing(), &head)?;
     let mut write = |row| export.row(row);
     let totals = history::table(&pool, &query, &mut write).await?;
     export.finish(&totals)?;

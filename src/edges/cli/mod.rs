@@ -185,12 +185,15 @@ async fn dispatch(cli: Cli) -> Outcome {
         Command::Comissao {
             as_of,
             compare_to,
+            known_at,
+            restated,
             timezone,
             csv,
             xlsx,
             json,
         } => {
-            let when = history::Moments::of(Some(as_of), compare_to.as_deref(), *timezone)?;
+            let mut when = history::Moments::of(Some(as_of), compare_to.as_deref(), *timezone)?;
+            when.known_at(known_at.as_deref(), *timezone, *restated)?;
             let form = history::form(csv.as_ref(), xlsx.as_ref(), *json);
             history::comissao(&cli, &when, &form).await
         }

@@ -1,6 +1,12 @@
 //! History as a tool: the commission table as the archive says it stood at a moment
 //! (`comissao --as-of`), and what changed between two moments (`--compare-to`).
 //!
+//! Two times, named. *As of* a moment is event time: the events that occurred by then, read
+//! with everything archived since (today's reading of that day). *As known at* a moment is what
+//! the system knew then: only the events archived by then (`arquivado_em`; an event archived
+//! before the archive recorded that counts as known). A closed period's *restatements* are the
+//! orders whose value as of its close differs between what was known then and what is known now.
+//!
 //! "What the table said then" is what the archive up to then implies: per order, the newest
 //! `pedido.pago` that occurred at or before the moment and that the rule accepts (highest
 //! `versao`, then highest `posicao` — the one the applier's version guard lets win), decided by
@@ -26,19 +32,71 @@ use crate::tables::commission::DiffRow;
 
 pub use moment::parse_moment;
 
-/// What to compute: the table as of `as_of`, or, with `compare_to`, the orders whose value
-/// differs between the two moments.
+/// What to compute: the table as of `as_of` (as known at `known_at`, if given); with
+/// `compare_to`, the orders whose value differs between the two moments (both as known at
+/// `known_at`); with `restated`, the orders whose value as of `as_of` differs between what was
+/// known at `known_at` and what is known now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Query {
     pub as_of: DateTime<Utc>,
     pub compare_to: Option<DateTime<Utc>>,
+    pub known_at: Option<DateTime<Utc>>,
+    pub restated: bool,
+}
+
+/// One reading of the archive: the events that occurred by `at` and were archived by `known`
+/// (`None`: everything archived).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    pub at: DateTime<Utc>,
+    pub known: Option<DateTime<Utc>>,
+}
+
+impl Reading {
+    /// Whether this reading holds `event`, archived at `archived`.
+    fn sees(&self, event: &Event, archived: Option<DateTime<Utc>>) -> bool {
+        event.ocorrido_em <= self.at
+            && self
+                .known
+                .is_none_or(|known| archived.is_none_or(|a| a <= known))
+    }
 }
 
 impl Query {
-    /// The earlier and the later moment (the same twice without `compare_to`).
-    pub fn moments(&self) -> (DateTime<Utc>, DateTime<Utc>) {
+    /// The table as of `as_of`, with everything archived.
+    pub fn as_of(as_of: DateTime<Utc>) -> Query {
+        Query {
+            as_of,
+            compare_to: None,
+            known_at: None,
+            restated: false,
+        }
+    }
+
+    /// Whether rows are changes between two readings rather than the table.
+    pub fn comparing(&self) -> bool {
+        self.compare_to.is_some() || self.restated
+    }
+
+    /// The reading a change starts from (`antes`) and the one it ends at (`depois`); without a
+    /// comparison, the one reading twice.
+    pub fn readings(&self) -> (Reading, Reading) {
+        let known = self.known_at;
+        if self.restated {
+            let at = self.as_of;
+            return (Reading { at, known }, Reading { at, known: None });
+        }
         let other = self.compare_to.unwrap_or(self.as_of);
-        (self.as_of.min(other), self.as_of.max(other))
+        (
+            Reading {
+                at: self.as_of.min(other),
+                known,
+            },
+            Reading {
+                at: self.as_of.max(other),
+                known,
+            },
+        )
     }
 }
 
@@ -89,12 +147,13 @@ pub async fn table(
     query: &Query,
     sink: &mut dyn FnMut(Row) -> std::io::Result<()>,
 ) -> Result<Totals, HistoryError> {
-    let (earlier, later) = query.moments();
+    let (antes, depois) = query.readings();
     let mut conn = pool.acquire().await?;
-    let mut rows = history::newest_first_until(&mut conn, domain::ORDER_PAID, later);
+    let until = antes.at.max(depois.at);
+    let mut rows = history::newest_first_until(&mut conn, domain::ORDER_PAID, until);
     let mut totals = Totals::default();
     let mut order: Option<Seen> = None;
-    while let Some(event) = rows.try_next().await? {
+    while let Some((event, archived)) = rows.try_next().await? {
         if order.as_ref().map(|o| o.pedido_id.as_str()) != Some(event.pedido_id.as_str()) {
             if let Some(done) = order.take() {
                 done.emit(query, &mut totals, sink)?;
@@ -102,7 +161,7 @@ pub async fn table(
             order = Some(Seen::new(&event));
         }
         if let Some(seen) = order.as_mut() {
-            seen.take(&event, earlier);
+            seen.take(&event, archived, &antes, &depois);
         }
     }
     if let Some(done) = order {
@@ -133,7 +192,7 @@ fn decided(event: &Event) -> Option<AsOfRow> {
     })
 }
 
-/// One order of the stream: what decided it at the later moment and at the earlier one.
+/// One order of the stream: what decided it in each reading.
 struct Seen {
     pedido_id: String,
     later: Option<AsOfRow>,
@@ -149,20 +208,29 @@ impl Seen {
         }
     }
 
-    /// The next older event: it decides each moment not decided yet that it occurred by (every
-    /// event of the stream occurred by the later moment). A rejected event decides nothing.
-    fn take(&mut self, event: &Event, earlier: DateTime<Utc>) {
-        let at_earlier = self.earlier.is_none() && event.ocorrido_em <= earlier;
-        if self.later.is_some() && !at_earlier {
+    /// The next older event: it decides each reading not decided yet that holds it. A rejected
+    /// event decides nothing.
+    fn take(
+        &mut self,
+        event: &Event,
+        archived: Option<DateTime<Utc>>,
+        antes: &Reading,
+        depois: &Reading,
+    ) {
+        let for_earlier = self.earlier.is_none() && antes.sees(event, archived);
+        let for_later = self.later.is_none() && depois.sees(event, archived);
+        if !for_earlier && !for_later {
             return;
         }
         let Some(row) = decided(event) else {
             return;
         };
-        if at_earlier {
+        if for_earlier {
             self.earlier = Some(row.clone());
         }
-        self.later.get_or_insert(row);
+        if for_later {
+            self.later = Some(row);
+        }
     }
 
     fn emit(
@@ -174,7 +242,7 @@ impl Seen {
         let Some(later) = self.later else {
             return Ok(());
         };
-        if query.compare_to.is_none() {
+        if !query.comparing() {
             totals.orders += 1;
             totals.after_cents = totals.after_cents.saturating_add(later.valor_centavos);
             return sink(Row::Order(later));

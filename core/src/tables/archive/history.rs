@@ -9,20 +9,33 @@ use futures::stream::BoxStream;
 use futures::TryStreamExt;
 use sqlx::PgConnection;
 
-use super::{into_event, EventRow};
+use super::into_event;
 use crate::domain::Event;
 
-/// Every `tipo` event with `ocorrido_em <= until`, by `pedido_id`, then newest first.
+/// Every `tipo` event with `ocorrido_em <= until`, by `pedido_id`, then newest first, with when
+/// it was archived (`None` for an event archived before the archive recorded that).
 pub fn newest_first_until<'c>(
     conn: &'c mut PgConnection,
     tipo: &'c str,
     until: DateTime<Utc>,
-) -> BoxStream<'c, Result<Event, sqlx::Error>> {
+) -> BoxStream<'c, Result<(Event, Option<DateTime<Utc>>), sqlx::Error>> {
     Box::pin(
-        sqlx::query_as::<_, EventRow>(
+        sqlx::query_as::<
+            _,
+            (
+                i64,
+                String,
+                String,
+                String,
+                i64,
+                super::Payload,
+                DateTime<Utc>,
+                Option<DateTime<Utc>>,
+            ),
+        >(
             r#"
             select e.posicao, e.id, e.tipo, e.pedido_id, e.versao, payload_da_regra(e.payload),
-                   e.ocorrido_em
+                   e.ocorrido_em, e.arquivado_em
             from evento_arquivado e
             where e.tipo = $1 and e.ocorrido_em <= $2
             order by e.pedido_id, e.versao desc, e.posicao desc
@@ -31,6 +44,13 @@ pub fn newest_first_until<'c>(
         .bind(tipo)
         .bind(until)
         .fetch(conn)
-        .map_ok(into_event),
+        .map_ok(
+            |(posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, arquivado_em)| {
+                (
+                    into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)),
+                    arquivado_em,
+                )
+            },
+        ),
     )
 }

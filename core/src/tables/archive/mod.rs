@@ -202,18 +202,41 @@ pub async fn at(pool: &PgPool, posicao: i64) -> Result<Option<Event>, sqlx::Erro
 }
 
 /// Every event of one order, in `posicao` order (an order's story: `explain`), found by the hash
-/// index on `pedido_id`.
-pub async fn of_order(pool: &PgPool, pedido_id: &str) -> Result<Vec<Event>, sqlx::Error> {
-    let rows: Vec<EventRow> = sqlx::query_as(
+/// index on `pedido_id`, with when each was archived (`None`: before the archive recorded it).
+pub async fn of_order(
+    pool: &PgPool,
+    pedido_id: &str,
+) -> Result<Vec<(Event, Option<DateTime<Utc>>)>, sqlx::Error> {
+    let rows: Vec<(
+        i64,
+        String,
+        String,
+        String,
+        i64,
+        Payload,
+        DateTime<Utc>,
+        Option<DateTime<Utc>>,
+    )> = sqlx::query_as(
         r#"
-            select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em
+            select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em,
+                   arquivado_em
             from evento_arquivado where pedido_id = $1 order by posicao
             "#,
     )
     .bind(pedido_id)
     .fetch_all(pool)
     .await?;
-    Ok(rows.into_iter().map(into_event).collect())
+    Ok(rows
+        .into_iter()
+        .map(
+            |(posicao, id, tipo, pedido, versao, payload, ocorrido, arquivado)| {
+                (
+                    into_event((posicao, id, tipo, pedido, versao, payload, ocorrido)),
+                    arquivado,
+                )
+            },
+        )
+        .collect())
 }
 
 /// What a window of the archive holds, summed up so that a change shows: the number of events,

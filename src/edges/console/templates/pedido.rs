@@ -34,7 +34,8 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> M
         (facts(&[
             ("Comissão atual", row),
             (expected_label.as_str(), s.expected_cents.map_or("nenhuma".into(), brl)),
-            ("Situação", verdict.into()),
+            // Today's row is judged against today's archive, as of whatever moment.
+            (if s.as_of.is_some() { "Situação hoje" } else { "Situação" }, verdict.into()),
             ("Regra", crate::domain::RULE_VERSION.into()),
         ]))
         @if let Some(why) = &s.reason {
@@ -75,13 +76,14 @@ fn as_of_form(s: &Story, tz: Tz) -> Markup {
 fn events(s: &Story, tz: Tz) -> Markup {
     html! {
         div.scroll { table.data #events {
-            thead { tr { th.num { "Posição" } th { "Evento" } th { "Tipo" } th.num { "Versão" } th { "Ocorrido em" } th { "Entradas" } th { "Comissão" } } }
+            thead { tr { th.num { "Posição" } th { "Evento" } th { "Tipo" } th.num { "Versão" } th { "Ocorrido em" } th { "Arquivado em" } th { "Entradas" } th { "Comissão" } } }
             tbody { @for e in &s.events { tr {
                 td.num { (e.posicao) }
                 td.key { (Inert(&e.id)) }
                 td { (Inert(&e.tipo)) }
                 td.num { (e.versao) }
                 td { (time(e.ocorrido_em, tz)) }
+                td { @match e.arquivado_em { Some(at) => { (time(at, tz)) }, None => { "-" } } }
                 td.inputs { @if let Some(i) = &e.inputs { (inputs(i)) } @else { "-" } }
                 td { @match (&e.rejected, e.commission_cents) {
                     (Some(why), _) => { "rejeitado: " (Inert(why)) },
