@@ -9,8 +9,7 @@ use futures::stream::BoxStream;
 use futures::TryStreamExt;
 use sqlx::PgConnection;
 
-use super::into_event;
-use crate::domain::Event;
+use super::{into_archived, Archived, ArchivedRow};
 
 /// Every `tipo` event with `ocorrido_em <= until`, by `pedido_id`, then newest first, with when
 /// it was archived (`None` for an event archived before the archive recorded that).
@@ -18,21 +17,9 @@ pub fn newest_first_until<'c>(
     conn: &'c mut PgConnection,
     tipo: &'c str,
     until: DateTime<Utc>,
-) -> BoxStream<'c, Result<(Event, Option<DateTime<Utc>>), sqlx::Error>> {
+) -> BoxStream<'c, Result<Archived, sqlx::Error>> {
     Box::pin(
-        sqlx::query_as::<
-            _,
-            (
-                i64,
-                String,
-                String,
-                String,
-                i64,
-                super::Payload,
-                DateTime<Utc>,
-                Option<DateTime<Utc>>,
-            ),
-        >(
+        sqlx::query_as::<_, ArchivedRow>(
             r#"
             select e.posicao, e.id, e.tipo, e.pedido_id, e.versao, payload_da_regra(e.payload),
                    e.ocorrido_em, e.arquivado_em
@@ -44,13 +31,6 @@ pub fn newest_first_until<'c>(
         .bind(tipo)
         .bind(until)
         .fetch(conn)
-        .map_ok(
-            |(posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, arquivado_em)| {
-                (
-                    into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)),
-                    arquivado_em,
-                )
-            },
-        ),
+        .map_ok(into_archived),
     )
 }

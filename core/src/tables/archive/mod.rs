@@ -160,6 +160,30 @@ pub async fn read_batch(
 
 type EventRow = (i64, String, String, String, i64, Payload, DateTime<Utc>);
 
+/// An event with when it reached the archive (`None`: before the archive recorded that).
+pub type Archived = (Event, Option<DateTime<Utc>>);
+
+/// An [`EventRow`] and its `arquivado_em`.
+type ArchivedRow = (
+    i64,
+    String,
+    String,
+    String,
+    i64,
+    Payload,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
+
+fn into_archived(
+    (posicao, id, tipo, pedido_id, versao, payload, ocorrido_em, arquivado_em): ArchivedRow,
+) -> Archived {
+    (
+        into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em)),
+        arquivado_em,
+    )
+}
+
 fn into_event((posicao, id, tipo, pedido_id, versao, payload, ocorrido_em): EventRow) -> Event {
     let payload = payload.into_value(&id, posicao);
     Event {
@@ -203,20 +227,8 @@ pub async fn at(pool: &PgPool, posicao: i64) -> Result<Option<Event>, sqlx::Erro
 
 /// Every event of one order, in `posicao` order (an order's story: `explain`), found by the hash
 /// index on `pedido_id`, with when each was archived (`None`: before the archive recorded it).
-pub async fn of_order(
-    pool: &PgPool,
-    pedido_id: &str,
-) -> Result<Vec<(Event, Option<DateTime<Utc>>)>, sqlx::Error> {
-    let rows: Vec<(
-        i64,
-        String,
-        String,
-        String,
-        i64,
-        Payload,
-        DateTime<Utc>,
-        Option<DateTime<Utc>>,
-    )> = sqlx::query_as(
+pub async fn of_order(pool: &PgPool, pedido_id: &str) -> Result<Vec<Archived>, sqlx::Error> {
+    let rows: Vec<ArchivedRow> = sqlx::query_as(
         r#"
             select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em,
                    arquivado_em
@@ -226,17 +238,7 @@ pub async fn of_order(
     .bind(pedido_id)
     .fetch_all(pool)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(posicao, id, tipo, pedido, versao, payload, ocorrido, arquivado)| {
-                (
-                    into_event((posicao, id, tipo, pedido, versao, payload, ocorrido)),
-                    arquivado,
-                )
-            },
-        )
-        .collect())
+    Ok(rows.into_iter().map(into_archived).collect())
 }
 
 /// What a window of the archive holds, summed up so that a change shows: the number of events,
