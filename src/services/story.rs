@@ -36,7 +36,7 @@ pub struct StoryEvent {
     pub rule: Option<&'static str>,
 }
 
-/// The whole story; JSON keys as DESIGN.md's `explain`.
+/// The whole story; its JSON keys are a contract that scripts read (extended, never renamed).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Story {
     pub pedido_id: String,
@@ -49,7 +49,7 @@ pub struct Story {
     /// today's archive, never against a past moment.
     pub consistent: bool,
     /// Why the order is inconsistent, in Portuguese; absent from the JSON when it is consistent
-    /// (the keys of a consistent order's story are DESIGN.md's, unchanged).
+    /// (a consistent order's story keeps the contract's keys, unchanged).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub corrections: Vec<Correction>,

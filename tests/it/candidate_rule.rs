@@ -1,4 +1,4 @@
-//! A candidate commission rule simulated on all history (issue 35): a replay job names `rule:`
+//! A candidate commission rule simulated on all history: a replay job names `rule:`
 //! and `window: all`; its simulation writes a diff against today's table and nothing else —
 //! `comissao` and `efeito_aplicado` byte-identical (`simulation-writes-nothing`) — and the diff equals an
 //! independent computation. A real run of a candidate is refused; `check` names an unknown rule's

@@ -285,3 +285,85 @@ fn the_checks_recognise_citations_as_they_are_written() {
     assert!(!path_exists(&root().join("Cargo.toml"), "src/no/such.rs"));
     assert!(path_exists(&root().join("Cargo.toml"), "tests/it/main.rs"));
 }
+
+/// The pointers of the kinds that broke, anywhere in a file (strings the binary prints, comments,
+/// the book): a "README, <section>" whose section is not a heading of the README, a `DESIGN.md`
+/// or a tracker's issue number (neither is in the repository). Each returns what it found.
+fn stale_pointers(text: &str, readme_headings: &BTreeSet<String>) -> Vec<String> {
+    let mut found = Vec::new();
+    for word in ["issue ", "Issue ", "issues ", "Issues "] {
+        for (at, _) in text.match_indices(word) {
+            let after = &text[at + word.len()..];
+            let number = after.strip_prefix('#').unwrap_or(after);
+            let digits: String = number.chars().take_while(char::is_ascii_digit).collect();
+            let starts_a_word = text[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_alphanumeric());
+            if !digits.is_empty() && starts_a_word {
+                found.push(format!("{}{digits}", word));
+            }
+        }
+    }
+    let design = ["DESIGN", ".md"].concat();
+    if text.contains(&design) {
+        found.push(design);
+    }
+    for (at, _) in text.match_indices("README, ") {
+        let section: String = text[at + "README, ".len()..]
+            .chars()
+            .take_while(|c| c.is_alphabetic() || *c == ' ')
+            .collect();
+        let section = section.trim();
+        if section.starts_with(char::is_uppercase)
+            && !readme_headings
+                .iter()
+                .any(|h| h.starts_with(&section.to_lowercase()))
+        {
+            found.push(format!("README, {section}"));
+        }
+    }
+    found
+}
+
+/// The README's headings, lower-cased.
+fn readme_headings() -> BTreeSet<String> {
+    std::fs::read_to_string(root().join("README.md"))
+        .expect("README.md")
+        .lines()
+        .filter_map(|l| l.strip_prefix('#'))
+        .map(|h| h.trim_start_matches('#').trim().to_lowercase())
+        .collect()
+}
+
+#[test]
+fn no_text_points_at_a_readme_section_gone_a_design_file_or_an_issue_tracker() {
+    let headings = readme_headings();
+    let mut stale = Vec::new();
+    for file in cited_files() {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for found in stale_pointers(&text, &headings) {
+            stale.push(format!("{}: {found}", relative(&file)));
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "pointers to nothing the repository holds:\n{}",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn the_pointer_check_finds_each_kind() {
+    let headings: BTreeSet<String> = ["least privileges".to_string()].into();
+    let text = [
+        "see README, Least privileges; see README, Gone away; (issue 33) ",
+        "DESIGN",
+        ".md",
+    ]
+    .concat();
+    assert_eq!(
+        stale_pointers(&text, &headings),
+        ["issue 33", &["DESIGN", ".md"].concat(), "README, Gone away"]
+    );
+}

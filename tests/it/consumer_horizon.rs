@@ -1,5 +1,5 @@
-//! The live consumer beside a write transaction held open in another database of the same server
-//! (issue 11.12): it applies new events while that transaction stays open, sends each effect once,
+//! The live consumer beside a write transaction held open in another database of the same server:
+//! it applies new events while that transaction stays open, sends each effect once,
 //! survives SIGKILL above the horizon without resending or double-counting, and its `/metrics`
 //! show its lag and the horizon's age (11.10). Each test runs on a throwaway cluster of its own,
 //! so the transaction it holds open for a minute delays no other test on the shared server.

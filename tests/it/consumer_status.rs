@@ -1,4 +1,4 @@
-//! What the live consumer tells an operator when it stops and in `status` (issue 11.10), and the
+//! What the live consumer tells an operator when it stops and in `status`, and the
 //! systemd unit it runs under.
 
 use nix::sys::signal::Signal;

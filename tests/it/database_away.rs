@@ -1,4 +1,4 @@
-//! A database that is not there (issue 11.9): every command that connects says the cause — a
+//! A database that is not there: every command that connects says the cause — a
 //! closed port, an unknown host, a wrong password, a database that does not exist, a URL that is
 //! not PostgreSQL's — and exits 1 (2 for a URL that can never work), never printing the password;
 //! `--wait-for-db` waits for a server that starts after the command; `serve` started while its

@@ -1,4 +1,4 @@
-//! One way out (issue 23): the same class of mistake ends every command with the same exit
+//! One way out: the same class of mistake ends every command with the same exit
 //! status — 2 for input or configuration that can never work (a job of the wrong kind included),
 //! 1 for a refusal or a failure — and says what was wrong, driven through the real binary.
 

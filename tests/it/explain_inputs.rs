@@ -1,5 +1,5 @@
 //! `explain` shows what the rule read from each event — the amount, the percentage, the payload's
-//! shape — and, when the order is inconsistent, why (issue 32, point 5).
+//! shape — and, when the order is inconsistent, why.
 
 use serde_json::{json, Value};
 

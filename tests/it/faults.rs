@@ -404,7 +404,7 @@ async fn can_write(url: &str) -> bool {
     wrote.is_ok()
 }
 
-/// Disk full is an outage, not a failure (issue 22): the cluster (data and WAL) on a small tmpfs
+/// Disk full is an outage, not a failure: the cluster (data and WAL) on a small tmpfs
 /// that is filled while a run is mid-window, so the server refuses writes (SQLSTATE 53100) and
 /// panics on its next WAL segment; the space is freed and the server started again if it gave
 /// up. The same process recovers and ends like an undisturbed run, having said why it waited.

@@ -1,4 +1,4 @@
-//! History as a tool (issue 35): the commission table as the archive says it stood at a moment
+//! History as a tool: the commission table as the archive says it stood at a moment
 //! (`comissao --as-of`, `explain --as-of`), and the orders whose value changed between two
 //! moments (`--compare-to`) — each equal to an independent computation from the events written.
 

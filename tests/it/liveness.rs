@@ -1,4 +1,4 @@
-//! Liveness of ownership when a worker host is cut off by the network (issue 33): every session
+//! Liveness of ownership when a worker host is cut off by the network: every session
 //! the product opens asks the server to give up a silent peer in about 30 s.
 
 use crate::helpers::*;

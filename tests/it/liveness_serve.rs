@@ -1,4 +1,4 @@
-//! Every long-held lock behaves as the execution's (issue 33, point 2): the job lock a `serve`
+//! Every long-held lock behaves as the execution's: the job lock a `serve`
 //! holds for the length of a fire is leased too. A `serve` cut off from the database (a proxy that
 //! stops forwarding, closing nothing) no longer keeps its scheduled job from firing anywhere else:
 //! another `serve` ends the silent holder's session once it has not confirmed for twice the lease,

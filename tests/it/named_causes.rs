@@ -1,4 +1,4 @@
-//! When the pool times out, the cause is named (issue 33, point 6): the pool retries a refused
+//! When the pool times out, the cause is named: the pool retries a refused
 //! connection, a server starting up (57P03) and one out of slots (53300) silently until its
 //! timeout, then says only "pool timed out". What a retried step logs, and what `/healthz` says
 //! of the database, is the last connect error instead — and a server this process was connected

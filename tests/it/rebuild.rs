@@ -1,4 +1,4 @@
-//! The blue-green rebuild of `comissao` (`replay-ledger rebuild`, issue 35): built from the whole
+//! The blue-green rebuild of `comissao` (`replay-ledger rebuild`): built from the whole
 //! archive with the rule in force, swapped in after approval while the seed's JavaScript consumer
 //! (tests/js/consumidor.mjs over the seed's aplicador) and the live consumer keep writing
 //! `comissao` by name, rolled back, and resumed after SIGKILL. Every expectation is computed here

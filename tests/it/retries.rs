@@ -1,4 +1,4 @@
-//! Retries a nightly run can live with (issue 11.11): each effect type's `retry` (with defaults
+//! Retries a nightly run can live with: each effect type's `retry` (with defaults
 //! that ride out a minute-long outage), `Retry-After` honoured on 429 and 503, no retry where a
 //! retry could duplicate an effect, a retry's pause ended by shutdown, and the number of calls
 //! retried on every surface (run summary, `run --json`, `status --json`), read from the tallies.

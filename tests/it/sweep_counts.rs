@@ -1,4 +1,4 @@
-//! A sweeper counts only what it committed (issue 33): two sweeps racing on the same stale rows
+//! A sweeper counts only what it committed: two sweeps racing on the same stale rows
 //! print counts that add up to the rows moved, not more.
 
 use crate::helpers::*;
@@ -68,7 +68,7 @@ async fn waits_for_a_row_lock(pool: &sqlx::PgPool, pid: u32) -> bool {
     .expect("read pg_stat_activity")
 }
 
-/// The race of issue 33 made real: a sweep frozen (SIGSTOP) in the middle of its pass — its
+/// The race made real: a sweep frozen (SIGSTOP) in the middle of its pass — its
 /// UPDATE of a page held up by a row lock, then let through while it is frozen — is resumed only
 /// after a second sweep finished the rest. Each prints only the rows its own statements changed.
 #[tokio::test]

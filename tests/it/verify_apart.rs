@@ -1,4 +1,4 @@
-//! What `verify` reports apart from the differences a replay fixes (issue 32, points 3 and 4):
+//! What `verify` reports apart from the differences a replay fixes:
 //! events the live consumer has not applied yet, rows newer than the archive, rows with no
 //! archived event. None of them makes exit 3 or an emitted job; a real wrong day beside them
 //! still does.

@@ -70,7 +70,7 @@ pub struct EffectType {
     pub concurrency: usize,
     /// Calls started per second at most, [`MIN_RATE`] to [`MAX_RATE`]; `None` = unlimited.
     pub rate_per_second: Option<f64>,
-    /// How long the provider remembers a key (issue 3), at most [`MAX_DEDUP_WINDOW`]; `None` =
+    /// How long the provider remembers a key, at most [`MAX_DEDUP_WINDOW`]; `None` =
     /// forever.
     pub dedup_window: Option<Duration>,
     /// `retry: { attempts, backoff, max_backoff }`: how a failed call of an idempotent type is

@@ -174,7 +174,9 @@ pub enum GrantError {
     InvalidRole { name: String, why: &'static str },
     #[error("`{0}` is given two duties: the worker, the approver, the reviewer and the console are separate roles, so that none can do another's part")]
     SameRole(String),
-    #[error("role `{0}` does not exist: create it first (see README, Least privileges)")]
+    #[error(
+        "role `{0}` does not exist: create it first (see docs/src/security.md, Least privileges)"
+    )]
     NoSuchRole(String),
     #[error(transparent)]
     Database(#[from] sqlx::Error),

@@ -109,7 +109,7 @@ async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), Fai
         lacks.push_str(&format!(" and {} more", lacking.len() - SHOWN));
     }
     Err(Failure::invalid(format_args!(
-        "the database role `{}` may not serve the console (it lacks {lacks}): {instead}; see README, Least privileges",
+        "the database role `{}` may not serve the console (it lacks {lacks}): {instead}; see docs/src/security.md, Least privileges",
         crate::shared::text::inert(&role),
     )))
 }

@@ -1,5 +1,5 @@
 //! `explain PEDIDO [--json]`: one order's story ([`crate::services::story`]) for people (archive
-//! text made inert) or as one JSON object with DESIGN.md's keys. An unknown order, or an id no
+//! text made inert) or as one JSON object with the contract's keys. An unknown order, or an id no
 //! order can have, exits 2.
 
 use std::fmt::Write;

@@ -97,7 +97,8 @@ async fn sender(
     })
 }
 
-/// `replay-ledger approve JOB [--by NAME]`.
+/// `replay-ledger approve JOB [--note TEXT]` (a `--by` is kept as a note: who approves is the
+/// session's database role).
 pub(super) async fn approve(cli: &Cli, job_ref: &str, note: Option<&str>) -> Outcome {
     let (catalog, job) = config::find_job(&cli.jobs_dir, job_ref)?;
     let Ok(plan) = Plan::new(&job, Asked::at(Utc::now())) else {

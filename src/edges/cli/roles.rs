@@ -114,7 +114,7 @@ pub(super) fn permission_denied(
     let migrating = err.chain().any(|e| e.is::<sqlx::migrate::MigrateError>());
     let duty = if migrating { &MIGRATE } else { duty };
     Some(format!(
-        "the database role {role} may not {}: connect as {} (see README, Least privileges); the server said: {said}",
+        "the database role {role} may not {}: connect as {} (see docs/src/security.md, Least privileges); the server said: {said}",
         duty.what, duty.instead
     ))
 }

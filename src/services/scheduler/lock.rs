@@ -3,7 +3,7 @@
 //! job's name, held on a connection of its own for the duration of one fire. A process that dies
 //! loses its session and with it the lock.
 //!
-//! It is leased as an execution's lock is ([`crate::tables::execution::lease`], issue 33): while
+//! It is leased as an execution's lock is ([`crate::tables::execution::lease`]): while
 //! held, a task confirms it on its session every third of the lease (`REPLAY_LEDGER_LEASE`,
 //! 15 s). A holder cut off from the database — no FIN, no RST, its session left idle on the server
 //! — stops confirming; another `serve` that finds the lock held by a session that has been idle

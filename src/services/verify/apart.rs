@@ -1,4 +1,4 @@
-//! What `verify` reports apart from the differences a replay fixes (issue 32, points 3 and 4).
+//! What `verify` reports apart from the differences a replay fixes.
 //! None of it makes exit 3, an emitted job or an e-mail:
 //!
 //! - **pending live**: an order whose newest `pedido.pago` the live consumer (`ao-vivo`) has not

@@ -93,7 +93,7 @@ pub struct Day {
     pub set_aside: SetAside,
 }
 
-/// What `verify` found: the JSON of DESIGN.md's `verify` row.
+/// What `verify` found: the JSON of its documented row (a contract scripts read).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Findings {
     pub from: NaiveDate,

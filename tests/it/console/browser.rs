@@ -4,7 +4,7 @@
 //! downloads the CSV, approves, and sees the gated real run proceed (finished, on the
 //! simulation's page and in the list); an operator resolves one
 //! `incerto` item as sent and another as not sent, and the next run sends the second exactly
-//! once; both log out. With `CONSOLE_SCREENSHOTS=docs/src/img` it also writes the README's screenshots
+//! once; both log out. With `CONSOLE_SCREENSHOTS=docs/src/img` it also writes the book's screenshots
 //! (`docs/src/img/console-*.png`).
 
 use std::path::{Path, PathBuf};

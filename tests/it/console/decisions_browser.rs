@@ -1,4 +1,4 @@
-//! Operator decisions that are safe, in a real browser (issue 32, point 7): a decision of the
+//! Operator decisions that are safe, in a real browser: a decision of the
 //! review queue — "foi enviado" or "não foi enviado", for one key — only leads to a
 //! confirmation that shows the key's attempts (a resend that already failed with HTTP 500) and
 //! the decisions taken on it before; only the confirmation's button records it, with its audit

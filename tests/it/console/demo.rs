@@ -1,4 +1,4 @@
-//! `demo --console` (issue 24, point 6): the real process runs the story, keeps its scratch
+//! `demo --console`: the real process runs the story, keeps its scratch
 //! database, serves the console on loopback with two printed accounts; a login with the printed
 //! password works; a gated simulation waits for approval and three `incerto` keys for a decision; SIGINT stops it, exit 0, and the scratch database is gone.
 

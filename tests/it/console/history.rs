@@ -1,4 +1,4 @@
-//! The order's page as of a moment (`/pedidos/{id}?as_of=`, issue 35): what the table would have
+//! The order's page as of a moment (`/pedidos/{id}?as_of=`): what the table would have
 //! said then, as `explain --as-of` tells it.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Hostile input against the console and the commands (issue 24, point 5): each gets a clear 4xx
+//! Hostile input against the console and the commands: each gets a clear 4xx
 //! or a refusal at start (exit 2), and none writes an ERROR line to the log.
 
 use std::process::{Output, Stdio};

@@ -1,5 +1,5 @@
 //! The order's page (`/pedidos/{id}`) shows each event's inputs and says why an order is
-//! inconsistent (issue 32, point 5); at 390 px it is no wider than the phone (point 9).
+//! inconsistent; at 390 px it is no wider than the phone.
 
 use fantoccini::Locator;
 use testkit::chromedriver::ChromeDriver;

@@ -2,7 +2,8 @@
 //! the diff, downloads the spreadsheet, confirms the approval. Then, at 390 px, the list, an
 //! execution, the review queue and the audit scroll only inside their tables, never the page; and
 //! an operator at 390 px finds a key's decisions on screen and its confirmation fits too.
-//! With `CONSOLE_SCREENSHOTS=docs` it also writes the README's phone screenshots.
+//! With `CONSOLE_SCREENSHOTS=docs/src/img` it also writes the book's phone screenshots
+//! (`docs/src/console.md`).
 
 use std::io::Read;
 

@@ -1,4 +1,4 @@
-//! The console role's SQL functions hold the console's rules themselves (issue 34): a session's
+//! The console role's SQL functions hold the console's rules themselves: a session's
 //! idle timeout of at most 30 days, notes without control characters, and an approval's totals
 //! read from the simulation's tallies whatever the caller says.
 

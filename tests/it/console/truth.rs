@@ -1,4 +1,4 @@
-//! One truth on every page, at every moment (issue 24, point 2): during a slow real run the
+//! One truth on every page, at every moment: during a slow real run the
 //! execution page's figures agree with each other and never run ahead of `status --json`; after
 //! it they equal it; the real run's page and its report state the same diff; an earlier pass
 //! stays reachable after a `--restart`.

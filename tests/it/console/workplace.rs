@@ -1,4 +1,4 @@
-//! A console people choose (issue 24, point 4), over HTTP: the login returns where the link
+//! A console people choose, over HTTP: the login returns where the link
 //! pointed (local paths only), the approval's confirmation page, the diff as a real spreadsheet
 //! and sorted, per-state counts with the simulations awaiting approval, the audit filtered, and
 //! an approval checked with none of the provider's secrets in the console's environment.

@@ -73,13 +73,13 @@ async fn the_worker_role_cannot_approve_or_resolve_and_says_which_role_may() {
 
     assert_eq!(approve.status.code(), Some(1), "{}", stderr(&approve));
     let expected = format!(
-        "the database role `{}` may not approve simulations: connect as a role granted `--approver` (see README, Least privileges)",
+        "the database role `{}` may not approve simulations: connect as a role granted `--approver` (see docs/src/security.md, Least privileges)",
         s.names.worker
     );
     assert!(stderr(&approve).contains(&expected), "{}", stderr(&approve));
     assert_eq!(resolve.status.code(), Some(1), "{}", stderr(&resolve));
     let expected = format!(
-        "the database role `{}` may not resolve review items: connect as a role granted `--reviewer` (see README, Least privileges)",
+        "the database role `{}` may not resolve review items: connect as a role granted `--reviewer` (see docs/src/security.md, Least privileges)",
         s.names.worker
     );
     assert!(stderr(&resolve).contains(&expected), "{}", stderr(&resolve));

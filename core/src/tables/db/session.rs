@@ -1,7 +1,7 @@
 //! What every session this program opens asks of the server, whoever opens it (worker, consumer,
 //! sweeper, scheduler, console): the server gives up a silent client in about 30 s instead of
 //! the operating system's two hours, so the advisory locks of a host cut off by the network are
-//! freed and another process can take its executions (issue 33).
+//! freed and another process can take its executions.
 //!
 //! The four settings are PostgreSQL's per-session `tcp_keepalives_idle`,
 //! `tcp_keepalives_interval`, `tcp_keepalives_count` and `tcp_user_timeout`, sent as startup

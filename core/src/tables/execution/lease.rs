@@ -1,4 +1,4 @@
-//! The ownership lease (`reprocessamento_arrendamento`, issue 33). The holder of an execution's
+//! The ownership lease (`reprocessamento_arrendamento`). The holder of an execution's
 //! lock confirms every [`Lease::every`] that it still holds its epoch, on the lock's own session.
 //! Its [`Lease`] is alive while the last confirmation was *sent* less than the lease ago: a host
 //! cut off from the database stops itself within the lease — no new reservation, no new
