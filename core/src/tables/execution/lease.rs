@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 
-use super::owner::Owner;
+use super::owner::{try_advisory_lock, Owner, LOCK_CLASS, TAKE_PATIENCE};
 
 /// The lease when `REPLAY_LEDGER_LEASE` is not set.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
@@ -222,11 +222,10 @@ async fn confirm_or_retake(
         // A server's error on a live session (or success) is not a lost session.
         other => return other,
     };
-    use sqlx::Connection;
     if conn.ping().await.is_ok() {
         return Err(err);
     }
-    match super::lock::retake(retake, owner, length).await? {
+    match self::retake(retake, owner, length).await? {
         Some((session, next)) => {
             *conn = session;
             tracing::info!(
@@ -238,6 +237,41 @@ async fn confirm_or_retake(
             Ok(true)
         }
         None => Ok(false),
+    }
+}
+
+/// Takes `owner`'s lock again on a new session after the one that held it was lost, if no one
+/// took the execution meanwhile (whoever had, had taken a newer epoch), and takes the next epoch
+/// there, its lease confirmed: `Some((session, next owner))`; `None` when a newer owner took it.
+/// An error when the lock is held (the old session may not have ended yet) or the server does
+/// not answer: the caller tries again while its lease lasts.
+async fn retake(
+    options: &sqlx::postgres::PgConnectOptions,
+    owner: &Owner,
+    length: std::time::Duration,
+) -> Result<Option<(PgConnection, Owner)>, sqlx::Error> {
+    let mut conn = PgConnection::connect_with(options).await?;
+    if !try_advisory_lock(&mut conn, LOCK_CLASS, &owner.key).await? {
+        return Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::WouldBlock,
+            "the execution's lock is still held",
+        )));
+    }
+    let newest: Option<i64> =
+        sqlx::query_scalar("select epoca from reprocessamento_dono where execucao_id = $1")
+            .bind(&owner.key)
+            .fetch_optional(&mut conn)
+            .await?;
+    if newest != Some(owner.epoch) {
+        let _ = conn.close().await;
+        return Ok(None);
+    }
+    let next = Owner::take(&mut conn, &owner.key, TAKE_PATIENCE).await?;
+    if confirm(&mut conn, &next, length).await? {
+        Ok(Some((conn, next)))
+    } else {
+        let _ = conn.close().await;
+        Ok(None)
     }
 }
 

@@ -10,12 +10,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection};
 
 use super::lease::{self, Hold, Lease};
-use super::owner::Owner;
-
-/// The two keys of an execution's advisory lock: a constant for this program ('RPLD') and a hash
-/// of the execution's key. The database's `confirmar_dono` checks the same lock (migration
-/// `20261203010000_ownership_epoch.sql`): change both or neither.
-const LOCK_CLASS: i32 = 0x5250_4c44;
+use super::owner::{try_advisory_lock, Owner, LOCK_CLASS, TAKE_PATIENCE};
 
 /// Why the lock could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -25,10 +20,6 @@ pub enum LockError {
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }
-
-/// How long taking an execution waits for the writes its previous owner had confirmed: they
-/// are single batches' statements, so anything longer is a previous owner still at work.
-const TAKE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The lock on an execution, held on a connection of its own for as long as the process runs it.
 /// Dropping it (or the process dying) releases it. While held, a task confirms the ownership
@@ -54,20 +45,6 @@ impl Drop for ExecutionLock {
 /// Takes `key`'s lock on `conn` if it is free.
 async fn try_lock(conn: &mut PgConnection, key: &str) -> Result<bool, sqlx::Error> {
     try_advisory_lock(conn, LOCK_CLASS, key).await
-}
-
-/// Takes the session advisory lock `(class, hashtext(name))` on `conn` if it is free: the one
-/// statement of every lock this program takes (an execution's, a job's in `serve`).
-pub async fn try_advisory_lock(
-    conn: &mut PgConnection,
-    class: i32,
-    name: &str,
-) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("select pg_try_advisory_lock($1, hashtext($2))")
-        .bind(class)
-        .bind(name)
-        .fetch_one(conn)
-        .await
 }
 
 /// The session holding `key`'s lock: its pid, application name, address and start. All but the
@@ -130,41 +107,6 @@ fn keep_confirmed(
         retake: Box::new(options.clone()),
     };
     lease::keep(conn.clone(), hold, lease.clone())
-}
-
-/// Takes `owner`'s lock again on a new session after the one that held it was lost, if no one
-/// took the execution meanwhile (whoever had, had taken a newer epoch), and takes the next epoch
-/// there, its lease confirmed: `Some((session, next owner))`; `None` when a newer owner took it.
-/// An error when the lock is held (the old session may not have ended yet) or the server does
-/// not answer: the caller tries again while its lease lasts.
-pub(super) async fn retake(
-    options: &sqlx::postgres::PgConnectOptions,
-    owner: &Owner,
-    length: std::time::Duration,
-) -> Result<Option<(PgConnection, Owner)>, sqlx::Error> {
-    let mut conn = PgConnection::connect_with(options).await?;
-    if !try_lock(&mut conn, &owner.key).await? {
-        return Err(sqlx::Error::Io(std::io::Error::new(
-            std::io::ErrorKind::WouldBlock,
-            "the execution's lock is still held",
-        )));
-    }
-    let newest: Option<i64> =
-        sqlx::query_scalar("select epoca from reprocessamento_dono where execucao_id = $1")
-            .bind(&owner.key)
-            .fetch_optional(&mut conn)
-            .await?;
-    if newest != Some(owner.epoch) {
-        let _ = conn.close().await;
-        return Ok(None);
-    }
-    let next = Owner::take(&mut conn, &owner.key, TAKE_PATIENCE).await?;
-    if lease::confirm(&mut conn, &next, length).await? {
-        Ok(Some((conn, next)))
-    } else {
-        let _ = conn.close().await;
-        Ok(None)
-    }
 }
 
 impl ExecutionLock {

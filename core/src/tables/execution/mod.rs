@@ -23,8 +23,8 @@ mod view;
 
 pub use lease::Lease;
 pub use live::{advance_live, ensure_live, live_checkpoint};
-pub use lock::{try_advisory_lock, ExecutionLock, LockError};
-pub use owner::{is_fenced, Owner, FENCED};
+pub use lock::{ExecutionLock, LockError};
+pub use owner::{is_fenced, try_advisory_lock, Owner, FENCED};
 pub use passes::{passes, PassRecord};
 pub use view::ExecutionView;
 

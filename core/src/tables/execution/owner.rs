@@ -8,6 +8,29 @@
 
 use sqlx::PgConnection;
 
+/// The two keys of an execution's advisory lock: a constant for this program ('RPLD') and a hash
+/// of the execution's key. The database's `confirmar_dono` checks the same lock (migration
+/// `20261203010000_ownership_epoch.sql`): change both or neither.
+pub(super) const LOCK_CLASS: i32 = 0x5250_4c44;
+
+/// How long taking an execution waits for the writes its previous owner had confirmed: they
+/// are single batches' statements, so anything longer is a previous owner still at work.
+pub(super) const TAKE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Takes the session advisory lock `(class, hashtext(name))` on `conn` if it is free: the one
+/// statement of every lock this program takes (an execution's, a job's in `serve`).
+pub async fn try_advisory_lock(
+    conn: &mut PgConnection,
+    class: i32,
+    name: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("select pg_try_advisory_lock($1, hashtext($2))")
+        .bind(class)
+        .bind(name)
+        .fetch_one(conn)
+        .await
+}
+
 /// The SQLSTATE `confirmar_dono` raises when a newer owner took the execution.
 pub const FENCED: &str = "RLOWN";
 
