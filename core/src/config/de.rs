@@ -1,4 +1,4 @@
-//! Serde helpers that run a check *inside* a visitor. serde_yaml attaches the position of the value
+//! Serde helpers that run a check *inside* a visitor. serde_norway attaches the position of the value
 //! being visited to an error raised there; a check made after `deserialize` returns would get the
 //! position of the enclosing mapping instead (often line 1). This is how "parsed, then checked"
 //! keeps every error at its line and column: raw struct → checked value, within the visit.

@@ -114,24 +114,24 @@ pub fn job_in(
     }
 }
 
-pub(super) fn parse_effects(text: &str) -> Result<EffectCatalog, serde_yaml::Error> {
-    with_scalar_budget(|| serde_yaml::from_str::<Catalog>(text).map(|c| c.0))
+pub(super) fn parse_effects(text: &str) -> Result<EffectCatalog, serde_norway::Error> {
+    with_scalar_budget(|| serde_norway::from_str::<Catalog>(text).map(|c| c.0))
 }
 
 /// Reads `kind` first, then the whole file as that kind's raw struct. Runs inside a context.
-pub(super) fn parse_job(text: &str, file: &Path) -> Result<Job, serde_yaml::Error> {
+pub(super) fn parse_job(text: &str, file: &Path) -> Result<Job, serde_norway::Error> {
     with_scalar_budget(|| parse_job_kind(text, file))
 }
 
-fn parse_job_kind(text: &str, file: &Path) -> Result<Job, serde_yaml::Error> {
-    let probe: KindProbe = serde_yaml::from_str(text)?;
+fn parse_job_kind(text: &str, file: &Path) -> Result<Job, serde_norway::Error> {
+    let probe: KindProbe = serde_norway::from_str(text)?;
     Ok(match probe.kind {
-        Kind::Replay => serde_yaml::from_str::<RawReplay>(text)?.into_job(file),
-        Kind::Live => serde_yaml::from_str::<RawLive>(text)?.into_job(file),
-        Kind::Sweep => serde_yaml::from_str::<RawSweep>(text)?.into_job(file),
-        Kind::Report => serde_yaml::from_str::<RawReport>(text)?.into_job(file),
-        Kind::Verify => serde_yaml::from_str::<RawVerify>(text)?.into_job(file),
-        Kind::Rebuild => serde_yaml::from_str::<RawRebuild>(text)?.into_job(file),
+        Kind::Replay => serde_norway::from_str::<RawReplay>(text)?.into_job(file),
+        Kind::Live => serde_norway::from_str::<RawLive>(text)?.into_job(file),
+        Kind::Sweep => serde_norway::from_str::<RawSweep>(text)?.into_job(file),
+        Kind::Report => serde_norway::from_str::<RawReport>(text)?.into_job(file),
+        Kind::Verify => serde_norway::from_str::<RawVerify>(text)?.into_job(file),
+        Kind::Rebuild => serde_norway::from_str::<RawRebuild>(text)?.into_job(file),
     })
 }
 
@@ -166,9 +166,9 @@ fn read(path: &Path) -> Result<String, ConfigError> {
     read.map_err(|(position, message)| ConfigError::new(path, position, message))
 }
 
-/// A serde_yaml error as a [`ConfigError`]: the position moves into the error's own fields, and
-/// serde_yaml's ` at line L column C` suffix and `path.to.key: ` prefix leave the message.
-pub(super) fn yaml_error(file: &Path, e: serde_yaml::Error) -> ConfigError {
+/// A serde_norway error as a [`ConfigError`]: the position moves into the error's own fields, and
+/// serde_norway's ` at line L column C` suffix and `path.to.key: ` prefix leave the message.
+pub(super) fn yaml_error(file: &Path, e: serde_norway::Error) -> ConfigError {
     let position = e.location().map(|l| (l.line(), l.column()));
     let mut message = e.to_string();
     if let Some((line, column)) = position {
@@ -235,7 +235,7 @@ fn unquote_strings(message: &str) -> String {
     out
 }
 
-/// Drops serde_yaml's `effects.notificar-vendedor: ` prefix (a key path has no space or backtick;
+/// Drops serde_norway's `effects.notificar-vendedor: ` prefix (a key path has no space or backtick;
 /// every message of ours and of serde has a space before its first `: `).
 fn strip_key_path(message: &str) -> String {
     match message.split_once(": ") {

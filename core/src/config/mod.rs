@@ -1,9 +1,9 @@
 //! Job definitions: `jobs/*.yaml` (one job each) and `jobs/effects.yaml` (the effect types shared
-//! by every job and the sweeper), parsed with serde_yaml into raw structs that refuse unknown keys,
+//! by every job and the sweeper), parsed with serde_norway into raw structs that refuse unknown keys,
 //! then checked into the typed values below. Every error names file, line and column.
 //!
 //! The checks run *inside* deserialization (each value's type checks itself in its visitor), which
-//! is what lets serde_yaml attach the position of the offending value to the error:
+//! is what lets serde_norway attach the position of the offending value to the error:
 //!
 //! - `raw`: one raw struct per job `kind`; `policy`: a job's `effects:`; `effects`: the catalog;
 //! - `scalar`: checked scalars (names, cron, timezone, durations, URLs, addresses, header values);

@@ -435,7 +435,7 @@ fn alias_bombs_are_refused_without_expanding_them() {
         "took {:?}",
         started.elapsed()
     );
-    // Expanded, the bomb would need gigabytes; serde_yaml stops replaying aliases long before.
+    // Expanded, the bomb would need gigabytes; serde_norway stops replaying aliases long before.
     let peak = peak_memory();
     assert!(peak < 1 << 30, "peak memory {peak} bytes");
 }
