@@ -113,6 +113,42 @@ mod tests {
         assert!(versions.windows(2).all(|w| w[0] < w[1]), "{versions:?}");
     }
 
+    /// Every migration as released, held to its recorded checksum: sqlx refuses to start on a
+    /// database whose applied migration's text changed, so a released migration is never edited.
+    #[test]
+    fn no_released_migration_ever_changes_and_every_one_is_recorded() {
+        let recorded: std::collections::BTreeMap<&str, &str> = include_str!("migrations.sha384")
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| l.split_once(' ').expect("`FILE SHA384` per line"))
+            .collect();
+        let mut changed = Vec::new();
+        let mut unrecorded = Vec::new();
+        for (name, sql) in FILES {
+            let checksum: String = migration(name, sql)
+                .checksum
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            match recorded.get(name) {
+                Some(&hex) if hex == checksum => {}
+                Some(_) => changed.push(*name),
+                None => unrecorded.push(format!("{name} {checksum}")),
+            }
+        }
+        assert!(
+            changed.is_empty(),
+            "released migrations changed (a database that applied them would refuse this build; \
+             restore them and write a new migration): {changed:?}"
+        );
+        assert!(
+            unrecorded.is_empty(),
+            "new migrations: record them in core/src/tables/db/migrations.sha384:\n{}",
+            unrecorded.join("\n")
+        );
+        assert_eq!(recorded.len(), FILES.len(), "a recorded migration is gone");
+    }
+
     #[test]
     fn descriptions_and_checksums_are_what_sqlx_reads_from_the_directory() {
         let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations"));
