@@ -44,11 +44,6 @@ impl Snapshot {
         xid < self.xmin || (xid < self.xmax && self.xip.binary_search(&xid).is_err())
     }
 
-    /// The oldest transaction still running, if any: what holds the horizon.
-    pub fn oldest_running(&self) -> Option<u64> {
-        self.xip.first().copied()
-    }
-
     /// Parses `pg_snapshot`'s text form, `xmin:xmax:xip,xip,…`.
     pub fn parse(text: &str) -> Result<Snapshot, BadSnapshot> {
         let bad = || BadSnapshot(text.to_string());

@@ -112,14 +112,6 @@ impl Claim {
             ..Claim::new(execution_id)
         }
     }
-
-    /// A new token for the same execution and owner (after the owner settled its reservations).
-    pub fn renewed(&self) -> Self {
-        Claim {
-            token: Uuid::new_v4(),
-            ..self.clone()
-        }
-    }
 }
 
 /// An effect to reserve.
