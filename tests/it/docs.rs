@@ -136,3 +136,128 @@ fn ci_runs_exactly_the_readmes_test_command_last_after_building_the_book() {
         ".ci/run does not build the book"
     );
 }
+
+/// The `replay-ledger …` command lines of the shell blocks of `text`: leading `VAR=value`
+/// assignments dropped, continued lines joined, a trailing `# comment` cut; lines holding a
+/// placeholder (`…`, a synopsis's `[optional]`) or a shell construct (`|`, `$(`, `>`) are left
+/// out.
+fn command_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_shell = false;
+    let mut pending = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("```") {
+            in_shell = !in_shell && matches!(trimmed, "```sh" | "```bash" | "```shell");
+            pending.clear();
+            continue;
+        }
+        if !in_shell {
+            continue;
+        }
+        let mut line = trimmed.to_string();
+        if !pending.is_empty() {
+            line = format!("{pending} {line}");
+            pending.clear();
+        }
+        if let Some(head) = line.strip_suffix('\\') {
+            pending = head.trim().to_string();
+            continue;
+        }
+        let code = match line.find(" #") {
+            Some(at) => line[..at].trim().to_string(),
+            None => line,
+        };
+        let mut words = code.as_str();
+        while let Some((first, rest)) = words.split_once(' ') {
+            if first.contains('=') && !first.starts_with('-') {
+                words = rest.trim_start();
+            } else {
+                break;
+            }
+        }
+        if words.starts_with("replay-ledger ")
+            && !["…", " [", "|", "$(", ">", "<"]
+                .iter()
+                .any(|s| words.contains(s))
+        {
+            out.push(words.to_string());
+        }
+    }
+    out
+}
+
+/// Splits a command line as a shell would for plain words and single or double quotes.
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quote, mut any) = (Vec::new(), String::new(), None, false);
+    for c in line.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                any = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, c) if c.is_whitespace() => {
+                if any {
+                    words.push(std::mem::take(&mut word));
+                    any = false;
+                }
+            }
+            (_, c) => {
+                word.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(word);
+    }
+    words
+}
+
+#[test]
+fn every_replay_ledger_command_of_the_readme_and_the_book_parses_with_the_clis_own_definition() {
+    use clap::Parser;
+    let mut files = chapters();
+    files.push(root().join("README.md"));
+    let (mut checked, mut refused) = (0, Vec::new());
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("a chapter");
+        for line in command_lines(&text) {
+            checked += 1;
+            if let Err(e) = replay_ledger::edges::cli::Cli::try_parse_from(shell_words(&line)) {
+                if !matches!(
+                    e.kind(),
+                    clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+                ) {
+                    let why = e.to_string();
+                    let why = why.lines().next().unwrap_or_default().to_string();
+                    refused.push(format!("{}: {line}\n    {why}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(checked > 30, "only {checked} command lines found");
+    assert!(
+        refused.is_empty(),
+        "command lines the CLI refuses:\n{}",
+        refused.join("\n")
+    );
+}
+
+#[test]
+fn command_lines_are_read_as_a_shell_would() {
+    let text = "```sh\nDATABASE_URL=postgres://x replay-ledger --no-migrate run job   # c\nreplay-ledger approve j \\\n  --note 'a b'\nreplay-ledger grants …\necho replay-ledger x\n```\nreplay-ledger outside\n";
+    let lines = command_lines(text);
+    assert_eq!(
+        lines,
+        [
+            "replay-ledger --no-migrate run job",
+            "replay-ledger approve j --note 'a b'"
+        ]
+    );
+    assert_eq!(
+        shell_words(&lines[1]),
+        ["replay-ledger", "approve", "j", "--note", "a b"]
+    );
+}
