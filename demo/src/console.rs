@@ -1,13 +1,18 @@
 //! `demo --console`: once the story has run, its scratch database stays up and the console
 //! serves it on loopback, with a finance and an operator account of random passwords printed,
-//! until Ctrl-C (or SIGTERM); then the caller removes the scratch database.
+//! until Ctrl-C (or SIGTERM); then the caller removes the scratch database. `serve`'s scheduler
+//! runs beside it, with the loopback webhook kept up, so what people ask from the console (start
+//! the approved run, run a sweep) is done, as in production.
 
 use std::net::SocketAddr;
 
 use anyhow::Context;
 use sqlx::PgPool;
 
+use replay_ledger::config;
 use replay_ledger::edges::console::{self, accounts, Console, ConsoleConfig, Role};
+use replay_ledger::engine::effects::Effects;
+use replay_ledger::services::scheduler::{Scheduler, SchedulerConfig};
 use replay_ledger::shared::shutdown;
 
 /// The demo's accounts: who, with which role.
@@ -27,7 +32,7 @@ pub(super) async fn serve(url: &str, addr: SocketAddr) -> anyhow::Result<()> {
     let pool = replay_ledger::tables::db::connect(url, "console")
         .await
         .context("connecting the console")?;
-    let jobs = crate::people::leave_for_people(&pool, url).await?;
+    let (jobs, webhook) = crate::people::leave_for_people(&pool, url).await?;
     let mut passwords = Vec::new();
     for (email, role) in ACCOUNTS {
         let password = accounts::generated_password();
@@ -49,13 +54,32 @@ pub(super) async fn serve(url: &str, addr: SocketAddr) -> anyhow::Result<()> {
         ..ConsoleConfig::default()
     };
     let console = Console::new(pool.clone(), config).map_err(anyhow::Error::msg)?;
+    let daemon = scheduler(url, jobs.path()).await?;
     print_welcome(local, &passwords);
     let (trigger, stop) = shutdown::channel();
     shutdown::on_signals(trigger);
-    console.serve(listener, stop).await;
+    tokio::join!(console.serve(listener, stop.clone()), daemon.run(stop));
+    webhook.shutdown().await;
     close(pool).await;
     println!("\ndemo: console stopped; removing the scratch database.");
     Ok(())
+}
+
+/// `serve`'s scheduler over the demo's jobs: it carries out what the console asks for.
+async fn scheduler(url: &str, jobs: &std::path::Path) -> anyhow::Result<Scheduler> {
+    let loaded = config::load_dir(jobs).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let effects = Effects::from_catalog(&loaded.effects).context("providers")?;
+    let pool = replay_ledger::tables::db::connect(url, "serve")
+        .await
+        .context("connecting serve")?;
+    Scheduler::new(
+        pool,
+        url.to_string(),
+        loaded.jobs,
+        effects,
+        SchedulerConfig::default(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 fn print_welcome(at: SocketAddr, accounts: &[(&str, Role, String)]) {

@@ -37,20 +37,30 @@ effects:
   notificar-vendedor: { mode: apply, on_failure: keep }
 ";
 
+/// The sweeper the console's "Rodar uma varredura agora" asks `serve` to run.
+const SWEEP_YAML: &str = "\
+name: sweeper
+kind: sweep
+schedule: \"0 */5 * * * *\"
+stale_after: 5m
+";
+
 /// Calls of the day before that the provider answers 500: their keys end `incerto`.
 const FAILED_CALLS: usize = 3;
 
-/// Runs both and returns the jobs directory the console reads (the story's job and these two).
+/// Runs both and returns the jobs directory the console and `serve` read (the story's job, these
+/// two and a sweeper) with the loopback webhook, kept up for what `serve` sends when people ask.
 pub(super) async fn leave_for_people(
     pool: &PgPool,
     url: &str,
-) -> anyhow::Result<tempfile::TempDir> {
+) -> anyhow::Result<(tempfile::TempDir, Sink)> {
     let jobs = tempfile::tempdir()?;
     for (file, yaml) in [
         ("effects.yaml", EFFECTS_YAML),
         ("replay-2026-10-14.yaml", REPLAY_YAML),
         ("replay-2026-10-15.yaml", GATED_YAML),
         ("replay-2026-10-13.yaml", KEEP_YAML),
+        ("sweeper.yaml", SWEEP_YAML),
     ] {
         std::fs::write(jobs.path().join(file), yaml)?;
     }
@@ -107,8 +117,7 @@ pub(super) async fn leave_for_people(
         "  replay-2026-10-15 (require_approved_simulation): simulation of {} order(s) waiting for finance's approval",
         gated.summary.orders_in_diff
     );
-    sink.shutdown().await;
-    Ok(jobs)
+    Ok((jobs, sink))
 }
 
 /// The ledger keys of the first `n` events archived from `from` on.

@@ -1,6 +1,8 @@
 //! `demo --console`: the real process runs the story, keeps its scratch
 //! database, serves the console on loopback with two printed accounts; a login with the printed
-//! password works; a gated simulation waits for approval and three `incerto` keys for a decision; SIGINT stops it, exit 0, and the scratch database is gone.
+//! password works; a gated simulation waits for approval and three `incerto` keys for a decision;
+//! finance approves and starts the real run and an operator asks for a sweep, and the demo's own
+//! `serve` carries both out; SIGINT stops it, exit 0, and the scratch database is gone.
 
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -23,7 +25,7 @@ async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() 
         .spawn()
         .expect("spawn demo --console");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut database, mut url, mut finance) = (None, None, None);
+    let (mut database, mut url, mut finance, mut operator) = (None, None, None, None);
     let read = tokio::time::timeout(PROCESS_LIMIT, async {
         while let Some(line) = lines.next_line().await.unwrap() {
             if let Some(rest) = line.strip_prefix("database: scratch database ") {
@@ -34,6 +36,9 @@ async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() 
             }
             if line.trim_start().starts_with("finance ") {
                 finance = line.rsplit("password: ").next().map(str::to_string);
+            }
+            if line.trim_start().starts_with("operator ") {
+                operator = line.rsplit("password: ").next().map(str::to_string);
                 break;
             }
         }
@@ -52,6 +57,75 @@ async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() 
     // Something for both human loops: an approval to give, decisions to make.
     assert!(gated.body.contains("Revisar e aprovar"), "{}", gated.body);
     assert!(review.body.contains("3 efeito(s)."), "{}", review.body);
+
+    // Both buttons of the demo do what they say: its `serve` runs beside the console.
+    const GATED: &str = "/executions/replay-2026-10-15:simulacao";
+    let confirmation = browser.get(&format!("{GATED}/approve")).await;
+    let fields = ["csrf_token", "pass", "fingerprint"].map(|f| {
+        confirmation
+            .field(f)
+            .unwrap_or_else(|| panic!("{f}: {}", confirmation.body))
+    });
+    let approved = browser
+        .post(
+            &format!("{GATED}/approve"),
+            &[
+                ("csrf_token", &fields[0]),
+                ("pass", &fields[1]),
+                ("fingerprint", &fields[2]),
+            ],
+        )
+        .await;
+    assert_eq!(approved.status, 303, "the approval: {}", approved.body);
+    let csrf = browser.csrf().await;
+    let started = browser
+        .post(&format!("{GATED}/start"), &[("csrf_token", &csrf)])
+        .await;
+    assert_eq!(started.status, 303, "the start: {}", started.body);
+    let mut operations = Client::at(url.trim_end_matches('/'));
+    let login = operations
+        .login("operacao@demo.example", &operator.unwrap())
+        .await;
+    assert_eq!(login.status, 303, "{}", login.body);
+    let csrf = operations.csrf().await;
+    let swept = operations.post("/sweep", &[("csrf_token", &csrf)]).await;
+    assert_eq!(swept.status, 303, "the sweep: {}", swept.body);
+    let scratch = TestDb::attach(&database_url(&database)).await;
+    let done = || async {
+        sqlx::query_as::<_, (String, String)>(
+            "select acao, estado from execucao_solicitada order by id",
+        )
+        .fetch_all(&scratch.pool)
+        .await
+        .unwrap()
+    };
+    wait_until("the demo's serve carries out both requests", || async {
+        let asked = done().await;
+        asked.len() == 2
+            && asked
+                .iter()
+                .all(|(_, state)| state != "pendente" && state != "em-andamento")
+    })
+    .await;
+    assert_eq!(
+        done().await,
+        [
+            ("executar".to_string(), "concluida".to_string()),
+            ("varrer".to_string(), "concluida".to_string())
+        ]
+    );
+    let real: Option<String> = sqlx::query_scalar(
+        "select estado from reprocessamento_execucao where execucao_id = 'replay-2026-10-15'",
+    )
+    .fetch_optional(&scratch.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        real.as_deref(),
+        Some("concluida"),
+        "the approved real run ran"
+    );
+    drop(scratch);
     send_signal(&child, Signal::SIGINT);
     let status = tokio::time::timeout(PROCESS_LIMIT, child.wait())
         .await
@@ -65,4 +139,11 @@ async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() 
         .await
         .unwrap();
     assert_eq!(left, 0, "the scratch database {database} is removed");
+}
+
+/// The server's URL with `database` for its database.
+fn database_url(database: &str) -> String {
+    let mut url = url::Url::parse(&crate::helpers::server_url()).expect("the server's URL");
+    url.set_path(database);
+    url.to_string()
 }
