@@ -135,7 +135,7 @@ fn payload(rng: &mut Rng, invalid: bool) -> serde_json::Value {
 /// shuffled over the whole window (versions archived out of order, an order's events far
 /// apart); then a tail of tie pairs at adjacent positions (one order's two events of one version
 /// side by side, in adjacent batches at batch size 1).
-fn generated_archive(seed: u64, orders: u64) -> Vec<Event> {
+pub(crate) fn generated_archive(seed: u64, orders: u64) -> Vec<Event> {
     let mut rng = Rng(seed);
     let mut spread: Vec<(String, i64, String, serde_json::Value)> = Vec::new();
     for order in 0..orders {

@@ -596,6 +596,16 @@ pub fn assert_same_rows<T: PartialEq + std::fmt::Debug>(actual: &[T], expected: 
     );
 }
 
+/// Takes execution `key`'s advisory lock on `conn`, as the process running it holds it.
+pub async fn hold_execution_lock(conn: &mut sqlx::PgConnection, key: &str) {
+    sqlx::query("select pg_advisory_lock($1, hashtext($2))")
+        .bind(0x5250_4c44_i32)
+        .bind(key)
+        .execute(conn)
+        .await
+        .expect("take the execution's lock");
+}
+
 /// A reservation left by a dead process of `execucao_id`: fresh, so no staleness rule applies.
 pub async fn abandon_fresh_reservation(pool: &PgPool, event: &Event, execution_id: &str) {
     sqlx::query(

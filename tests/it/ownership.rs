@@ -372,11 +372,7 @@ async fn a_takeover_on_a_host_with_a_long_name_ends_only_the_holders_sessions() 
         .await
         .unwrap();
     // The holder holds the execution's lock, as a holder does (only such a session is judged).
-    sqlx::query("select pg_advisory_lock($1, hashtext('x'))")
-        .bind(0x5250_4c44_i32)
-        .execute(&mut holder)
-        .await
-        .unwrap();
+    hold_execution_lock(&mut holder, "x").await;
     sqlx::query(
         "insert into reprocessamento_arrendamento (execucao_id, epoca, confirmado_em, confirmado_por) values ('x', 1, now() - interval '1 hour', 'holder')",
     )

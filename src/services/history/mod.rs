@@ -63,16 +63,6 @@ impl Reading {
 }
 
 impl Query {
-    /// The table as of `as_of`, with everything archived.
-    pub fn as_of(as_of: DateTime<Utc>) -> Query {
-        Query {
-            as_of,
-            compare_to: None,
-            known_at: None,
-            restated: false,
-        }
-    }
-
     /// Whether rows are changes between two readings rather than the table.
     pub fn comparing(&self) -> bool {
         self.compare_to.is_some() || self.restated

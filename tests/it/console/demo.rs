@@ -60,23 +60,7 @@ async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() 
 
     // Both buttons of the demo do what they say: its `serve` runs beside the console.
     const GATED: &str = "/executions/replay-2026-10-15:simulacao";
-    let confirmation = browser.get(&format!("{GATED}/approve")).await;
-    let fields = ["csrf_token", "pass", "fingerprint"].map(|f| {
-        confirmation
-            .field(f)
-            .unwrap_or_else(|| panic!("{f}: {}", confirmation.body))
-    });
-    let approved = browser
-        .post(
-            &format!("{GATED}/approve"),
-            &[
-                ("csrf_token", &fields[0]),
-                ("pass", &fields[1]),
-                ("fingerprint", &fields[2]),
-            ],
-        )
-        .await;
-    assert_eq!(approved.status, 303, "the approval: {}", approved.body);
+    super::requests::approve_at(&browser, GATED).await;
     let csrf = browser.csrf().await;
     let started = browser
         .post(&format!("{GATED}/start"), &[("csrf_token", &csrf)])

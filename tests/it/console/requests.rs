@@ -50,7 +50,12 @@ pub(super) async fn scene() -> Scene {
 
 /// Approves the simulation through its confirmation, as finance's browser would.
 pub(super) async fn approve(finance: &Client) {
-    let confirmation = finance.get(&format!("{SIMULATION}/approve")).await;
+    approve_at(finance, SIMULATION).await;
+}
+
+/// Approves the simulation whose page is `simulation` through its confirmation.
+pub(super) async fn approve_at(finance: &Client, simulation: &str) {
+    let confirmation = finance.get(&format!("{simulation}/approve")).await;
     let fields = ["csrf_token", "pass", "fingerprint"].map(|f| {
         confirmation
             .field(f)
@@ -58,7 +63,7 @@ pub(super) async fn approve(finance: &Client) {
     });
     let answer = finance
         .post(
-            &format!("{SIMULATION}/approve"),
+            &format!("{simulation}/approve"),
             &[
                 ("csrf_token", &fields[0]),
                 ("pass", &fields[1]),

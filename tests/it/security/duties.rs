@@ -396,12 +396,7 @@ async fn a_run_meeting_another_roles_holder_says_it_is_held_instead_of_failing_t
     let setup = Setup::new(Grant::AsWritten, &provider.url(), &JobSpec::default()).await;
     insert(&setup.db.pool, &paid_orders(3)).await;
     let mut holder = setup.connect(&setup.names.owner).await;
-    sqlx::query("select pg_advisory_lock($1, hashtext($2))")
-        .bind(0x5250_4c44_i32)
-        .bind(JOB)
-        .execute(&mut holder)
-        .await
-        .unwrap();
+    hold_execution_lock(&mut holder, JOB).await;
 
     let out = setup
         .as_role(&setup.url(&setup.names.worker), &["run", JOB], true)
@@ -494,12 +489,7 @@ async fn a_worker_of_another_role_takes_a_lapsed_holder_over_ending_only_its_ses
     let worker = setup.names.worker.clone();
     let word = "replay-ledger run far-host:4242";
     let mut holder = session_named(&setup, &worker, word).await;
-    sqlx::query("select pg_advisory_lock($1, hashtext($2))")
-        .bind(0x5250_4c44_i32)
-        .bind(JOB)
-        .execute(&mut holder)
-        .await
-        .unwrap();
+    hold_execution_lock(&mut holder, JOB).await;
     sqlx::query("insert into reprocessamento_dono (execucao_id, epoca, tomada_por) values ($1, 1, current_user)")
         .bind(JOB)
         .execute(&mut holder)
