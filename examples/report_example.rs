@@ -94,6 +94,8 @@ fn example() -> Report {
         summary,
         definition: None,
         checkpoint: Some(1_010_000),
+        interrupt_asked_by: None,
+        interrupt_asked_at: None,
     };
     let rejected = vec![
         Rejected {

@@ -609,3 +609,89 @@ async fn demo_without_database_url_starts_a_throwaway_cluster_and_exits_0() {
     assert!(out.contains("throwaway PostgreSQL cluster"), "{out}");
     assert!(out.contains("every check held"), "{out}");
 }
+
+/// An execution asked to stop from the console (the row's `interrupcao_pedida_*`, as the
+/// console's `interromper` writes them) while a partitioned run is under way: every partition
+/// stops at its next batch boundary, the process exits 130 naming who asked, the execution is
+/// `interrompida` with its checkpoints kept; a rerun clears the ask and finishes it, no key sent
+/// twice (the provider does not deduplicate).
+#[tokio::test]
+async fn a_partitioned_run_asked_to_stop_stops_every_partition_and_a_rerun_finishes_it_once() {
+    let events = paid_orders(400);
+    let db = seeded_db(&events, &[]).await;
+    let provider = sink(slow(20, false)).await;
+    let spec = JobSpec {
+        idempotent: false,
+        on_failure: "keep",
+        concurrency: 2,
+        batch_size: 10,
+        extra: "partitions: 2\n".into(),
+        ..JobSpec::default()
+    };
+    let jobs = jobs_dir(&provider.url(), &spec);
+    let child = command(&db.url, jobs.path())
+        .args(["run", JOB, "--workers", "2"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn replay-ledger run");
+    wait_until("40 keys were delivered", || {
+        ready(provider.delivery_count() >= 40)
+    })
+    .await;
+    sqlx::query(
+        "update reprocessamento_execucao set interrupcao_pedida_em = now(), \
+         interrupcao_pedida_por = 'console:ana@financeiro.example' where execucao_id = $1",
+    )
+    .bind(JOB)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let stopped = finish(child, "the run asked to stop").await;
+    let sent_when_stopped = provider.delivery_count();
+    let partitions: Vec<(String, String)> = sqlx::query_as(
+        "select execucao_id, estado from reprocessamento_execucao \
+         where execucao_id like $1 || ':p%' order by execucao_id",
+    )
+    .bind(JOB)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+
+    let resumed = run_bin_within(&db.url, jobs.path(), &["run", JOB, "--workers", "2"]).await;
+
+    assert_eq!(stopped.status.code(), Some(130), "{}", stderr(&stopped));
+    assert!(
+        stdout(&stopped).contains("asked by console:ana@financeiro.example"),
+        "{}",
+        stdout(&stopped)
+    );
+    assert!(
+        sent_when_stopped < events.len(),
+        "stopped before the end: {sent_when_stopped} sent"
+    );
+    assert!(
+        partitions.iter().all(|(_, estado)| estado != "concluida"),
+        "no partition ran on to its end: {partitions:?}"
+    );
+    assert_success(&resumed, "the rerun");
+    let asked: Option<String> = sqlx::query_scalar(
+        "select interrupcao_pedida_por from reprocessamento_execucao where execucao_id = $1",
+    )
+    .bind(JOB)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(asked, None, "the rerun cleared the ask");
+    assert_eq!(
+        execution_state(&db.pool, JOB).await.as_deref(),
+        Some("concluida")
+    );
+    let deliveries = provider.deliveries();
+    assert_eq!(deliveries.len(), events.len());
+    assert!(
+        deliveries.values().all(|n| *n == 1),
+        "no key was sent twice"
+    );
+}

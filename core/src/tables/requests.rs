@@ -19,6 +19,9 @@ db_words! {
         Resume = "retomar",
         /// One sweeper pass now.
         Sweep = "varrer",
+        /// Stop a real run in progress at its next batch boundary (recorded already done: the
+        /// runner holding the execution acts on it, not `serve`).
+        Interrupt = "interromper",
     }
 }
 

@@ -55,6 +55,12 @@ impl Role {
         self == Role::Operator
     }
 
+    /// Asks a real run in progress to stop at its next batch boundary (finance started it; an
+    /// operator may too).
+    pub fn may_interrupt(self) -> bool {
+        matches!(self, Role::Finance | Role::Operator)
+    }
+
     /// Asks `serve` for a sweeper pass now.
     pub fn may_sweep(self) -> bool {
         self == Role::Operator

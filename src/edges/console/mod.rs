@@ -196,6 +196,10 @@ impl Console {
                 "/executions/{id}/resume",
                 get(requests::resume_confirm).post(requests::resume),
             )
+            .route(
+                "/executions/{id}/interrupt",
+                get(requests::interrupt_confirm).post(requests::interrupt),
+            )
             .route("/sweep", get(requests::sweep_confirm).post(requests::sweep))
             .route("/reconstrucao", get(rebuild::page))
             .route("/reconstrucao/aprovar", post(rebuild::approve))

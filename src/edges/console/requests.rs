@@ -46,6 +46,7 @@ pub(super) async fn of_execution(
     let offer = page::Offer {
         start: !open && session.role.may_start() && startable(standing),
         resume: !open && session.role.may_resume() && resumable(e),
+        interrupt: session.role.may_interrupt() && interruptible(e),
     };
     Ok((offer, list))
 }
@@ -62,6 +63,14 @@ fn startable(standing: &Standing) -> bool {
 
 fn resumable(e: &Execution) -> bool {
     e.mode == Mode::Real && matches!(e.state, Run::Interrupted | Run::Failed)
+}
+
+/// A real run in progress, not asked to stop yet (an execution's own row, not a partition's).
+fn interruptible(e: &Execution) -> bool {
+    e.mode == Mode::Real
+        && e.state == Run::Running
+        && e.interrupt_asked_by.is_none()
+        && !execution::is_partition_key(&e.key)
 }
 
 /// The simulation of `id` (a simulation's key or its execution id) and where it stands.
@@ -225,6 +234,73 @@ pub(super) async fn resume(
         &console,
         &session,
         Action::Resume,
+        &run.job,
+        Some(&run.key),
+        &form,
+    )
+    .await?;
+    Ok(back_to(&run.key))
+}
+
+fn interrupt_refused(session: &Session, e: &Execution) -> Option<String> {
+    if !session.role.may_interrupt() {
+        return Some(
+            "Só uma conta de finanças ou de operador pede para interromper uma execução.".into(),
+        );
+    }
+    if let Some(by) = &e.interrupt_asked_by {
+        return Some(format!("A interrupção já foi pedida por {}.", inert(by)));
+    }
+    (!interruptible(e)).then(|| "Só uma execução real em andamento pode ser interrompida.".into())
+}
+
+/// `GET /executions/{id}/interrupt`: where the run is, who asks, and the form.
+pub(super) async fn interrupt_confirm(
+    State(console): State<Console>,
+    session: Session,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let run = resumable_run(&console, &id).await?;
+    let what = vec![
+        ("Job", run.job.clone()),
+        ("Execução", run.key.clone()),
+        (
+            "Checkpoint",
+            run.checkpoint.map_or("-".into(), |c| c.to_string()),
+        ),
+    ];
+    let markup = page::confirm(page::Confirm {
+        session: &session,
+        execution: &run,
+        action: Action::Interrupt,
+        what,
+        refused: interrupt_refused(&session, &run),
+    });
+    Ok(templates::html(markup).into_response())
+}
+
+/// `POST /executions/{id}/interrupt`: records the ask (done at once, audited); the runner holding
+/// the execution stops at its next batch boundary. 303 back to the run's page.
+pub(super) async fn interrupt(
+    State(console): State<Console>,
+    session: Session,
+    Path(id): Path<String>,
+    Form(form): Form<RequestForm>,
+) -> Result<Response, PageError> {
+    super::csrf::check(&session, form.csrf_token.as_deref())?;
+    if !session.role.may_interrupt() {
+        return Err(PageError::Forbidden(
+            "só uma conta de finanças ou de operador pede para interromper uma execução",
+        ));
+    }
+    let run = resumable_run(&console, &id).await?;
+    if let Some(why) = interrupt_refused(&session, &run) {
+        return Err(PageError::Conflict(why));
+    }
+    record(
+        &console,
+        &session,
+        Action::Interrupt,
         &run.job,
         Some(&run.key),
         &form,

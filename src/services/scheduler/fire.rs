@@ -94,6 +94,10 @@ impl Shared {
                 tracing::debug!(job = %job.name, execution = %key, "last fire already done; nothing to catch up");
                 return;
             }
+            if stopped_by_a_person(&e) {
+                tracing::info!(job = %job.name, execution = %key, "last fire was stopped from the console; it waits to be resumed");
+                return;
+            }
         }
         tracing::info!(job = %job.name, execution = %key, fire = %at, "catching up the last fire, missed or unfinished");
         self.fire(idx, at).await;
@@ -254,9 +258,16 @@ impl Shared {
                 self.run_replay(&earlier).await;
             }
         }
-        if !self.shutdown.is_triggered() {
-            self.run_replay(&plan).await;
+        if self.shutdown.is_triggered() {
+            return;
         }
+        if let Ok(Some(e)) = execution::load(&self.pool, &plan.key).await {
+            if stopped_by_a_person(&e) {
+                tracing::info!(job = %job.name, execution = %plan.key, "stopped from the console; it waits to be resumed (the console's Retomar, or `run`)");
+                return;
+            }
+        }
+        self.run_replay(&plan).await;
     }
 
     /// The plans of the unfinished executions of the job of `current` whose day ended within
@@ -277,6 +288,7 @@ impl Shared {
                 e.job == job.name
                     && e.mode == current.mode
                     && e.state != State::Finished
+                    && !stopped_by_a_person(e)
                     && e.key != current.key
                     && e.window_to.is_some_and(|to| to >= since && to <= at)
             })
@@ -286,9 +298,10 @@ impl Shared {
         plans
     }
 
-    /// Runs the execution of `plan` and records how it went; returns the outcome and one line
-    /// saying it (what a console request shows).
-    pub(super) async fn run_replay(&self, plan: &Plan) -> (RunOutcome, String) {
+    /// Runs the execution of `plan` and records how it went; returns the outcome, one line
+    /// saying it (what a console request shows), and whether it stopped because someone asked
+    /// from the console.
+    pub(super) async fn run_replay(&self, plan: &Plan) -> (RunOutcome, String, bool) {
         let (job, key) = (&plan.job, &plan.key);
         let before = match execution::load(&self.pool, key).await {
             Ok(existing) => existing.map(|e| e.pass_summary).unwrap_or_default(),
@@ -298,6 +311,7 @@ impl Shared {
                 return (
                     RunOutcome::Failed,
                     "o banco de dados não respondeu; nada foi executado".into(),
+                    false,
                 );
             }
         };
@@ -335,13 +349,14 @@ impl Shared {
                 .add_work(&job.name, &difference(&after, &before));
         }
         let said = super::said::said(&result);
+        let asked = matches!(&result, Ok(r) if r.stopped_by.is_some());
         let outcome = log_outcome(&job.name, key, result);
         if outcome == RunOutcome::Finished {
             self.metrics.record_success(&job.name, Utc::now());
             self.mail_report(plan).await;
         }
         self.metrics.record_run(&job.name, outcome);
-        (outcome, said)
+        (outcome, said, asked)
     }
 
     /// `report_to`: the finished execution's report, sent once (the ledger keeps it from being
@@ -440,6 +455,12 @@ impl Shared {
     }
 }
 
+/// An execution someone stopped from the console: a fire leaves it for a person to resume (the
+/// console's Retomar, or `run`), which clears the ask.
+fn stopped_by_a_person(e: &execution::Execution) -> bool {
+    e.state == State::Interrupted && e.interrupt_asked_by.is_some()
+}
+
 /// Logs how a replay run ended, with why when it failed, and names the outcome.
 fn log_outcome(job: &str, key: &str, result: Result<RunReport, RunError>) -> RunOutcome {
     match result {
@@ -453,7 +474,14 @@ fn log_outcome(job: &str, key: &str, result: Result<RunReport, RunError>) -> Run
                 RunOutcome::AlreadyFinished
             }
             Ended::Interrupted => {
-                tracing::info!(job, execution = key, checkpoint = ?report.checkpoint, "replay stopped by shutdown; the next fire or `run` resumes it");
+                match &report.stopped_by {
+                    Some(by) => {
+                        tracing::info!(job, execution = key, checkpoint = ?report.checkpoint, asked_by = %by, "replay stopped as asked from the console; it waits to be resumed (the console's Retomar, or `run`)");
+                    }
+                    None => {
+                        tracing::info!(job, execution = key, checkpoint = ?report.checkpoint, "replay stopped by shutdown; the next fire or `run` resumes it");
+                    }
+                }
                 RunOutcome::Interrupted
             }
         },

@@ -221,11 +221,13 @@ async fn by_kind(
         (Action::Start | Action::Resume, JobKind::Replay(_)) => {
             match plan(shared, job, request).await {
                 Ok(plan) => {
-                    let (outcome, said) = shared.run_replay(&plan).await;
+                    let (outcome, said, asked_to_stop) = shared.run_replay(&plan).await;
                     match outcome {
                         RunOutcome::Finished | RunOutcome::AlreadyFinished => {
                             (RequestState::Done, said)
                         }
+                        // Stopped as someone asked: the request did what it could.
+                        RunOutcome::Interrupted if asked_to_stop => (RequestState::Done, said),
                         _ => (RequestState::Failed, said),
                     }
                 }

@@ -24,11 +24,16 @@ pub(super) fn said(result: &Result<RunReport, RunError>) -> String {
             match report.ended {
                 Ended::Finished => format!("concluída: {figures}"),
                 Ended::AlreadyFinished { .. } => format!("já estava concluída: {figures}"),
-                Ended::Interrupted => {
-                    format!(
+                Ended::Interrupted => match &report.stopped_by {
+                    Some(by) => format!(
+                        "interrompida a pedido de {} no checkpoint {} ({figures}); peça para retomar",
+                        inert(by),
+                        report.checkpoint.map_or("-".into(), |c| c.to_string())
+                    ),
+                    None => format!(
                         "interrompida pelo desligamento do serve ({figures}); peça para retomar"
-                    )
-                }
+                    ),
+                },
             }
         }
         Err(RunError::NotApproved(gate)) => format!("recusada pela aprovação: {}", line(gate)),

@@ -107,7 +107,7 @@ pub(super) async fn log_in(browser: &Browser, console: &ConsoleProc, email: &str
     assert!(who.contains(email), "{who}");
 }
 
-async fn log_out(browser: &Browser, console: &ConsoleProc) {
+pub(super) async fn log_out(browser: &Browser, console: &ConsoleProc) {
     click(browser, Locator::Css("form.logout button")).await;
     appears(browser, Locator::Css("form.login")).await;
     // The session is over: a page sends the browser back to the login.

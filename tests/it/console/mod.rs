@@ -13,6 +13,7 @@ mod demo;
 mod history;
 mod hostile;
 mod http;
+mod interrupt_browser;
 mod live;
 mod order_page;
 mod orders;

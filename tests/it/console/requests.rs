@@ -192,12 +192,18 @@ async fn a_viewer_sees_no_button_and_its_posts_are_refused_with_403_and_record_n
         )
         .await;
     let sweep = viewer.post("/sweep", &[("csrf_token", &csrf)]).await;
+    let interrupt = viewer
+        .post(
+            &format!("/executions/{JOB}/interrupt"),
+            &[("csrf_token", &csrf)],
+        )
+        .await;
 
     assert!(!page.body.contains("start-link"), "{}", page.body);
     assert!(!review.body.contains("sweep-link"), "{}", review.body);
     assert_eq!(
-        [start.status, resume.status, sweep.status].map(|s| s.as_u16()),
-        [403, 403, 403]
+        [start.status, resume.status, sweep.status, interrupt.status].map(|s| s.as_u16()),
+        [403, 403, 403, 403]
     );
     assert!(requests(&s.db).await.is_empty());
     assert!(!audit(&s.db).await.iter().any(|a| a.1 == "solicitacao"));
@@ -511,6 +517,14 @@ async fn console_solicitar_refuses_what_no_console_page_offers_and_hostile_notes
     )
     .await;
     let sweep_with_execution = ask("sessao-bruno", "varrer", Some(JOB), None).await;
+    let interrupt_no_run = ask("sessao-ana", "interromper", Some(JOB), None).await;
+    let interrupt_simulation = ask(
+        "sessao-bruno",
+        "interromper",
+        Some("replay-2026-10-14-v2:simulacao"),
+        None,
+    )
+    .await;
     assert_success(
         &run_bin_within(&s.db.url, s.jobs.path(), &["approve", JOB]).await,
         "approve",
@@ -551,6 +565,16 @@ async fn console_solicitar_refuses_what_no_console_page_offers_and_hostile_notes
         "executar without an approval"
     );
     assert_eq!(no_run, Err("42501".into()), "retomar of no real run");
+    assert_eq!(
+        interrupt_no_run,
+        Err("42501".into()),
+        "interromper of no real run in progress"
+    );
+    assert_eq!(
+        interrupt_simulation,
+        Err("42501".into()),
+        "interromper of a simulation"
+    );
     assert_eq!(
         the_simulation,
         Err("42501".into()),

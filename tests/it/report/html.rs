@@ -70,6 +70,8 @@ fn execution(key: &str, mode: Mode, state: State, summary: Summary) -> Execution
         summary,
         definition: None,
         checkpoint: Some(100),
+        interrupt_asked_by: None,
+        interrupt_asked_at: None,
     }
 }
 

@@ -19,7 +19,7 @@ use crate::shared::shutdown::Shutdown;
 use crate::shared::summary::Summary;
 use crate::tables::archive::{self, Window};
 use crate::tables::db;
-use crate::tables::execution;
+use crate::tables::execution::{self, Interrupt};
 
 /// The batch loop of one held execution over its window: reads batches after the checkpoint,
 /// applies them `depth` at a time, and moves the checkpoint past whole, settled batches.
@@ -196,10 +196,18 @@ impl<'a> Batches<'a> {
         self.progress.advance(outcome.summary.events_read);
         if self.advancing && outcome.settled_through >= Some(last) {
             self.report.summary.add(&outcome.summary);
-            if let Err(err) = self.advance(last, &outcome.summary).await {
-                self.advancing = false;
-                self.stop.get_or_insert(Err(err.into()));
-                return;
+            match self.advance(last, &outcome.summary).await {
+                Err(err) => {
+                    self.advancing = false;
+                    self.stop.get_or_insert(Err(err.into()));
+                    return;
+                }
+                Ok(Interrupt { asked_by: Some(by) }) if self.stop.is_none() => {
+                    tracing::info!(execution = %self.held.key(), asked_by = %by, checkpoint = last, "asked from the console to stop: stopping at this batch boundary");
+                    self.report.stopped_by = Some(by);
+                    self.stop = Some(Ok(Ended::Interrupted));
+                }
+                Ok(_) => {}
             }
             self.checkpoint = Some(last);
         } else {
@@ -219,7 +227,7 @@ impl<'a> Batches<'a> {
 
     /// Stores the checkpoint past the batch and adds the batch's figures, together, while this
     /// process still owns the execution (a fenced write fails and changes nothing).
-    async fn advance(&self, last: i64, batch: &Summary) -> Result<(), sqlx::Error> {
+    async fn advance(&self, last: i64, batch: &Summary) -> Result<Interrupt, sqlx::Error> {
         let (pool, scope) = (self.pool, &self.held.applier().config().pass.tally);
         let owner = self.held.owner();
         db::retry(
@@ -227,8 +235,9 @@ impl<'a> Batches<'a> {
             self.config.retries.db_backoff,
             || async {
                 let mut tx = db::begin_relaxed(pool).await?;
-                execution::advance(&mut tx, owner, scope, last, batch).await?;
-                tx.commit().await
+                let asked = execution::advance(&mut tx, owner, scope, last, batch).await?;
+                tx.commit().await?;
+                Ok(asked)
             },
         )
         .await

@@ -65,7 +65,8 @@ pub enum Ended {
     Finished,
     /// It was already finished before this run; nothing was done.
     AlreadyFinished { at: Option<DateTime<Utc>> },
-    /// Stopped between batches on request; a rerun resumes.
+    /// Stopped between batches on request (a signal, or an ask from the console: see
+    /// [`RunReport::stopped_by`]); a rerun resumes.
     Interrupted,
 }
 
@@ -83,6 +84,8 @@ pub struct RunReport {
     pub elapsed: Duration,
     /// Events handled by this process.
     pub events_this_run: u64,
+    /// Who asked from the console for the run to stop, when it stopped because of that ask.
+    pub stopped_by: Option<String>,
 }
 
 impl RunReport {
@@ -97,6 +100,7 @@ impl RunReport {
             rejected: Vec::new(),
             elapsed: Duration::ZERO,
             events_this_run: 0,
+            stopped_by: None,
         }
     }
 }

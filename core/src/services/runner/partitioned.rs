@@ -42,6 +42,7 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
         rejected: Vec::new(),
         elapsed: Duration::ZERO,
         events_this_run: 0,
+        stopped_by: None,
     };
     if parent.state == State::Finished {
         report.ended = Ended::AlreadyFinished {
@@ -108,6 +109,9 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
     // The parent's figures: its partitions' tallies, summed.
     if let Some(e) = execution::load(ctx.pool, &key).await? {
         report.summary = e.pass_summary;
+        if matches!(outcome, Ok(Ended::Interrupted)) {
+            report.stopped_by = e.interrupt_asked_by;
+        }
     }
     report.ended = outcome?;
     Ok(report)

@@ -33,9 +33,13 @@ impl RunReport {
             ),
             Ended::Interrupted => writeln!(
                 f,
-                "{} ({mode}) stopped at posicao {}; run it again to resume.",
+                "{} ({mode}) stopped at posicao {}{}; run it again to resume.",
                 self.execution_id,
-                self.checkpoint.map_or("-".into(), |c| c.to_string())
+                self.checkpoint.map_or("-".into(), |c| c.to_string()),
+                self.stopped_by
+                    .as_deref()
+                    .map(|by| format!(" (asked by {by})"))
+                    .unwrap_or_default()
             ),
             Ended::Finished => {
                 let secs = self.elapsed.as_secs_f64().max(1e-3);

@@ -51,6 +51,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261206030000_console_requests_bounded.sql",
     "20261206040000_rebuild_approval_noted.sql",
     "20261206050000_takeover_narrow.sql",
+    "20261206060000_console_interrupt.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the

@@ -55,7 +55,8 @@ pub async fn advance_live(
     .execute(&mut *conn)
     .await?;
     tally::add(conn, scope, batch).await?;
-    touch(conn, &scope.key).await
+    touch(conn, &scope.key).await?;
+    Ok(())
 }
 
 /// Makes sure the live consumer's execution row exists and says it is running; returns its pass

@@ -89,6 +89,12 @@ pub fn execution_id_of(key: &str) -> &str {
     key.strip_suffix(":simulacao").unwrap_or(key)
 }
 
+/// Whether `key` names a partition of an execution (`<execution>:p<index>`), not an execution.
+pub fn is_partition_key(key: &str) -> bool {
+    key.rsplit_once(":p")
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// A row of `reprocessamento_execucao` with its checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Execution {
@@ -117,6 +123,10 @@ pub struct Execution {
     /// The job's outcome-deciding definition when the pass started (see `approval`).
     pub definition: Option<serde_json::Value>,
     pub checkpoint: Option<i64>,
+    /// Who asked from the console for this run to stop at its next batch boundary, and when
+    /// (cleared by the next pass or resume).
+    pub interrupt_asked_by: Option<String>,
+    pub interrupt_asked_at: Option<DateTime<Utc>>,
 }
 
 /// A row as selected by [`select_execution`].
@@ -142,6 +152,8 @@ struct ExecutionRow {
     contagem_execucao: serde_json::Value,
     definicao: Option<serde_json::Value>,
     ultima_posicao: Option<i64>,
+    interrupcao_pedida_por: Option<String>,
+    interrupcao_pedida_em: Option<DateTime<Utc>>,
 }
 
 crate::tables::db::from_row!(ExecutionRow {
@@ -164,6 +176,8 @@ crate::tables::db::from_row!(ExecutionRow {
     contagem_execucao,
     definicao,
     ultima_posicao,
+    interrupcao_pedida_por,
+    interrupcao_pedida_em,
 });
 
 impl From<ExecutionRow> for Execution {
@@ -194,6 +208,8 @@ impl From<ExecutionRow> for Execution {
             pass_summary,
             definition: r.definicao,
             checkpoint: r.ultima_posicao,
+            interrupt_asked_by: r.interrupcao_pedida_por,
+            interrupt_asked_at: r.interrupcao_pedida_em,
         }
     }
 }
@@ -206,7 +222,7 @@ fn select_execution(filter: &str) -> String {
                e.posicao_final, e.total_eventos, e.estado, e.passagem, e.iniciada_por,
                e.iniciada_em, e.concluida_em, e.erro, e.resumo,
                {tallies} as contagem, {run} as contagem_execucao,
-               e.definicao, c.ultima_posicao
+               e.definicao, c.ultima_posicao, e.interrupcao_pedida_por, e.interrupcao_pedida_em
         from reprocessamento_execucao e
         left join reprocessamento_checkpoint c using (execucao_id)
         {filter}
@@ -302,7 +318,7 @@ pub async fn start_pass(
             passagem = coalesce($10, reprocessamento_execucao.passagem + 1),
             iniciada_por = excluded.iniciada_por, iniciada_em = now(), concluida_em = null,
             erro = null, resumo = '{}'::jsonb, definicao = excluded.definicao,
-            atualizado_em = now()
+            interrupcao_pedida_em = null, interrupcao_pedida_por = null, atualizado_em = now()
         returning passagem, iniciada_em
         "#,
     )
@@ -344,7 +360,8 @@ pub async fn resume(pool: &PgPool, owner: &Owner) -> Result<(), sqlx::Error> {
     sqlx::query(
         r#"
         update reprocessamento_execucao
-        set estado = 'em-andamento', erro = null, atualizado_em = now()
+        set estado = 'em-andamento', erro = null, atualizado_em = now(),
+            interrupcao_pedida_em = null, interrupcao_pedida_por = null
         where execucao_id = $1 and (select confirmar_dono($1, $2))
         "#,
     )
@@ -388,14 +405,16 @@ async fn clear_checkpoint(conn: &mut PgConnection, key: &str) -> Result<(), sqlx
 /// batches it passes to the tallies, together (invariant `checkpoint-after-settle`: the caller
 /// passes only a position whose events are all settled), so each batch is counted exactly once —
 /// and only while `owner` still owns the execution (invariant `one-owner`), for the rest of the
-/// caller's transaction.
+/// caller's transaction. Returns whether someone asked from the console for the run to stop
+/// (on its own row or, for a partition, its execution's): the runner then stops at this batch
+/// boundary.
 pub async fn advance(
     conn: &mut PgConnection,
     owner: &Owner,
     scope: &Scope,
     posicao: i64,
     batch: &Summary,
-) -> Result<(), sqlx::Error> {
+) -> Result<Interrupt, sqlx::Error> {
     owner.confirm(conn).await?;
     set_checkpoint(conn, &scope.key, posicao).await?;
     tally::add(conn, scope, batch).await?;
@@ -403,13 +422,30 @@ pub async fn advance(
     touch(conn, &scope.key).await
 }
 
-/// Marks an execution's row as just updated (what `status` shows as its last activity).
-async fn touch(conn: &mut PgConnection, key: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("update reprocessamento_execucao set atualizado_em = now() where execucao_id = $1")
-        .bind(key)
-        .execute(conn)
-        .await?;
-    Ok(())
+/// Whether a run was asked to stop at its next batch boundary, and by whom.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Interrupt {
+    pub asked_by: Option<String>,
+}
+
+/// Marks an execution's row as just updated (what `status` shows as its last activity), and
+/// reads, in the same statement, whether its run was asked to stop.
+async fn touch(conn: &mut PgConnection, key: &str) -> Result<Interrupt, sqlx::Error> {
+    let asked_by: Option<Option<String>> = sqlx::query_scalar(
+        r#"
+        update reprocessamento_execucao e set atualizado_em = now()
+        where e.execucao_id = $1
+        returning coalesce(e.interrupcao_pedida_por,
+                           (select p.interrupcao_pedida_por from reprocessamento_execucao p
+                            where p.execucao_id = regexp_replace($1, ':p[0-9]+$', '')))
+        "#,
+    )
+    .bind(key)
+    .fetch_optional(conn)
+    .await?;
+    Ok(Interrupt {
+        asked_by: asked_by.flatten(),
+    })
 }
 
 /// Ends an execution's process: `concluida`, `falhou` (with the error) or `interrompida`.

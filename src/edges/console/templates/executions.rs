@@ -292,6 +292,18 @@ fn identity(e: &Execution, tz: Tz) -> Markup {
     if let Some(error) = &e.error {
         rows.push(("Erro", error.clone()));
     }
+    if let Some(by) = &e.interrupt_asked_by {
+        let at = e
+            .interrupt_asked_at
+            .map(|t| time(t, tz))
+            .unwrap_or_default();
+        let what = if e.state == State::Running {
+            "para ao fim do lote em curso"
+        } else {
+            "parou no checkpoint acima"
+        };
+        rows.push(("Interrupção pedida", format!("{at} por {by}: {what}")));
+    }
     html! { section #identity { h2 { "Execução" } (facts(&rows)) } }
 }
 

@@ -16,6 +16,8 @@ pub(in crate::edges::console) struct Offer {
     pub start: bool,
     /// The real run is interrupted or failed, and the account may ask to resume it.
     pub resume: bool,
+    /// The real run is in progress, and the account may ask it to stop.
+    pub interrupt: bool,
 }
 
 /// Whether any request of the list is still open (the page then refreshes itself).
@@ -30,6 +32,7 @@ fn action(a: Action) -> &'static str {
         Action::Start => "iniciar a execução real",
         Action::Resume => "retomar",
         Action::Sweep => "varredura",
+        Action::Interrupt => "interromper",
     }
 }
 
@@ -70,7 +73,7 @@ pub(in crate::edges::console) fn section(
     requests: &[Request],
     tz: Tz,
 ) -> Markup {
-    if !offer.start && !offer.resume && requests.is_empty() {
+    if !offer.start && !offer.resume && !offer.interrupt && requests.is_empty() {
         return html! {};
     }
     let page = format!("/executions/{}", segment(&e.key));
@@ -81,6 +84,9 @@ pub(in crate::edges::console) fn section(
         }
         @if offer.resume {
             p { a.button #resume-link href={ (page) "/resume" } { "Retomar" } }
+        }
+        @if offer.interrupt {
+            p { a.button.secondary #interrupt-link href={ (page) "/interrupt" } { "Interromper" } }
         }
         @if any_open(requests) {
             p role="status" { "Há um pedido aberto: esta página se atualiza sozinha até o serve concluí-lo." }
@@ -105,6 +111,11 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
     let page = format!("/executions/{}", segment(&c.execution.key));
     let (path, heading, button) = match c.action {
         Action::Resume => ("/resume", "Retomar a execução real", "Confirmar: retomar"),
+        Action::Interrupt => (
+            "/interrupt",
+            "Interromper a execução real",
+            "Confirmar: interromper",
+        ),
         _ => (
             "/start",
             "Iniciar a execução real",
@@ -116,7 +127,11 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
     let body = html! {
         h2 { (heading) }
         (facts(&rows))
-        p { "O console não executa nada: o pedido fica registrado (e auditado) e o serve o executa em instantes, pelo mesmo caminho de um disparo agendado do job — a trava do job, o executor e a verificação da aprovação." }
+        @if c.action == Action::Interrupt {
+            p { "A execução termina o lote em curso, guarda o checkpoint e para como interrompida: nada do que já foi feito se perde e nenhuma mensagem sai duas vezes. Um operador a retoma depois, deste mesmo ponto, pelo botão Retomar." }
+        } @else {
+            p { "O console não executa nada: o pedido fica registrado (e auditado) e o serve o executa em instantes, pelo mesmo caminho de um disparo agendado do job — a trava do job, o executor e a verificação da aprovação." }
+        }
         @match &c.refused {
             Some(why) => p.warning #refused { (Inert(why)) },
             None => form.request method="post" action={ (page) (path) } {
