@@ -75,7 +75,7 @@ async fn scheduler(url: &str, jobs: &std::path::Path) -> anyhow::Result<Schedule
     Scheduler::new(
         pool,
         url.to_string(),
-        loaded.jobs,
+        loaded,
         effects,
         SchedulerConfig::default(),
     )

@@ -183,3 +183,52 @@ async fn a_verify_jobs_mail_says_how_many_rows_no_replay_can_fix_and_what_to_do(
         mail.text
     );
 }
+
+/// `propose: false`: a verify job beside a `kind: live` job (whose policy proposals take) mails
+/// the suggested job as before and proposes nothing: no proposal, no simulation.
+#[tokio::test]
+async fn a_verify_job_with_propose_false_mails_the_suggested_job_and_proposes_nothing() {
+    let (db, jobs, smtp) = setup().await;
+    sqlx::query("delete from comissao where pedido_id = 'ped-2'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    std::fs::write(
+        jobs.path().join("live.yaml"),
+        "name: live\nkind: live\neffects:\n  notificar-vendedor: { mode: suppress }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        jobs.path().join("verify.yaml"),
+        format!("name: {JOB}\nkind: verify\nschedule: \"*/2 * * * * *\"\nlookback: 3d\nreport_to: [financeiro@example.com]\npropose: false\n"),
+    )
+    .unwrap();
+    let serve = serve(&db, &jobs, &smtp);
+
+    after_a_run(&serve).await;
+    wait_until("the first mail arrives", || async {
+        !smtp.messages().is_empty()
+    })
+    .await;
+    serve.terminate().await;
+
+    let mail = parse(&smtp.messages()[0]);
+    let day = (Utc::now() - Duration::days(2)).date_naive();
+    assert!(
+        mail.text
+            .contains(&format!("job sugerido: reconcile-{day}")),
+        "{}",
+        mail.text
+    );
+    let proposals: i64 = sqlx::query_scalar("select count(*) from job_proposto")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let simulations: i64 = sqlx::query_scalar(
+        "select count(*) from reprocessamento_execucao where modo = 'simulacao'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((proposals, simulations), (0, 0));
+}

@@ -38,6 +38,18 @@ pub fn load_job(path: &Path, effects: &EffectCatalog) -> Result<Job, ConfigError
     job.map_err(|e| yaml_error(path, e))
 }
 
+/// Reads one job from `text` (a job file's contents kept elsewhere, such as a verify job's
+/// proposal in the database), checking its effect types against `effects`; errors name `origin`.
+pub fn parse_job_text(
+    text: &str,
+    origin: &Path,
+    effects: &EffectCatalog,
+) -> Result<Job, ConfigError> {
+    let ctx = Context::new(Some(effects), false);
+    let (job, _) = context::with(ctx, origin, || parse_job(text, origin));
+    job.map_err(|e| yaml_error(origin, e))
+}
+
 /// Loads `effects.yaml` and every other `*.yaml` / `*.yml` of `dir` (sorted by name), collecting
 /// every error. Two jobs with the same `name` are refused.
 pub fn load_dir(dir: &Path) -> Result<LoadedConfig, ConfigErrors> {

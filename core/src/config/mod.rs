@@ -30,7 +30,7 @@ mod tests;
 pub use cleartext::{cleartext_warnings, database_warning, is_loopback_host};
 pub use effects::DEFAULT_RETRY;
 pub use error::{ConfigError, ConfigErrors};
-pub use load::{find_job, job_in, load_dir, load_effects, load_job, LoadedConfig};
+pub use load::{find_job, job_in, load_dir, load_effects, load_job, parse_job_text, LoadedConfig};
 pub use scalar::{
     parse_stale_after, MAX_CONCURRENCY, MAX_DEDUP_WINDOW, MAX_RATE, MAX_RETRY_ATTEMPTS,
     MAX_RETRY_BACKOFF, MAX_RETRY_MAX_BACKOFF, MAX_STALE_AFTER, MAX_TIMEOUT, MIN_RATE,
@@ -216,6 +216,9 @@ pub struct VerifyJob {
     pub lookback_days: u32,
     /// Non-empty.
     pub report_to: Vec<String>,
+    /// Whether `serve` proposes the correction of each day found wrong (a gated replay job kept
+    /// in the database, whose simulation it runs); `propose: false` turns it off. Default on.
+    pub propose: bool,
 }
 
 impl VerifyJob {

@@ -130,6 +130,7 @@ pub(super) struct RawVerify {
     timezone: Option<Zone>,
     lookback: Lookback,
     report_to: Recipients,
+    propose: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -227,6 +228,7 @@ impl RawVerify {
         let kind = JobKind::Verify(VerifyJob {
             lookback_days: self.lookback.0,
             report_to: self.report_to.0,
+            propose: self.propose.unwrap_or(true),
         });
         job(file, self.name, self.schedule, self.timezone, kind)
     }

@@ -52,6 +52,8 @@ const TABLES: &[&str] = &[
     "reprocessamento_progresso",
     // What people asked for from the console; `serve` claims and settles them.
     "execucao_solicitada",
+    // The corrections verify jobs propose (one gated replay job per wrong day).
+    "job_proposto",
     // The blue-green rebuild of `comissao`: its state, the queue of orders written meanwhile
     // (filled by a `security definer` trigger, whoever writes), the orders that differ.
     "comissao_reconstrucao",
@@ -137,7 +139,7 @@ const WORKER: &[(&str, &[&str])] = &[
     ),
     ("select, insert, delete", &["evento_rejeitado"]),
     ("select, insert", &["efeito_tentativa", "relatorio_job"]),
-    ("select, insert, update", &["job_rodada"]),
+    ("select, insert, update", &["job_rodada", "job_proposto"]),
     // `serve` claims a request and records how it ended (those columns alone); only the
     // console's function inserts.
     ("select", &["execucao_solicitada"]),

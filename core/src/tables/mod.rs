@@ -7,5 +7,6 @@ pub mod db;
 pub mod execution;
 pub mod grants;
 pub mod ledger;
+pub mod proposals;
 pub mod requests;
 pub mod tally;

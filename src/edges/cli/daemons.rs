@@ -300,7 +300,7 @@ pub(super) async fn serve(cli: &Cli, http: MetricsHow, console: Option<ServeCons
         ..scheduler::SchedulerConfig::default()
     };
     let url = cli.database_url.clone().unwrap_or_default();
-    let daemon = scheduler::Scheduler::new(pool.clone(), url, loaded.jobs, effects, config)
+    let daemon = scheduler::Scheduler::new(pool.clone(), url, loaded, effects, config)
         .map_err(Failure::invalid)?;
     let bound = match &console {
         Some(c) => {

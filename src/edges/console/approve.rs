@@ -39,11 +39,11 @@ impl Configured {
 }
 
 /// The job of a simulation, as configured now, if it requires an approved simulation.
-fn configured(console: &Console, simulation: &Execution) -> Result<Option<Configured>, String> {
-    let (catalog, job) = console
-        .jobs
-        .find_job(&simulation.job)
-        .map_err(|e| crate::shared::text::inert(&e.to_string()))?;
+async fn configured(
+    console: &Console,
+    simulation: &Execution,
+) -> Result<Option<Configured>, String> {
+    let (catalog, job) = console.find_job(&simulation.job).await?;
     let JobKind::Replay(replay) = &job.kind else {
         return Ok(None);
     };
@@ -63,7 +63,7 @@ pub(super) async fn standing(console: &Console, e: &Execution) -> Result<Standin
     if e.mode != Mode::Simulation {
         return Ok(Standing::NotNeeded);
     }
-    let c = match configured(console, e) {
+    let c = match configured(console, e).await {
         Ok(Some(c)) => c,
         Ok(None) => return Ok(Standing::NotNeeded),
         Err(why) => return Ok(Standing::NoJob(why)),
@@ -158,7 +158,7 @@ pub(super) async fn confirm(
             })?;
     let definition =
         crate::engine::definition::Definition::from_json(simulation.definition.as_ref());
-    let c = configured(&console, &simulation).ok().flatten();
+    let c = configured(&console, &simulation).await.ok().flatten();
     let seen = match (&standing, &c) {
         (Standing::Approvable, Some(c)) => seen_now(&console, c, &simulation).await?,
         _ => None,
@@ -237,7 +237,7 @@ async fn messages(
     let simulation = execution::load(&console.pool, &key)
         .await?
         .ok_or_else(|| no_simulation(&key))?;
-    let c = match configured(console, &simulation) {
+    let c = match configured(console, &simulation).await {
         Ok(Some(c)) => c,
         Ok(None) => {
             return Err(PageError::NotFound(
@@ -313,7 +313,7 @@ pub(super) async fn approve(
     let simulation = execution::load(&console.pool, &key)
         .await?
         .ok_or_else(|| no_simulation(&key))?;
-    let c = match configured(&console, &simulation) {
+    let c = match configured(&console, &simulation).await {
         Ok(Some(c)) => c,
         Ok(None) => {
             return Err(PageError::Conflict(

@@ -186,10 +186,12 @@ pub(super) async fn detail(
         }
         _ => Vec::new(),
     };
+    let proposal = crate::tables::proposals::named(&console.pool, &execution.job).await?;
     let markup = page::detail(page::Detail {
         session: &session,
         tz,
         execution: &execution,
+        proposal: proposal.as_ref(),
         report: report.as_ref(),
         standing: &standing,
         offer: &offer,

@@ -159,6 +159,28 @@ impl Console {
             .map_or(self.config.timezone, |(_, job)| job.timezone)
     }
 
+    /// The job named `name`: the jobs directory's, else a verify job's proposal (read against
+    /// the directory's effect types), with the effect catalog.
+    pub(crate) async fn find_job(
+        &self,
+        name: &str,
+    ) -> Result<(crate::config::EffectCatalog, crate::config::Job), String> {
+        let inert = |e: &dyn std::fmt::Display| crate::shared::text::inert(&e.to_string());
+        let missing = match self.jobs.find_job(name) {
+            Ok(found) => return Ok(found),
+            Err(e) => e,
+        };
+        let loaded = self.jobs.get();
+        let Ok(dir) = loaded.as_ref() else {
+            return Err(inert(&missing));
+        };
+        match crate::services::verify::propose::find(&self.pool, name, &dir.effects).await {
+            Ok(Some(job)) => Ok((dir.effects.clone(), job)),
+            Ok(None) => Err(inert(&missing)),
+            Err(e) => Err(inert(&e)),
+        }
+    }
+
     pub fn new(pool: PgPool, config: ConsoleConfig) -> Result<Console, String> {
         config.validate()?;
         Ok(Console {

@@ -42,6 +42,8 @@ pub(super) struct Shared {
     pub all_jobs: Vec<Job>,
     pub gated: crate::services::report::Gated,
     pub live_policy: Option<crate::engine::applier::Policy>,
+    pub proposal_spec: Option<crate::services::verify::EmitSpec>,
+    pub catalog: crate::config::EffectCatalog,
     /// Passed to the runner: it finishes the batch in hand and stops.
     pub shutdown: Shutdown,
     pub in_flight: InFlight,
@@ -64,6 +66,8 @@ impl Shared {
             all_jobs: scheduler.all_jobs,
             gated: scheduler.gated,
             live_policy: scheduler.live_policy,
+            proposal_spec: scheduler.proposal_spec,
+            catalog: scheduler.catalog,
             shutdown,
             in_flight: InFlight::new(),
             busy: Mutex::new(HashSet::new()),
@@ -194,8 +198,9 @@ impl Shared {
             .await;
     }
 
-    /// A verify fire: the lookback days checked, finance mailed when they differ, the figures
-    /// kept for `/metrics`.
+    /// A verify fire: the lookback days checked; for each day found wrong a proposal (unless
+    /// `propose: false`) whose simulation runs here; finance mailed when days differ, each day
+    /// linking to its proposal's simulation; the figures kept for `/metrics`.
     async fn fire_verify(
         &self,
         job: &Job,
@@ -203,14 +208,7 @@ impl Shared {
         at: DateTime<Utc>,
     ) {
         let started = Utc::now();
-        let ran = match crate::services::report::Mailer::from_env() {
-            Ok(mailer) => {
-                let policy = self.live_policy.clone();
-                crate::services::verify::job::run(&self.pool, job, verify_job, policy, at, &mailer)
-                    .await
-            }
-            Err(e) => Err(e.into()),
-        };
+        let ran = self.verify_and_propose(job, verify_job, at).await;
         let detail = match &ran {
             Ok(run) => {
                 let t = &run.findings.totals;
@@ -234,6 +232,82 @@ impl Shared {
         self.record_plain(&job.name, ran.is_ok());
         self.record_job_run(&job.name, started, ran.is_ok(), detail)
             .await;
+    }
+
+    async fn verify_and_propose(
+        &self,
+        job: &Job,
+        verify_job: &crate::config::VerifyJob,
+        at: DateTime<Utc>,
+    ) -> anyhow::Result<crate::services::verify::job::VerifyRun> {
+        use crate::services::verify::{job as verify, propose};
+        let mailer = crate::services::report::Mailer::from_env()?;
+        let policy = self.live_policy.clone();
+        let findings = verify::check(&self.pool, job, verify_job, policy, at).await?;
+        let mut proposed = Vec::new();
+        if verify_job.propose && !findings.clean {
+            match &self.proposal_spec {
+                Some(spec) => {
+                    let spec = crate::services::verify::EmitSpec {
+                        timezone: job.timezone,
+                        ..spec.clone()
+                    };
+                    proposed = propose::propose(
+                        &self.pool,
+                        job,
+                        &verify_job.report_to,
+                        &findings,
+                        &spec,
+                        &self.catalog,
+                        &self.all_jobs,
+                    )
+                    .await?;
+                    for p in &proposed {
+                        if let Some(plan) = &p.simulate {
+                            self.simulate_proposal(plan).await;
+                        }
+                    }
+                }
+                None => {
+                    tracing::warn!(job = %job.name, "days differ, but no correction is proposed: proposals take the `kind: live` job's policy, and the jobs directory has none");
+                }
+            }
+        }
+        verify::mail(
+            &self.pool, job, verify_job, at, findings, &proposed, &mailer,
+        )
+        .await
+    }
+
+    /// Runs a proposal's simulation under its job's lock, as a fire of that job would. Its report
+    /// is not mailed: the verify's own message announces it.
+    async fn simulate_proposal(&self, plan: &Plan) {
+        let mut plan = plan.clone();
+        plan.replay.report_to.clear();
+        let lock =
+            JobLock::try_acquire(&self.database_url, &plan.job.name, self.config.lock_timeout);
+        let Ok(Some(lock)) = lock.await else {
+            tracing::info!(job = %plan.job.name, "the proposal's job is held by another process; its simulation runs at the next verify");
+            return;
+        };
+        let (outcome, _, _) = self.run_replay(&plan).await;
+        tracing::info!(job = %plan.job.name, execution = %plan.key, ?outcome, "simulated a proposed correction");
+        lock.release().await;
+    }
+
+    /// The job named `name`: the jobs directory's, else a verify job's proposal (read against
+    /// the directory's effect types); `None` when neither has it or the proposal cannot be read.
+    pub(super) async fn job_named(&self, name: &str) -> Option<Job> {
+        if let Some(job) = self.all_jobs.iter().find(|j| j.name == name) {
+            return Some(job.clone());
+        }
+        match crate::services::verify::propose::find(&self.pool, name, &self.catalog).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(job = %name, error = %e, "a proposal could not be read");
+                None
+            }
+        }
     }
 
     pub(super) fn claim(&self, name: &str) -> Option<Busy<'_>> {

@@ -134,6 +134,11 @@ pub struct Scheduler {
     gated: crate::services::report::Gated,
     /// The `kind: live` job's policy, scheduled or not: the effects a verify job checks.
     live_policy: Option<crate::engine::applier::Policy>,
+    /// What a verify job's proposals carry (the live job's policy and batch size); `None`
+    /// without a `kind: live` job, and then verify jobs propose nothing.
+    proposal_spec: Option<crate::services::verify::EmitSpec>,
+    /// The jobs directory's effect types: a proposal's job is read against them.
+    catalog: crate::config::EffectCatalog,
     metrics: Arc<Metrics>,
 }
 
@@ -142,15 +147,27 @@ impl Scheduler {
     pub fn new(
         pool: PgPool,
         database_url: String,
-        jobs: Vec<Job>,
+        loaded: crate::config::LoadedConfig,
         effects: Effects,
         config: SchedulerConfig,
     ) -> Result<Self, SchedulerError> {
+        let crate::config::LoadedConfig {
+            effects: catalog,
+            jobs,
+        } = loaded;
         config.validate().map_err(SchedulerError::Config)?;
         let metrics = Arc::new(Metrics::new());
         let gated = crate::services::report::Gated::of(&jobs);
         let live_policy = jobs.iter().find_map(|j| match &j.kind {
             JobKind::Live(live) => Some(crate::engine::applier::Policy::from(live)),
+            _ => None,
+        });
+        let proposal_spec = jobs.iter().find_map(|j| match &j.kind {
+            JobKind::Live(live) => Some(crate::services::verify::EmitSpec {
+                policy: crate::engine::applier::Policy::from(live),
+                batch_size: live.batch_size,
+                timezone: j.timezone,
+            }),
             _ => None,
         });
         let mut scheduled = Vec::new();
@@ -176,6 +193,8 @@ impl Scheduler {
             all_jobs,
             gated,
             live_policy,
+            proposal_spec,
+            catalog,
             metrics,
         })
     }

@@ -109,9 +109,10 @@ async fn settle_abandoned(shared: &Arc<Shared>) {
 /// Resumes the run of a request a dead `serve` left `em-andamento`, under the job's lock (none
 /// other holds it, so nobody runs it), and records how it ended.
 async fn resume_abandoned(shared: &Shared, request: Request) {
-    let Some(job) = shared.all_jobs.iter().find(|j| j.name == request.job) else {
+    let Some(job) = shared.job_named(&request.job).await else {
         return;
     };
+    let job = &job;
     let Some(_busy) = shared.claim(&job.name) else {
         return;
     };
@@ -163,12 +164,13 @@ async fn answer(shared: &Shared, request: Request) {
 
 /// Runs the request under its job's lock, as a fire would.
 async fn carry_out(shared: &Shared, request: &Request) -> (RequestState, String) {
-    let Some(job) = shared.all_jobs.iter().find(|j| j.name == request.job) else {
+    let Some(job) = shared.job_named(&request.job).await else {
         return failed(format!(
-            "o job {} não existe no diretório de jobs do serve",
+            "o job {} não existe no diretório de jobs do serve nem entre as correções propostas",
             inert(&request.job)
         ));
     };
+    let job = &job;
     let Some(_busy) = shared.claim(&job.name) else {
         return failed("o job já está rodando neste serve; peça de novo quando terminar".into());
     };

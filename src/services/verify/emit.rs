@@ -35,7 +35,9 @@ pub fn emit_jobs(
     let mut written = Vec::new();
     for day in findings.differing() {
         let base = format!("reconcile-{}", day.day.format("%Y-%m-%d"));
-        written.push(write_new(dir, &base, |name| job_yaml(name, day.day, spec))?);
+        written.push(write_new(dir, &base, |name| {
+            job_yaml(name, day.day, spec, &[])
+        })?);
     }
     Ok(written)
 }
@@ -81,9 +83,14 @@ fn naming(path: &Path, e: std::io::Error) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
-/// The YAML of one day's replay job. Names from the configuration are written as JSON strings,
-/// which YAML reads as they are.
-fn job_yaml(name: &str, day: NaiveDate, spec: &EmitSpec) -> String {
+/// The YAML of one day's replay job, its report mailed to `report_to` when it has any. Names
+/// from the configuration are written as JSON strings, which YAML reads as they are.
+pub(super) fn job_yaml(
+    name: &str,
+    day: NaiveDate,
+    spec: &EmitSpec,
+    report_to: &[String],
+) -> String {
     let at = |d: NaiveDate| {
         crate::config::day_start(spec.timezone, d)
             .with_timezone(&spec.timezone)
@@ -111,6 +118,7 @@ fn job_yaml(name: &str, day: NaiveDate, spec: &EmitSpec) -> String {
     if spec.policy.effects.is_empty() {
         yaml.push_str(" {}");
     }
+
     for (tipo, p) in &spec.policy.effects {
         let mode = match p.mode {
             EffectMode::Apply => "apply",
@@ -124,6 +132,10 @@ fn job_yaml(name: &str, day: NaiveDate, spec: &EmitSpec) -> String {
             "\n  {}: {{ mode: {mode}, on_failure: {on_failure} }}",
             quoted(tipo)
         ));
+    }
+    if !report_to.is_empty() {
+        let to: Vec<String> = report_to.iter().map(|a| quoted(a)).collect();
+        yaml.push_str(&format!("\nreport_to: [{}]", to.join(", ")));
     }
     yaml.push('\n');
     yaml

@@ -1,13 +1,15 @@
 //! `kind: verify` jobs, fired by `serve`'s scheduler: `verify` of the `lookback` days before today
 //! in the job's timezone, with the live consumer's policy; when it finds differences, one e-mail
 //! to `report_to` — an effect of the ledger like the reports (key `<job>:verify-<fire>:email`), so
-//! a run mails at most once — with the days, the counts, the net difference in reais, the
-//! suggested jobs and, with `CONSOLE_URL`, a console link per day. A clean run mails nothing.
+//! a run mails at most once — with the days, the counts, the net difference in reais, each day's
+//! proposal (see [`super::propose`]) or suggested job and, with `CONSOLE_URL`, a console link per
+//! day. A clean run mails nothing.
 
 use chrono::{DateTime, Utc};
 use maud::html;
 use sqlx::PgPool;
 
+use super::propose::Proposed;
 use super::{Day, Findings, Progress, Request};
 use crate::config::{Job, VerifyJob};
 use crate::engine::applier::Policy;
@@ -23,16 +25,15 @@ pub struct VerifyRun {
     pub delivery: Option<Delivery>,
 }
 
-/// One run of a verify job at `at`; mails through `mailer` when it finds differences.
+/// The days a verify job's run at `at` checks, and what it found there.
 #[tracing::instrument(skip_all, fields(job = %job.name), err)]
-pub async fn run(
+pub async fn check(
     pool: &PgPool,
     job: &Job,
     verify_job: &VerifyJob,
     policy: Option<Policy>,
     at: DateTime<Utc>,
-    mailer: &Mailer,
-) -> anyhow::Result<VerifyRun> {
+) -> anyhow::Result<Findings> {
     let (from, to) = verify_job.range(job.timezone, at);
     let request = Request {
         from,
@@ -44,6 +45,21 @@ pub async fn run(
     let t = &findings.totals;
     let apart = &findings.set_aside_totals;
     tracing::info!(from = %from, to = %to, clean = findings.clean, orders_wrong = t.orders_wrong, orders_missing = t.orders_missing, effects_missing = t.effects_missing, pending_live = apart.waiting_for_live(), not_replayable = apart.not_replayable(), "verify run");
+    Ok(findings)
+}
+
+/// Mails what a run found to `report_to` when it found differences (at most once per run: the
+/// ledger keeps the message's key), each day with its proposal's simulation to approve when
+/// there is one, else the suggested job.
+pub async fn mail(
+    pool: &PgPool,
+    job: &Job,
+    verify_job: &VerifyJob,
+    at: DateTime<Utc>,
+    findings: Findings,
+    proposed: &[Proposed],
+    mailer: &Mailer,
+) -> anyhow::Result<VerifyRun> {
     if findings.clean {
         return Ok(VerifyRun {
             findings,
@@ -59,12 +75,16 @@ pub async fn run(
         cc: Vec::new(),
     };
     let console = crate::services::report::console_url_from_env();
+    let links = Links {
+        console: console.as_deref(),
+        proposed,
+    };
     let message = mailer.plain_message(
         &subject(&findings),
         &recipients,
         &message_id(&key),
-        text(&findings, console.as_deref()),
-        html(&findings, console.as_deref()),
+        text(&findings, &links),
+        html(&findings, &links),
     )?;
     let delivery = deliver::deliver(pool, mailer, &key, &message).await?;
     tracing::info!("{}", delivery.describe(&mailer.target()));
@@ -72,6 +92,34 @@ pub async fn run(
         findings,
         delivery: Some(delivery),
     })
+}
+
+/// Where a day's line points: its proposal's simulation in the console, or the suggested job.
+struct Links<'a> {
+    console: Option<&'a str>,
+    proposed: &'a [Proposed],
+}
+
+impl Links<'_> {
+    fn proposal(&self, day: &Day) -> Option<&Proposed> {
+        self.proposed.iter().find(|p| p.proposal.day == day.day)
+    }
+
+    /// The job a day's correction runs as: its proposal, or the name `--emit-jobs` gives it.
+    fn job(&self, day: &Day) -> String {
+        self.proposal(day)
+            .map_or_else(|| suggested(day), |p| p.proposal.name.clone())
+    }
+
+    /// The console's page of the day's proposal's simulation (to approve), or of the suggested
+    /// job's execution.
+    fn url(&self, day: &Day) -> Option<String> {
+        let base = self.console?;
+        Some(match self.proposal(day) {
+            Some(p) => format!("{base}/executions/{}", p.simulation_key),
+            None => format!("{base}/executions/{}", suggested(day)),
+        })
+    }
 }
 
 fn subject(f: &Findings) -> String {
@@ -103,32 +151,40 @@ fn day_line(d: &Day) -> String {
     )
 }
 
-fn link(console: Option<&str>, day: &Day) -> Option<String> {
-    console.map(|base| format!("{base}/executions/{}", suggested(day)))
-}
-
-fn text(f: &Findings, console: Option<&str>) -> String {
+fn text(f: &Findings, links: &Links<'_>) -> String {
     let mut out = format!(
         "A verificação de {} a {} ({}) encontrou diferenças entre o arquivo de eventos e as tabelas.\n\n",
         f.from, f.to, f.timezone
     );
     for d in f.differing() {
-        out.push_str(&format!(
-            "{}\n  job sugerido: {}\n",
-            day_line(d),
-            suggested(d)
-        ));
-        if let Some(url) = link(console, d) {
+        match links.proposal(d) {
+            Some(p) => out.push_str(&format!(
+                "{}\n  correção proposta: {} (simulação pronta para aprovar no console)\n",
+                day_line(d),
+                p.proposal.name
+            )),
+            None => out.push_str(&format!(
+                "{}\n  job sugerido: {}\n",
+                day_line(d),
+                links.job(d)
+            )),
+        }
+        if let Some(url) = links.url(d) {
             out.push_str(&format!("  Abrir no console: {url}\n"));
         }
     }
     out.push_str(&format!(
-        "\nDiferença líquida (esperado menos atual): {}\n\nPróximo passo: replay-ledger verify --from {} --to {} --timezone {} --emit-jobs jobs escreve um job por dia; simule, aprove e execute cada um.\n",
+        "\nDiferença líquida (esperado menos atual): {}\n",
         money::brl_signed(f.totals.difference_cents),
-        f.from,
-        f.to,
-        f.timezone
     ));
+    if links.proposed.is_empty() {
+        out.push_str(&format!(
+            "\nPróximo passo: replay-ledger verify --from {} --to {} --timezone {} --emit-jobs jobs escreve um job por dia; simule, aprove e execute cada um.\n",
+            f.from, f.to, f.timezone
+        ));
+    } else {
+        out.push_str("\nPróximo passo: abra cada simulação no console, confira o diff, aprove e inicie a execução real; o relatório dela segue por e-mail.\n");
+    }
     if let Some(note) = not_replayable_note(f) {
         out.push_str(&format!("\n{note}\n"));
     }
@@ -147,15 +203,19 @@ fn not_replayable_note(f: &Findings) -> Option<String> {
     })
 }
 
-fn html(f: &Findings, console: Option<&str>) -> String {
+fn html(f: &Findings, links: &Links<'_>) -> String {
     html! {
         p { "A verificação de " (f.from) " a " (f.to) " (" (f.timezone) ") encontrou diferenças." }
         ul {
             @for d in f.differing() {
                 li {
                     (day_line(d)) br;
-                    "job sugerido: " code { (suggested(d)) }
-                    @if let Some(url) = link(console, d) {
+                    @if let Some(p) = links.proposal(d) {
+                        "correção proposta: " code { (p.proposal.name) } " (simulação pronta para aprovar)"
+                    } @else {
+                        "job sugerido: " code { (links.job(d)) }
+                    }
+                    @if let Some(url) = links.url(d) {
                         " — " a href=(url) { "Abrir no console" }
                     }
                 }

@@ -17,6 +17,7 @@ pub mod apart;
 mod emit;
 pub mod job;
 mod progress;
+pub mod propose;
 
 use std::collections::BTreeMap;
 

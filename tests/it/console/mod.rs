@@ -20,6 +20,7 @@ mod orders;
 mod pace;
 mod pages;
 mod phone;
+mod proposal_browser;
 mod rebuild;
 mod requests;
 mod requests_browser;

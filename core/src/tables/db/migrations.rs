@@ -52,6 +52,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261206040000_rebuild_approval_noted.sql",
     "20261206050000_takeover_narrow.sql",
     "20261206060000_console_interrupt.sql",
+    "20261206070000_verify_proposals.sql",
 ];
 
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the

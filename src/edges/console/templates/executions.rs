@@ -146,6 +146,8 @@ pub(in crate::edges::console) struct Detail<'a> {
     pub session: &'a Session,
     pub tz: Tz,
     pub execution: &'a Execution,
+    /// The verify job's proposal this execution's job is, if it is one.
+    pub proposal: Option<&'a crate::tables::proposals::Proposal>,
     /// `None` for the live consumer (no diff).
     pub report: Option<&'a ExecutionReport>,
     pub standing: &'a Standing,
@@ -235,6 +237,7 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
     let finished = e.state == State::Finished;
     let body = html! {
         (identity(e, d.tz))
+        @if let Some(p) = d.proposal { (proposal(p, d.tz)) }
         @if e.state == State::Running { (super::pace::section(d.paces)) }
         (figures::figures(e.mode, &e.summary))
         (approval(d.session, e, d.standing, d.tz))
@@ -305,6 +308,20 @@ fn identity(e: &Execution, tz: Tz) -> Markup {
         rows.push(("Interrupção pedida", format!("{at} por {by}: {what}")));
     }
     html! { section #identity { h2 { "Execução" } (facts(&rows)) } }
+}
+
+/// A proposal's job: who proposed it for which day, what verify found, and its definition.
+fn proposal(p: &crate::tables::proposals::Proposal, tz: Tz) -> Markup {
+    html! { section #proposal {
+        h2 { "Correção proposta por " (Inert(&p.verify_job)) }
+        p { "A verificação " (Inert(&p.verify_job)) " encontrou o dia " (p.day.format("%d/%m/%Y"))
+            " errado (" (group_thousands(p.orders_wrong as u64)) " pedido(s) com valor ou versão errada, "
+            (group_thousands(p.orders_missing as u64)) " sem comissão, "
+            (group_thousands(p.effects_missing as u64)) " efeito(s) faltando; diferença "
+            (brl_signed(p.difference_cents)) ") e propôs esta correção em " (time(p.proposed_at, tz))
+            ". Ela não está no diretório de jobs: fica guardada no banco, e a aprovação a liga a esta definição como a de qualquer job." }
+        details open { summary { "Definição do job" } pre.definition { (p.definition) } }
+    } }
 }
 
 fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Markup {
