@@ -25,7 +25,7 @@ fn chapters() -> Vec<PathBuf> {
 }
 
 /// A heading's anchor: lowercase, punctuation dropped, spaces as `-`.
-fn anchor(heading: &str) -> String {
+pub(crate) fn anchor(heading: &str) -> String {
     heading
         .trim()
         .to_lowercase()
@@ -36,7 +36,7 @@ fn anchor(heading: &str) -> String {
 }
 
 /// The anchors of a Markdown file's headings (outside code blocks).
-fn anchors(file: &Path) -> BTreeSet<String> {
+pub(crate) fn anchors(file: &Path) -> BTreeSet<String> {
     let text = std::fs::read_to_string(file).unwrap_or_default();
     let mut fenced = false;
     let mut out = BTreeSet::new();
