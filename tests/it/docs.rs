@@ -89,8 +89,9 @@ fn broken_links_of(file: &Path) -> Vec<String> {
 }
 
 #[test]
-fn every_link_of_the_readme_and_the_book_reaches_its_file_and_heading() {
+fn every_link_of_the_readme_the_changelog_and_the_book_reaches_its_file_and_heading() {
     let mut broken = broken_links_of(&root().join("README.md"));
+    broken.extend(broken_links_of(&root().join("CHANGELOG.md")));
     for chapter in chapters() {
         broken.extend(broken_links_of(&chapter));
     }
@@ -462,4 +463,45 @@ fn a_pages_table_is_read_row_by_row() {
     assert_eq!(first_cells_under(page, "Commands"), ["run", "review list"]);
     assert_eq!(first_cells_under(page, "Exit statuses"), ["0", "130"]);
     assert!(first_cells_under(page, "Settings").is_empty());
+}
+
+/// The releases of `CHANGELOG.md`: its `## [x.y.z] - date` headings, newest first.
+fn changelog_releases(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("## ["))
+        .filter_map(|l| l.split_once(']'))
+        .map(|(version, _)| version.to_string())
+        .collect()
+}
+
+#[test]
+fn the_changelog_has_an_entry_for_every_release_and_says_which_upgrade_is_safe() {
+    let text = std::fs::read_to_string(root().join("CHANGELOG.md")).expect("CHANGELOG.md");
+    let mut released: Vec<String> = replay_ledger::tables::db::RELEASES
+        .iter()
+        .map(|(version, _)| version.to_string())
+        .collect();
+    released.reverse();
+    assert_eq!(
+        changelog_releases(&text),
+        released,
+        "CHANGELOG.md's releases, newest first, are core/src/tables/db/migrations.rs's RELEASES"
+    );
+    // Every entry after the first release says whether the upgrade to it is safe.
+    for entry in text.split("\n## [").skip(1) {
+        let version = entry.split(']').next().unwrap_or_default();
+        if version != "0.1.0" {
+            assert!(
+                entry.contains("Upgrading from") && entry.contains("is safe"),
+                "CHANGELOG.md's {version} does not say which upgrade to it is safe"
+            );
+        }
+    }
+}
+
+#[test]
+fn changelog_releases_are_read_from_their_headings() {
+    let text =
+        "# Changelog\n\n## [0.2.0] - 2026-12-02\n\n### Added\n- x\n\n## [0.1.0] - 2026-11-30\n";
+    assert_eq!(changelog_releases(text), ["0.2.0", "0.1.0"]);
 }
