@@ -54,7 +54,7 @@ const FILES: &[(&str, &str)] = embedded![
 ];
 
 /// Every release, newest last, with the last migration it shipped: a release's migrations are
-/// every file of [`FILES`] up to that one. The versions are `Cargo.toml`'s and `CHANGELOG.md`'s
+/// every embedded migration up to that one. The versions are `Cargo.toml`'s and `CHANGELOG.md`'s
 /// (releases before 0.5.0 were named after the fact, at the commits the changelog gives); the
 /// last is this build's own version and ships every migration, so a new migration goes into the
 /// version being written, and a release already out is never given one (tests hold all three).
