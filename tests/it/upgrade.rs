@@ -9,9 +9,10 @@
 //! recorded once by `record_what_the_previous_release_leaves_mid_run` (ignored; run it with
 //! `RECORD_UPGRADE_WITH=<the previous release's replay-ledger binary>` and
 //! `RECORD_UPGRADE_COMMIT=<its commit>` when a release is cut: build the release's commit, named in
-//! `CHANGELOG.md`, in a scratch copy of the repository). The test
-//! migrates a fresh database with exactly the migrations that release shipped (`RELEASES` in
-//! `core/src/tables/db/migrations.rs`), loads the rows, and takes it from there with this build.
+//! `CHANGELOG.md`, in a scratch copy of the repository; a release before 0.5.0 calls itself
+//! 0.1.0, so the fixture records the commit too). The test migrates a fresh database with exactly
+//! the migrations that release shipped (`RELEASES` in `core/src/tables/db/migrations.rs`), loads
+//! the rows, and takes it from there with this build.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
