@@ -8,7 +8,7 @@
 //! migrated database holds, so their comments keep the design's numbers (the invariants page maps
 //! them) and the paths that were right when they were written.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -54,11 +54,17 @@ fn cited_files() -> Vec<PathBuf> {
     }
     let mut files = Vec::new();
     for dir in [
-        "src", "core", "tests", "testkit", "examples", "docs", "deploy", ".ci", "jobs",
+        "src", "core", "tests", "testkit", "demo", "examples", "docs", "deploy", ".ci", "jobs",
     ] {
         walk(&root().join(dir), &mut files);
     }
-    for file in ["Cargo.toml", "Dockerfile", "README.md", "deny.toml"] {
+    for file in [
+        "Cargo.toml",
+        "Dockerfile",
+        "README.md",
+        "CHANGELOG.md",
+        "deny.toml",
+    ] {
         let path = root().join(file);
         if path.exists() {
             files.push(path);
@@ -286,10 +292,114 @@ fn the_checks_recognise_citations_as_they_are_written() {
     assert!(path_exists(&root().join("Cargo.toml"), "tests/it/main.rs"));
 }
 
+/// The headings of the Markdown files a pointer may name, as anchors (mdBook's and GitHub's
+/// slugs), by the file's path from the repository's root: `README.md` and every chapter of the
+/// book (`docs/src/*.md`).
+type Sections = BTreeMap<String, BTreeSet<String>>;
+
+fn sections() -> Sections {
+    let mut out = Sections::new();
+    out.insert(
+        "README.md".to_string(),
+        crate::docs::anchors(&root().join("README.md")),
+    );
+    let book = root().join("docs").join("src");
+    for entry in std::fs::read_dir(&book).expect("docs/src") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            out.insert(relative(&path), crate::docs::anchors(&path));
+        }
+    }
+    out
+}
+
+/// Where a pointer points: a file (`None` for "the book": any of its chapters) and a section
+/// (its title, or the start of it) or an exact `#anchor`.
+#[derive(Debug, PartialEq)]
+enum Target {
+    Section(Option<String>, String),
+    Anchor(String, String),
+}
+
+/// A section's title as a pointer writes it: words (letters, spaces, `-`, `'`) up to the first
+/// other character; `None` unless it starts with a capital, as a title does.
+fn title_at(text: &str) -> Option<String> {
+    let title: String = text
+        .chars()
+        .take_while(|c| c.is_alphabetic() || matches!(c, ' ' | '-' | '\''))
+        .collect();
+    let title = title.trim();
+    title
+        .starts_with(char::is_uppercase)
+        .then(|| title.to_string())
+}
+
+/// Every pointer to a section of the README or the book that a text holds, anywhere (strings the
+/// binary prints, comments, prose): "README, Title", "the README's Title", "the book, Title",
+/// "the book's Title", "docs/src/FILE.md, Title" and "docs/src/FILE.md#anchor".
+fn section_pointers(text: &str) -> Vec<Target> {
+    let mut found = Vec::new();
+    for (lead, file) in [
+        ("README, ", Some("README.md")),
+        ("the README's ", Some("README.md")),
+        ("the book, ", None),
+        ("the book's ", None),
+    ] {
+        for (at, _) in text.match_indices(lead) {
+            if let Some(title) = title_at(&text[at + lead.len()..]) {
+                found.push(Target::Section(file.map(str::to_string), title));
+            }
+        }
+    }
+    let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/');
+    for (at, _) in text.match_indices("docs/src/") {
+        let rest = &text[at..];
+        let name_end = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
+        let Some(after) = rest[name_end..].strip_prefix(".md") else {
+            continue;
+        };
+        let file = format!("{}.md", &rest[..name_end]);
+        if let Some(fragment) = after.strip_prefix('#') {
+            let end = fragment
+                .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-')))
+                .unwrap_or(fragment.len());
+            found.push(Target::Anchor(file, fragment[..end].to_string()));
+        } else if let Some(title) = after.strip_prefix(", ").and_then(title_at) {
+            found.push(Target::Section(Some(file), title));
+        }
+    }
+    found
+}
+
+/// Whether a pointer's target is a heading of its file (or of the book): an `#anchor` exactly, a
+/// title as the whole heading or its start ("Least privileges" names "Least privileges: one
+/// database role per duty").
+fn resolves(sections: &Sections, target: &Target) -> bool {
+    match target {
+        Target::Anchor(file, anchor) => sections.get(file).is_some_and(|a| a.contains(anchor)),
+        Target::Section(file, title) => {
+            let wanted = crate::docs::anchor(title);
+            let holds = |anchors: &BTreeSet<String>| {
+                anchors
+                    .iter()
+                    .any(|h| *h == wanted || h.starts_with(&format!("{wanted}-")))
+            };
+            match file {
+                Some(file) => sections.get(file).is_some_and(holds),
+                None => sections
+                    .iter()
+                    .filter(|(f, _)| f.starts_with("docs/"))
+                    .any(|(_, anchors)| holds(anchors)),
+            }
+        }
+    }
+}
+
 /// The pointers of the kinds that broke, anywhere in a file (strings the binary prints, comments,
-/// the book): a "README, <section>" whose section is not a heading of the README, a `DESIGN.md`
-/// or a tracker's issue number (neither is in the repository). Each returns what it found.
-fn stale_pointers(text: &str, readme_headings: &BTreeSet<String>) -> Vec<String> {
+/// the book): a section of the README or the book that is not a heading there (see
+/// [`section_pointers`]), a `DESIGN.md` or a tracker's issue number (neither is in the
+/// repository). Each returns what it found.
+fn stale_pointers(text: &str, sections: &Sections) -> Vec<String> {
     let mut found = Vec::new();
     for word in ["issue ", "Issue ", "issues ", "Issues "] {
         for (at, _) in text.match_indices(word) {
@@ -309,40 +419,27 @@ fn stale_pointers(text: &str, readme_headings: &BTreeSet<String>) -> Vec<String>
     if text.contains(&design) {
         found.push(design);
     }
-    for (at, _) in text.match_indices("README, ") {
-        let section: String = text[at + "README, ".len()..]
-            .chars()
-            .take_while(|c| c.is_alphabetic() || *c == ' ')
-            .collect();
-        let section = section.trim();
-        if section.starts_with(char::is_uppercase)
-            && !readme_headings
-                .iter()
-                .any(|h| h.starts_with(&section.to_lowercase()))
-        {
-            found.push(format!("README, {section}"));
+    for target in section_pointers(text) {
+        if !resolves(sections, &target) {
+            found.push(match target {
+                Target::Section(Some(file), title) => format!("{file}, {title}"),
+                Target::Section(None, title) => format!("the book, {title}"),
+                Target::Anchor(file, anchor) => format!("{file}#{anchor}"),
+            });
         }
     }
     found
 }
 
-/// The README's headings, lower-cased.
-fn readme_headings() -> BTreeSet<String> {
-    std::fs::read_to_string(root().join("README.md"))
-        .expect("README.md")
-        .lines()
-        .filter_map(|l| l.strip_prefix('#'))
-        .map(|h| h.trim_start_matches('#').trim().to_lowercase())
-        .collect()
-}
-
 #[test]
 fn no_text_points_at_a_readme_section_gone_a_design_file_or_an_issue_tracker() {
-    let headings = readme_headings();
+    let sections = sections();
     let mut stale = Vec::new();
+    let mut pointers = 0;
     for file in cited_files() {
         let text = std::fs::read_to_string(&file).unwrap_or_default();
-        for found in stale_pointers(&text, &headings) {
+        pointers += section_pointers(&text).len();
+        for found in stale_pointers(&text, &sections) {
             stale.push(format!("{}: {found}", relative(&file)));
         }
     }
@@ -351,19 +448,42 @@ fn no_text_points_at_a_readme_section_gone_a_design_file_or_an_issue_tracker() {
         "pointers to nothing the repository holds:\n{}",
         stale.join("\n")
     );
+    assert!(
+        pointers > 0,
+        "no pointer to a section found: the scan is broken"
+    );
 }
 
 #[test]
 fn the_pointer_check_finds_each_kind() {
-    let headings: BTreeSet<String> = ["least privileges".to_string()].into();
+    let sections: Sections = [
+        ("README.md".to_string(), ["two-commands".to_string()].into()),
+        (
+            "docs/src/security.md".to_string(),
+            ["least-privileges-one-database-role-per-duty".to_string()].into(),
+        ),
+    ]
+    .into();
     let text = [
-        "see README, Least privileges; see README, Gone away; (issue 33) ",
+        "see README, Two commands; see README, Gone away; (issue 33) ",
         "DESIGN",
-        ".md",
+        ".md; see docs/src/security.md, Least privileges; docs/src/security.md, Most privileges. ",
+        "docs/src/security.md#least-privileges-one-database-role-per-duty and ",
+        "docs/src/security.md#least-privileges, docs/src/gone.md#x, the book's Least privileges, ",
+        "the book, Nothing of the kind; the README's Two commands; the book's own words",
     ]
     .concat();
     assert_eq!(
-        stale_pointers(&text, &headings),
-        ["issue 33", &["DESIGN", ".md"].concat(), "README, Gone away"]
+        stale_pointers(&text, &sections),
+        [
+            "issue 33",
+            &["DESIGN", ".md"].concat(),
+            "README.md, Gone away",
+            "the book, Nothing of the kind",
+            "docs/src/security.md, Most privileges",
+            "docs/src/security.md#least-privileges",
+            "docs/src/gone.md#x",
+        ]
     );
+    assert_eq!(section_pointers(&text).len(), 10);
 }

@@ -549,7 +549,14 @@ pub fn missing_keys(events: &[Event], sent: &[&Event]) -> std::collections::Hash
 /// (÷1000 instead of ÷100), and `sent` already notified by the live consumer.
 pub async fn seeded_db(events: &[Event], sent: &[&Event]) -> TestDb {
     let db = TestDb::new().await;
-    insert(&db.pool, events).await;
+    seed(&db.pool, events, sent).await;
+    db
+}
+
+/// Writes `events`, their buggy commissions and `sent`'s notifications into a migrated database
+/// (what [`seeded_db`] holds).
+pub async fn seed(pool: &PgPool, events: &[Event], sent: &[&Event]) {
+    insert(pool, events).await;
     sqlx::query(
         r#"
         insert into comissao (pedido_id, valor_centavos, versao_evento)
@@ -559,11 +566,10 @@ pub async fn seeded_db(events: &[Event], sent: &[&Event]) -> TestDb {
         from evento_arquivado order by pedido_id, versao desc
         "#,
     )
-    .execute(&db.pool)
+    .execute(pool)
     .await
     .expect("insert buggy commissions");
-    already_sent(&db.pool, sent).await;
-    db
+    already_sent(pool, sent).await;
 }
 
 /// `comissao` and the ledger after an uninterrupted run of the binary over the same data, on a

@@ -51,6 +51,7 @@ mod serve;
 mod serve_flood;
 mod sweep_counts;
 mod upcast;
+mod upgrade;
 mod verify;
 mod verify_apart;
 mod verify_job;

@@ -99,7 +99,8 @@ const CONSOLE_FUNCTIONS: &[&str] = &[
     "console_solicitar(text, interval, text, text, text, text)",
 ];
 
-/// The worker's privileges, table by table (see the README's Least privileges for why each).
+/// The worker's privileges, table by table (see docs/src/security.md, Least privileges, for why
+/// each).
 const WORKER: &[(&str, &[&str])] = &[
     (
         "select",

@@ -24,6 +24,27 @@ pub enum Class {
     Differences,
 }
 
+impl Class {
+    /// Every class, for the reference page of exit statuses (`docs/src/commands.md`), which a test
+    /// holds equal to these.
+    pub const ALL: [Class; 4] = [
+        Class::Invalid,
+        Class::Failed,
+        Class::Interrupted,
+        Class::Differences,
+    ];
+
+    /// The exit status of the contract for this class.
+    pub fn status(self) -> u8 {
+        match self {
+            Class::Invalid => 2,
+            Class::Failed => 1,
+            Class::Interrupted => 130,
+            Class::Differences => 3,
+        }
+    }
+}
+
 /// Why a command did not succeed: its class, and what to tell the operator (`None` when the
 /// command already said it, e.g. a run's summary before its interruption).
 #[derive(Debug)]
@@ -66,12 +87,7 @@ impl Failure {
 
     /// The exit status of the contract for this failure.
     pub fn code(&self) -> ExitCode {
-        ExitCode::from(match self.class {
-            Class::Invalid => 2,
-            Class::Failed => 1,
-            Class::Interrupted => 130,
-            Class::Differences => 3,
-        })
+        ExitCode::from(self.class.status())
     }
 }
 

@@ -55,6 +55,28 @@ const FILES: &[(&str, &str)] = embedded![
     "20261206070000_verify_proposals.sql",
 ];
 
+/// Every release, newest last, with the last migration it shipped: a release's migrations are
+/// every embedded migration up to that one. The versions are `Cargo.toml`'s and `CHANGELOG.md`'s
+/// (releases before 0.5.0 were named after the fact, at the commits the changelog gives); the
+/// last is this build's own version and ships every migration, so a new migration goes into the
+/// version being written, and a release already out is never given one (tests hold all three).
+pub const RELEASES: &[(&str, &str)] = &[
+    ("0.1.0", "20261014000005_live_consumer.sql"),
+    ("0.2.0", "20261202050000_comissao_previous_values.sql"),
+    ("0.3.0", "20261203140000_ledger_hot_completion.sql"),
+    ("0.4.0", "20261205100000_console_rebuild_approval.sql"),
+    ("0.5.0", "20261206050000_takeover_narrow.sql"),
+];
+
+/// How many of [`FILES`] a release shipped, or `None` for a release not in [`RELEASES`].
+fn shipped_by(release: &str) -> Option<usize> {
+    let (_, last) = RELEASES.iter().find(|(version, _)| *version == release)?;
+    FILES
+        .iter()
+        .position(|(name, _)| name == last)
+        .map(|at| at + 1)
+}
+
 /// The embedded migrations, as sqlx reads a directory: `<version>_<description>.sql`, the
 /// description with `_` as spaces, no transaction when the file starts `-- no-transaction`.
 pub fn migrations() -> Vec<Migration> {
@@ -82,18 +104,27 @@ fn migration(name: &str, sql: &'static str) -> Migration {
     )
 }
 
+/// The first `n` embedded migrations.
 #[derive(Debug)]
-struct Embedded;
+struct Embedded(usize);
 
 impl<'s> MigrationSource<'s> for Embedded {
     fn resolve(self) -> BoxFuture<'s, Result<Vec<Migration>, BoxDynError>> {
-        Box::pin(async { Ok(migrations()) })
+        Box::pin(async move { Ok(migrations().into_iter().take(self.0).collect()) })
     }
 }
 
 /// sqlx's migrator over the embedded migrations.
 pub async fn migrator() -> Result<Migrator, MigrateError> {
-    Migrator::new(Embedded).await
+    Migrator::new(Embedded(FILES.len())).await
+}
+
+/// sqlx's migrator over the migrations `release` shipped, as that release's binary migrated (the
+/// same files, the same checksums), or `None` for a release not in [`RELEASES`]. For the upgrade
+/// test: a database as the previous release left it.
+pub async fn migrator_of(release: &str) -> Option<Result<Migrator, MigrateError>> {
+    let n = shipped_by(release)?;
+    Some(Migrator::new(Embedded(n)).await)
 }
 
 #[cfg(test)]
@@ -149,6 +180,46 @@ mod tests {
             unrecorded.join("\n")
         );
         assert_eq!(recorded.len(), FILES.len(), "a recorded migration is gone");
+    }
+
+    /// Releases in order, each shipping more than the one before; the last is this build's
+    /// version and ships every migration.
+    #[test]
+    fn every_release_ships_the_migrations_before_its_last_and_this_version_ships_them_all() {
+        let shipped: Vec<usize> = RELEASES
+            .iter()
+            .map(|(version, last)| {
+                shipped_by(version).unwrap_or_else(|| panic!("{version}: no migration {last}"))
+            })
+            .collect();
+        assert!(
+            shipped.windows(2).all(|w| w[0] < w[1]),
+            "each release ships more migrations than the one before: {shipped:?}"
+        );
+        let version = |v: &str| -> Vec<u32> {
+            v.split('.')
+                .map(|n| n.parse().expect("a version of numbers"))
+                .collect()
+        };
+        assert!(
+            RELEASES
+                .windows(2)
+                .all(|w| version(w[0].0) < version(w[1].0)),
+            "releases in order of version: {RELEASES:?}"
+        );
+        let (newest, last) = RELEASES.last().expect("a release");
+        assert_eq!(
+            *newest,
+            env!("CARGO_PKG_VERSION"),
+            "the newest release is this build's version (Cargo.toml): bump both together"
+        );
+        assert_eq!(
+            Some(*last),
+            FILES.last().map(|(name, _)| *name),
+            "this version ships every migration: a new migration moves its line in RELEASES \
+             (a release already out is never given one: bump the version)"
+        );
+        assert_eq!(shipped_by("0.0.9"), None);
     }
 
     #[test]

@@ -100,6 +100,21 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     migrations::migrator().await?.run(pool).await
 }
 
+pub use migrations::RELEASES;
+
+/// Applies only the migrations `release` shipped (see [`RELEASES`]), as that release did; `None`
+/// for a release it does not know. The upgrade test's database of the previous release.
+pub async fn migrate_as_released(
+    pool: &PgPool,
+    release: &str,
+) -> Option<Result<(), sqlx::migrate::MigrateError>> {
+    let migrator = match migrations::migrator_of(release).await? {
+        Ok(migrator) => migrator,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(migrator.run(pool).await)
+}
+
 /// Where one embedded migration stands in a database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MigrationState {
