@@ -122,6 +122,9 @@ async fn run_json_prints_every_key_of_the_contract_with_the_runs_figures() {
         "summary",
         "definition",
         "checkpoint",
+        // Who asked from the console for the run to stop, and when (null unless asked).
+        "interrupt_asked_by",
+        "interrupt_asked_at",
     ]
     .into();
     assert_eq!(keys, expected, "{run}");

@@ -3,6 +3,43 @@
 //! controls and line separators escaped, so it stays on its line and cannot drive the terminal or
 //! reorder what surrounds it (`evt-1\u{202e}…` would show reversed).
 
+/// Compares two identifiers as people read them: runs of digits by their value, the rest by
+/// character, so `ped-2` comes before `ped-10`. Equal readings (`ped-02`, `ped-2`) fall back to
+/// plain order, so the order is total and stable.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (x.first(), y.first()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(p), Some(q)) if p.is_ascii_digit() && q.is_ascii_digit() => {
+                let run = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (n, m) = (run(x), run(y));
+                let trim = |s: &[u8]| {
+                    let z = s.iter().take_while(|c| **c == b'0').count();
+                    s[z..].to_vec()
+                };
+                let (dx, dy) = (trim(&x[..n]), trim(&y[..m]));
+                let by = dx.len().cmp(&dy.len()).then_with(|| dx.cmp(&dy));
+                if by != Ordering::Equal {
+                    return by;
+                }
+                x = &x[n..];
+                y = &y[m..];
+            }
+            (Some(p), Some(q)) => {
+                if p != q {
+                    return p.cmp(q);
+                }
+                x = &x[1..];
+                y = &y[1..];
+            }
+        }
+    }
+}
+
 /// Whether `c` must never reach a terminal as itself: C0 and C1 controls (and DEL), the Unicode
 /// bidirectional controls (embeddings, overrides, isolates, marks) and the line and paragraph
 /// separators.
@@ -74,6 +111,23 @@ mod tests {
         assert_eq!(
             inert("pedido ação 42:notificar-vendedor"),
             "pedido ação 42:notificar-vendedor"
+        );
+    }
+}
+
+#[cfg(test)]
+mod natural_tests {
+    use super::natural_cmp;
+
+    #[test]
+    fn ids_sort_as_people_read_them() {
+        let mut ids = vec![
+            "ped-10", "ped-2", "ped-1", "ped-100", "abc", "ped-02", "ped-9x", "ped-9",
+        ];
+        ids.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            ids,
+            ["abc", "ped-1", "ped-02", "ped-2", "ped-9", "ped-9x", "ped-10", "ped-100"]
         );
     }
 }

@@ -54,6 +54,8 @@ const TABLES: &[&str] = &[
     "execucao_solicitada",
     // The corrections verify jobs propose (one gated replay job per wrong day).
     "job_proposto",
+    // A run's pace over time (the console's chart).
+    "reprocessamento_ritmo",
     // The blue-green rebuild of `comissao`: its state, the queue of orders written meanwhile
     // (filled by a `security definer` trigger, whoever writes), the orders that differ.
     "comissao_reconstrucao",
@@ -139,7 +141,10 @@ const WORKER: &[(&str, &[&str])] = &[
         ],
     ),
     ("select, insert, delete", &["evento_rejeitado"]),
-    ("select, insert", &["efeito_tentativa", "relatorio_job"]),
+    (
+        "select, insert",
+        &["efeito_tentativa", "relatorio_job", "reprocessamento_ritmo"],
+    ),
     ("select, insert, update", &["job_rodada", "job_proposto"]),
     // `serve` claims a request and records how it ended (those columns alone); only the
     // console's function inserts.

@@ -191,3 +191,21 @@ pub async fn running_since_before(
     .fetch_all(pool)
     .await
 }
+
+/// Who asked from the console for each execution's run (`executar`) or resume (`retomar`), the
+/// newest ask per execution: execution key → `console:<email>`.
+pub async fn askers(
+    pool: &PgPool,
+) -> Result<std::collections::HashMap<String, String>, sqlx::Error> {
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        r#"
+        select distinct on (execucao_id) execucao_id, solicitado_por
+        from execucao_solicitada
+        where acao in ('executar', 'retomar') and execucao_id is not null
+        order by execucao_id, id desc
+        "#,
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().collect())
+}

@@ -22,6 +22,22 @@ use crate::tables::execution::{self, Execution, Mode, State as Run};
 pub(super) struct ListQuery {
     pub job: Option<String>,
     pub state: Option<String>,
+    /// Started on or after this day (`AAAA-MM-DD`, in the console's timezone).
+    pub desde: Option<String>,
+    /// Started on or before this day.
+    pub ate: Option<String>,
+    /// `recentes` (default), `antigas`, or `diferenca` (the largest difference first).
+    pub ordem: Option<String>,
+}
+
+/// A day of the list's filter, or why it is not one.
+fn day(word: Option<&str>) -> Result<Option<chrono::NaiveDate>, PageError> {
+    match word.map(str::trim).filter(|w| !w.is_empty()) {
+        None => Ok(None),
+        Some(w) => chrono::NaiveDate::parse_from_str(w, "%Y-%m-%d")
+            .map(Some)
+            .map_err(|_| PageError::BadRequest("Data inválida: use AAAA-MM-DD.".into())),
+    }
 }
 
 /// The word of the list's filter for gated simulations nobody approved yet.
@@ -71,15 +87,32 @@ pub(super) async fn list(
                 .map_err(|e| PageError::BadRequest(crate::shared::text::inert(&e.to_string())))?,
         ),
     };
-    let shown: Vec<&Execution> = all
+    let (since, until) = (day(query.desde.as_deref())?, day(query.ate.as_deref())?);
+    let order = match query.ordem.as_deref().filter(|o| !o.is_empty()) {
+        None | Some("recentes") => page::Order::Newest,
+        Some("antigas") => page::Order::Oldest,
+        Some("diferenca") => page::Order::Difference,
+        Some(_) => {
+            return Err(PageError::BadRequest(
+                "Ordem inválida: use ordem=recentes, antigas ou diferenca.".into(),
+            ))
+        }
+    };
+    let tz = console.config.timezone;
+    let started_on = |e: &Execution| e.started_at.with_timezone(&tz).date_naive();
+    let mut shown: Vec<&Execution> = all
         .iter()
         .filter(|e| job.is_none_or(|j| e.job == j))
+        .filter(|e| since.is_none_or(|d| started_on(e) >= d))
+        .filter(|e| until.is_none_or(|d| started_on(e) <= d))
         .filter(|e| match wanted {
             page::Wanted::All => true,
             page::Wanted::Awaiting => awaiting.contains(&e.key),
             page::Wanted::State(s) => e.state == s,
         })
         .collect();
+    order.apply(&mut shown);
+    let askers = crate::tables::requests::askers(&console.pool).await?;
     let filter = page::Filter {
         jobs: all
             .iter()
@@ -94,6 +127,10 @@ pub(super) async fn list(
             .map(|s| (*s, all.iter().filter(|e| e.state == *s).count()))
             .collect(),
         awaiting: &awaiting,
+        since,
+        until,
+        order,
+        askers: &askers,
     };
     let scheduled = match configured {
         Some(c) => {
@@ -105,6 +142,9 @@ pub(super) async fn list(
     let markup = page::list(&session, &zone, &shown, &filter, &scheduled);
     Ok(templates::html(markup).into_response())
 }
+
+/// The chart's interval: how often runners publish their pace.
+const PACE_BUCKET_SECS: f64 = 2.0;
 
 /// A pace older than this is not shown: no runner is publishing it any more.
 const PACE_FRESH_SECS: f64 = 30.0;
@@ -122,6 +162,8 @@ pub(super) struct DetailQuery {
     pub sort: Option<String>,
     /// `asc` or `desc`.
     pub dir: Option<String>,
+    /// `1`: only the diff's rows whose commission changes.
+    pub alterados: Option<String>,
 }
 
 impl DetailQuery {
@@ -187,16 +229,19 @@ pub(super) async fn detail(
         _ => Vec::new(),
     };
     let proposal = crate::tables::proposals::named(&console.pool, &execution.job).await?;
+    let samples = execution::progress::samples(&console.pool, &id, PACE_BUCKET_SECS).await?;
     let markup = page::detail(page::Detail {
         session: &session,
         tz,
         execution: &execution,
         proposal: proposal.as_ref(),
+        samples: &samples,
         report: report.as_ref(),
         standing: &standing,
         offer: &offer,
         requests: &requests,
         search,
+        only_changed: query.alterados.as_deref() == Some("1"),
         page: query.page.unwrap_or(1).max(1),
         passes: &passes,
         sort,

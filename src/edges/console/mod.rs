@@ -36,14 +36,17 @@ mod error;
 mod executions;
 mod guard;
 mod headers;
+mod history;
 mod jobs;
 mod live;
 mod pedidos;
 mod rebuild;
 mod requests;
 mod review;
+mod search;
 mod session;
 mod templates;
+mod verification;
 mod views;
 
 use std::net::{IpAddr, SocketAddr};
@@ -210,6 +213,9 @@ impl Console {
             .route("/review/confirm", get(review::confirm))
             .route("/review/resolve", post(review::resolve))
             .route("/audit", get(audit::list))
+            .route("/busca", get(search::search))
+            .route("/verificacao", get(verification::page))
+            .route("/historico", get(history::page))
             .route(
                 "/executions/{id}/start",
                 get(requests::start_confirm).post(requests::start),

@@ -157,7 +157,8 @@ impl Export {
     }
 }
 
-fn table_csv(r: &AsOfRow) -> String {
+/// One row of the table as of a moment, as its CSV line (without the line end).
+pub fn table_csv(r: &AsOfRow) -> String {
     format!(
         "{},{},{},{}",
         csv::field(&csv::guard(&r.pedido_id)),

@@ -135,7 +135,7 @@ pub enum HistoryError {
 pub async fn table(
     pool: &PgPool,
     query: &Query,
-    sink: &mut dyn FnMut(Row) -> std::io::Result<()>,
+    sink: &mut (dyn FnMut(Row) -> std::io::Result<()> + Send),
 ) -> Result<Totals, HistoryError> {
     let (antes, depois) = query.readings();
     let mut conn = pool.acquire().await?;
@@ -227,7 +227,7 @@ impl Seen {
         self,
         query: &Query,
         totals: &mut Totals,
-        sink: &mut dyn FnMut(Row) -> std::io::Result<()>,
+        sink: &mut (dyn FnMut(Row) -> std::io::Result<()> + Send),
     ) -> std::io::Result<()> {
         let Some(later) = self.later else {
             return Ok(());

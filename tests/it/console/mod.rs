@@ -14,6 +14,7 @@ mod history;
 mod hostile;
 mod http;
 mod interrupt_browser;
+mod lists_browser;
 mod live;
 mod order_page;
 mod orders;

@@ -124,13 +124,19 @@ impl Progress {
                     continue;
                 };
                 let now_done = done.load(Ordering::Relaxed);
-                let rate = now_done.saturating_sub(start_done) as f64
-                    / started.elapsed().as_secs_f64().max(1e-3);
                 let made: u64 = effects
                     .call_counts()
                     .iter()
                     .map(|(t, c)| c.calls - base.get(t).map_or(0, |b| b.calls))
                     .sum();
+                let elapsed = started.elapsed().as_secs_f64().max(1e-3);
+                // Events move only when a batch settles; until the first one has, the effect
+                // calls made so far (about one per event of a job that applies effects) give the
+                // pace, so the ETA is not blank for the whole first batch.
+                let rate = match now_done.saturating_sub(start_done) {
+                    0 => made as f64 / elapsed,
+                    settled => settled as f64 / elapsed,
+                };
                 let pace = progress::Pace {
                     key: key.clone(),
                     events_done: now_done as i64,

@@ -22,10 +22,17 @@ pub struct Pace {
     pub at: DateTime<Utc>,
 }
 
-/// Publishes `pace` (its `at` is the database's `now()`).
+/// Publishes `pace` (its `at` is the database's `now()`), and keeps it as a sample of the run's
+/// pace over time.
 pub async fn publish(pool: &PgPool, pace: &Pace) -> Result<(), sqlx::Error> {
     sqlx::query(
         r#"
+        with sample as (
+          insert into reprocessamento_ritmo
+            (execucao_id, eventos_feitos, chamadas, eventos_por_s, efeitos_por_s)
+          values ($1, $2, $4, $5, $6)
+          on conflict do nothing
+        )
         insert into reprocessamento_progresso
           (execucao_id, eventos_feitos, eventos_total, chamadas, eventos_por_s, efeitos_por_s,
            eta_s, limitado_por, atualizado_em)
@@ -48,6 +55,53 @@ pub async fn publish(pool: &PgPool, pace: &Pace) -> Result<(), sqlx::Error> {
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// One sample of a run's pace over time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub at: DateTime<Utc>,
+    pub events_per_s: f64,
+    pub effects_per_s: f64,
+}
+
+/// The pace of execution `key` over time, oldest first: per interval of `bucket_secs` (the
+/// publishing interval), the events settled in it per second and the effect calls per second,
+/// its partitions' added up.
+pub async fn samples(
+    pool: &PgPool,
+    key: &str,
+    bucket_secs: f64,
+) -> Result<Vec<Sample>, sqlx::Error> {
+    let rows: Vec<(DateTime<Utc>, f64, f64)> = sqlx::query_as(
+        r#"
+        select bucket, (sum(settled) / $2)::float8, sum(efeitos_por_s)::float8
+        from (
+          select to_timestamp(floor(extract(epoch from em) / $2) * $2) as bucket,
+                 -- the events settled since the previous sample of the same runner
+                 greatest(eventos_feitos - lag(eventos_feitos, 1, eventos_feitos)
+                            over (partition by execucao_id order by em), 0) as settled,
+                 efeitos_por_s
+          from reprocessamento_ritmo
+          where execucao_id = $1 or (left(execucao_id, length($1) + 2) = $1 || ':p'
+                                     and substr(execucao_id, length($1) + 3) ~ '^[0-9]+$')
+        ) s
+        group by bucket
+        order by bucket
+        "#,
+    )
+    .bind(key)
+    .bind(bucket_secs)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(at, events_per_s, effects_per_s)| Sample {
+            at,
+            events_per_s,
+            effects_per_s,
+        })
+        .collect())
 }
 
 /// The paces published for execution `key` and its partitions (`<key>:p<n>`) within the last

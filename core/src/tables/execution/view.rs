@@ -29,8 +29,8 @@ pub struct ExecutionView<'a> {
     /// Provider calls that were retries (a second or later try of a key).
     pub calls_retried: u64,
     pub state_outcomes: &'a BTreeMap<StateOutcome, u64>,
-    /// How far the checkpoint is through the window's positions, 0–100; `None` for an empty
-    /// window or the live consumer.
+    /// How far the pass is through the window's events, 0–100; `None` for an empty window or
+    /// the live consumer.
     pub progress_percent: Option<f64>,
     #[serde(flatten)]
     pub row: &'a Execution,
@@ -77,22 +77,20 @@ impl<'a> ExecutionView<'a> {
 }
 
 impl Execution {
-    /// How far the checkpoint is through the window's positions, 0–100 (a finished execution is
-    /// 100); `None` for an empty window or the live consumer.
+    /// How far the pass is through the window's events, 0–100: the events of its settled
+    /// batches over the window's count (a finished execution is 100); `None` for an empty window
+    /// or the live consumer. Counted in events, not in `posicao` (a window's positions are not
+    /// spread evenly: other types' events, other days' events archived between them).
     pub fn progress_percent(&self) -> Option<f64> {
         let (first, last) = (self.first?, self.last?);
-        if last < first {
+        if last < first || self.total_events <= 0 {
             return None;
         }
         if self.state == super::State::Finished {
             return Some(100.0);
         }
-        // In i128: a window may span all of i64.
-        let done = self
-            .checkpoint
-            .map_or(0, |cp| i128::from(cp) - i128::from(first) + 1);
-        let total = i128::from(last) - i128::from(first) + 1;
-        Some((done.max(0) as f64 / total as f64 * 100.0).clamp(0.0, 100.0))
+        let done = self.pass_summary.events_read as f64;
+        Some((done / self.total_events as f64 * 100.0).clamp(0.0, 100.0))
     }
 }
 

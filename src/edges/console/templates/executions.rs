@@ -12,6 +12,7 @@ use crate::services::report::render::{approval_lines, mode_label, state_label};
 use crate::services::report::{approved, ExecutionReport, LIST_LIMIT};
 use crate::shared::money::{brl, brl_signed, group_thousands};
 use crate::shared::summary::Totals;
+use crate::shared::text::natural_cmp;
 use crate::tables::commission::DiffRow;
 use crate::tables::execution::{Execution, Mode, PassRecord, State};
 
@@ -36,6 +37,57 @@ pub(in crate::edges::console) struct Filter<'a> {
     pub counts: Vec<(State, usize)>,
     /// Keys of the simulations awaiting approval.
     pub awaiting: &'a std::collections::BTreeSet<String>,
+    /// Started within these days (in the console's timezone), when given.
+    pub since: Option<chrono::NaiveDate>,
+    pub until: Option<chrono::NaiveDate>,
+    pub order: Order,
+    /// Who asked from the console for a run: execution key → `console:<email>`.
+    pub askers: &'a std::collections::HashMap<String, String>,
+}
+
+/// The list's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::edges::console) enum Order {
+    Newest,
+    Oldest,
+    /// The largest difference (in absolute value) first.
+    Difference,
+}
+
+impl Order {
+    pub fn apply(self, list: &mut [&Execution]) {
+        match self {
+            Order::Newest => list.sort_by_key(|e| std::cmp::Reverse(e.started_at)),
+            Order::Oldest => list.sort_by_key(|e| e.started_at),
+            Order::Difference => list.sort_by(|a, b| {
+                let size = |e: &Execution| totals(e).difference().unsigned_abs();
+                size(b)
+                    .cmp(&size(a))
+                    .then_with(|| b.started_at.cmp(&a.started_at))
+            }),
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Order::Newest => "recentes",
+            Order::Oldest => "antigas",
+            Order::Difference => "diferenca",
+        }
+    }
+}
+
+/// Who started a run, as people say it: the account that asked from the console, else the role
+/// and host that ran it.
+fn started_by<'a>(
+    e: &'a Execution,
+    askers: &'a std::collections::HashMap<String, String>,
+) -> &'a str {
+    let id = crate::tables::execution::execution_id_of(&e.key);
+    match askers.get(&e.key).or_else(|| askers.get(id)) {
+        Some(by) if e.mode != Mode::Simulation => by.strip_prefix("console:").unwrap_or(by),
+        _ => &e.started_by,
+    }
 }
 
 fn totals(e: &Execution) -> Totals {
@@ -92,6 +144,16 @@ pub(in crate::edges::console) fn list(
                 }
                 option value="aguardando-aprovacao" selected[filter.wanted == Wanted::Awaiting] { "aguardando aprovação" }
             }
+            label for="desde" { "De" }
+            input #desde type="date" name="desde" value=[filter.since.map(|d| d.to_string())];
+            label for="ate" { "Até" }
+            input #ate type="date" name="ate" value=[filter.until.map(|d| d.to_string())];
+            label for="ordem" { "Ordem" }
+            select #ordem name="ordem" {
+                @for (o, label) in [(Order::Newest, "mais recentes"), (Order::Oldest, "mais antigas"), (Order::Difference, "maior diferença")] {
+                    option value=(o.word()) selected[filter.order == o] { (label) }
+                }
+            }
             button type="submit" { "Filtrar" }
         }
         p.more { a href="/reconstrucao" { "Reconstrução de comissao (blue-green)" } }
@@ -120,7 +182,7 @@ pub(in crate::edges::console) fn list(
                             td.num { (brl(t.before_centavos)) }
                             td.num { (brl(t.after_centavos)) }
                             td.num { (brl_signed(t.difference())) }
-                            td { (Inert(&e.started_by)) }
+                            td.started-by { (Inert(started_by(e, filter.askers))) }
                             td { (time(e.started_at, tz_of(&e.job))) }
                         }
                     }
@@ -148,6 +210,8 @@ pub(in crate::edges::console) struct Detail<'a> {
     pub execution: &'a Execution,
     /// The verify job's proposal this execution's job is, if it is one.
     pub proposal: Option<&'a crate::tables::proposals::Proposal>,
+    /// The run's pace over time, for its chart.
+    pub samples: &'a [crate::tables::execution::progress::Sample],
     /// `None` for the live consumer (no diff).
     pub report: Option<&'a ExecutionReport>,
     pub standing: &'a Standing,
@@ -155,6 +219,8 @@ pub(in crate::edges::console) struct Detail<'a> {
     pub offer: &'a super::requests::Offer,
     pub requests: &'a [crate::tables::requests::Request],
     pub search: Option<&'a str>,
+    /// Only the diff's rows whose commission changes.
+    pub only_changed: bool,
     pub page: usize,
     /// Every pass of the execution, the newest first.
     pub passes: &'a [PassRecord],
@@ -206,12 +272,12 @@ impl Sort {
     fn apply(self, rows: &mut [&DiffRow]) {
         rows.sort_by(|a, b| {
             let by = match self.key {
-                SortKey::Order => a.pedido_id.cmp(&b.pedido_id),
+                SortKey::Order => natural_cmp(&a.pedido_id, &b.pedido_id),
                 SortKey::Before => a.antes.cmp(&b.antes),
                 SortKey::After => a.depois.cmp(&b.depois),
                 SortKey::Difference => a.diferenca().cmp(&b.diferenca()),
             };
-            let by = by.then_with(|| a.pedido_id.cmp(&b.pedido_id));
+            let by = by.then_with(|| natural_cmp(&a.pedido_id, &b.pedido_id));
             if self.descending {
                 by.reverse()
             } else {
@@ -239,6 +305,7 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
         (identity(e, d.tz))
         @if let Some(p) = d.proposal { (proposal(p, d.tz)) }
         @if e.state == State::Running { (super::pace::section(d.paces)) }
+        (super::pace::chart(d.samples, d.tz))
         (figures::figures(e.mode, &e.summary))
         (approval(d.session, e, d.standing, d.tz))
         (super::requests::section(e, d.offer, d.requests, d.tz))
@@ -250,7 +317,7 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
                 (rows_section("new", &format!("Pedidos novos (sem comissão antes): {}", group_thousands(report.new_count as u64)), &report.new_orders, report.new_count))
                 (rows_section("decreased", &format!("Pedidos com comissão reduzida: {}", group_thousands(report.decreased_count as u64)), &report.decreased, report.decreased_count))
                 (rejected(report))
-                (diff(e, report, d.search, d.page, d.sort))
+                (diff(e, report, DiffView { search: d.search, only_changed: d.only_changed, page: d.page, sort: d.sort }))
             } @else {
                 p #lists-pending { "As listas de pedidos e o diff aparecem quando a execução for concluída; os números acima contam os lotes já assentados." }
             }
@@ -434,18 +501,27 @@ fn rejected(report: &ExecutionReport) -> Markup {
     }
 }
 
-/// The whole diff, searched by `pedido_id`, sorted and paginated, with the CSV and XLSX links.
-fn diff(
-    e: &Execution,
-    report: &ExecutionReport,
-    search: Option<&str>,
+/// How the diff is shown: searched, only its changes, which page, in which order.
+struct DiffView<'a> {
+    search: Option<&'a str>,
+    only_changed: bool,
     page: usize,
     sort: Sort,
-) -> Markup {
+}
+
+/// The whole diff, searched by `pedido_id`, sorted and paginated, with the CSV and XLSX links.
+fn diff(e: &Execution, report: &ExecutionReport, view: DiffView<'_>) -> Markup {
+    let DiffView {
+        search,
+        only_changed,
+        page,
+        sort,
+    } = view;
     let base = format!("/executions/{}", segment(&e.key));
     let mut found: Vec<&DiffRow> = report
         .rows
         .iter()
+        .filter(|r| !only_changed || r.antes != Some(r.depois))
         // The id as typed, or as the page shows it (a control character escaped).
         .filter(|r| {
             search.is_none_or(|q| {
@@ -462,7 +538,10 @@ fn diff(
         .take(PAGE_SIZE)
         .map(|r| (*r).clone())
         .collect();
-    let q = search.map_or(String::new(), |q| format!("q={}&", query_value(q)));
+    let mut q = search.map_or(String::new(), |q| format!("q={}&", query_value(q)));
+    if only_changed {
+        q.push_str("alterados=1&");
+    }
     let link = |p: usize| format!("{base}?{q}{}&page={p}#diff", sort.query());
     let header = |key: SortKey, label: &str, numeric: bool| {
         let descending = sort.key == key && !sort.descending;
@@ -487,6 +566,7 @@ fn diff(
             form.filter method="get" action=(base) {
                 label for="q" { "Pedido" }
                 input #q type="search" name="q" value=(Attr(search.unwrap_or("")));
+                label.check { input #only-changed type="checkbox" name="alterados" value="1" checked[only_changed]; " só os alterados" }
                 button type="submit" { "Buscar" }
             }
             p #diff-count { (group_thousands(found.len() as u64)) " pedidos"

@@ -8,6 +8,7 @@ pub(super) mod approve;
 pub(super) mod audit;
 pub(super) mod executions;
 pub(super) mod figures;
+pub(super) mod history;
 pub(super) mod live;
 pub(super) mod login;
 pub(super) mod pace;
@@ -16,6 +17,8 @@ pub(super) mod rebuild;
 pub(super) mod requests;
 pub(super) mod review;
 pub(super) mod scheduled;
+pub(super) mod search;
+pub(super) mod verification;
 
 use axum::http::StatusCode;
 use axum::response::Html;
@@ -96,6 +99,9 @@ pub(super) enum Part {
     Executions,
     Review,
     Audit,
+    Verification,
+    History,
+    Search,
 }
 
 /// A page of a logged-in account: the navigation, who is logged in, the logout form.
@@ -147,6 +153,12 @@ fn page(title: &str, part: Part, session: &Session, body: Markup, refresh: Optio
                         (link("/", "Execuções", Part::Executions))
                         (link("/review", "Revisão", Part::Review))
                         (link("/audit", "Auditoria", Part::Audit))
+                        (link("/verificacao", "Verificação", Part::Verification))
+                        (link("/historico", "Histórico", Part::History))
+                    }
+                    form.search method="get" action="/busca" role="search" {
+                        input #busca type="search" name="q" placeholder="pedido, chave ou execução" aria-label="Buscar um pedido, uma chave ou uma execução";
+                        button type="submit" { "Buscar" }
                     }
                     form.logout method="post" action="/logout" {
                         span.who { (Inert(&session.email)) " (" (session.role.name()) ")" }
@@ -199,6 +211,8 @@ pub(super) fn error_page(status: StatusCode, message: &str) -> Markup {
                         a href="/" { "Execuções" }
                         a href="/review" { "Revisão" }
                         a href="/audit" { "Auditoria" }
+                        a href="/verificacao" { "Verificação" }
+                        a href="/historico" { "Histórico" }
                     }
                 }
                 main.narrow {

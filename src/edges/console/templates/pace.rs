@@ -56,3 +56,59 @@ fn eta(s: u64) -> String {
         _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
     }
 }
+
+/// The chart of a run's pace over time: events settled per second and effect calls per second,
+/// drawn on the server as SVG (no script), with the peak and the first and last instants.
+pub(in crate::edges::console) fn chart(
+    samples: &[crate::tables::execution::progress::Sample],
+    tz: chrono_tz::Tz,
+) -> Markup {
+    const W: f64 = 640.0;
+    const H: f64 = 180.0;
+    const PAD: f64 = 8.0;
+    if samples.len() < 2 {
+        return html! {};
+    }
+    let peak = samples
+        .iter()
+        .flat_map(|s| [s.events_per_s, s.effects_per_s])
+        .fold(0.0_f64, f64::max)
+        .max(1.0);
+    let (t0, t1) = (samples[0].at, samples[samples.len() - 1].at);
+    let span = (t1 - t0).num_milliseconds().max(1) as f64;
+    let x = |s: &crate::tables::execution::progress::Sample| {
+        PAD + (s.at - t0).num_milliseconds() as f64 / span * (W - 2.0 * PAD)
+    };
+    let y = |v: f64| H - PAD - v / peak * (H - 2.0 * PAD);
+    let line = |value: fn(&crate::tables::execution::progress::Sample) -> f64| {
+        samples
+            .iter()
+            .map(|s| format!("{:.1},{:.1}", x(s), y(value(s))))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let events = line(|s| s.events_per_s);
+    let effects = line(|s| s.effects_per_s);
+    let label = format!(
+        "Ritmo de {} a {}: pico de {:.0} por segundo",
+        super::time(t0, tz),
+        super::time(t1, tz),
+        peak
+    );
+    html! {
+        section #pace-chart-section {
+            h2 { "Ritmo ao longo da execução" }
+            svg #pace-chart xmlns="http://www.w3.org/2000/svg" viewBox={ "0 0 " (W) " " (H) } role="img" aria-label=(label) preserveAspectRatio="none" {
+                rect x="0" y="0" width=(W) height=(H) fill="#f7f9fc" {}
+                line x1=(PAD) y1=(H - PAD) x2=(W - PAD) y2=(H - PAD) stroke="#9aa7b8" {}
+                polyline.events points=(events) fill="none" stroke="#1f3a5f" stroke-width="2" {}
+                polyline.effects points=(effects) fill="none" stroke="#c0622b" stroke-width="2" stroke-dasharray="5 3" {}
+            }
+            p.legend {
+                span.events { "— eventos assentados por segundo" } " · "
+                span.effects { "- - chamadas de efeito por segundo" } " · "
+                "pico " (format!("{peak:.0}")) "/s; de " (super::time(t0, tz)) " a " (super::time(t1, tz)) "."
+            }
+        }
+    }
+}

@@ -45,7 +45,7 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> M
         (events(s, tz))
         h2 { "Correções" }
         (corrections(s, tz))
-        h2 { "Efeitos" }
+        h2 #efeitos { "Efeitos" }
         (effects(s, tz))
     };
     layout(
