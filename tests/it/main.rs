@@ -17,6 +17,7 @@ mod domain;
 mod dst;
 mod engine;
 mod equal_versions;
+mod execution_reads;
 mod exits;
 mod explain;
 mod explain_inputs;

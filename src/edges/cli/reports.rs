@@ -227,8 +227,8 @@ pub(super) async fn after_run(pool: &PgPool, plan: &Plan, run: &RunReport) -> Ou
         return Ok(());
     }
     let mailer = Mailer::from_env().map_err(Failure::invalid)?;
-    let (job, replay, key) = (&plan.job, &plan.replay, &run.checkpoint_key);
-    match report::after_run(pool, job, replay, key, Utc::now(), &mailer).await {
+    let (job, replay) = (&plan.job, &plan.replay);
+    match report::after_run(pool, job, replay, run, Utc::now(), &mailer).await {
         Ok(None) => Ok(()),
         Ok(Some(delivery)) => {
             println!("report: {}", delivery.describe(&mailer.target()));

@@ -21,6 +21,7 @@ use super::deliver::{self, Delivery, ReportKey};
 use super::mail::{eml_name, Mailer, Recipients};
 use super::{report_id, Gated, Report, ReportError};
 use crate::config::{Job, JobKind, ReplayJob, ReportJob};
+use crate::services::runner::RunReport;
 use crate::tables::execution::{self, Execution};
 use crate::tables::execution::{Mode, State};
 use crate::tables::ledger;
@@ -166,12 +167,13 @@ pub async fn run_report_job_with(
 }
 
 /// The report of a run that finished, to its job's `report_to`; `None` when it has none or the
-/// report was already delivered.
+/// report was already delivered. It is made of the execution the run handed back, not read
+/// again; only a run that did not record its own end (taken over) has its execution read.
 pub async fn after_run(
     pool: &PgPool,
     job: &Job,
     replay: &ReplayJob,
-    checkpoint_key: &str,
+    run: &RunReport,
     now: DateTime<Utc>,
     mailer: &Mailer,
 ) -> Result<Option<Delivery>, ReportError> {
@@ -182,15 +184,17 @@ pub async fn after_run(
         return Ok(None);
     };
     let gated = Gated::of([job]);
-    let report = Report::for_execution(
-        pool,
-        checkpoint_key,
-        &sender.name,
-        sender.timezone,
-        now,
-        &gated,
-    )
-    .await?;
+    let (name, timezone) = (&sender.name, sender.timezone);
+    let report = match &run.execution {
+        Some(e) => {
+            let ran = (e.clone(), run.rejected.clone());
+            Report::for_run(pool, ran, name, timezone, now, &gated).await?
+        }
+        None => {
+            let key = &run.checkpoint_key;
+            Report::for_execution(pool, key, name, timezone, now, &gated).await?
+        }
+    };
     let key = ReportKey::new(&sender.name, &report.report_id());
     if !done(pool, mailer, std::slice::from_ref(&key.key))
         .await?

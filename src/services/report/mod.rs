@@ -104,8 +104,21 @@ impl ExecutionReport {
         pool: &PgPool,
         execution: Execution,
     ) -> Result<ExecutionReport, ReportError> {
-        let key = execution.key.clone();
-        let key = key.as_str();
+        let key = execution.key.as_str();
+        let mut rejected = execution::rejected(pool, key).await?;
+        for part in partitions_of(pool, key).await? {
+            rejected.extend(execution::rejected(pool, &part).await?);
+        }
+        ExecutionReport::of_run(pool, execution, rejected).await
+    }
+
+    /// The report of an execution a run just handed back, with the events it rejected (its
+    /// partitions' too): neither is read again.
+    pub async fn of_run(
+        pool: &PgPool,
+        execution: Execution,
+        mut rejected: Vec<Rejected>,
+    ) -> Result<ExecutionReport, ReportError> {
         let mode = mode_of(&execution)?;
         let id = execution_id(&execution.key);
         let rows = match mode {
@@ -116,10 +129,6 @@ impl ExecutionReport {
             Mode::Real => approved::check(pool, id, &execution.summary).await?,
             _ => None,
         };
-        let mut rejected = execution::rejected(pool, key).await?;
-        for part in partitions_of(pool, key).await? {
-            rejected.extend(execution::rejected(pool, &part).await?);
-        }
         rejected.sort_by_key(|r| r.posicao);
         let awaiting_approval = mode == Mode::Simulation
             && execution.state == crate::tables::execution::State::Finished
@@ -244,7 +253,31 @@ impl Report {
         now: DateTime<Utc>,
         gated: &Gated,
     ) -> Result<Report, ReportError> {
-        let mut execution = ExecutionReport::load(pool, key).await?;
+        let execution = ExecutionReport::load(pool, key).await?;
+        Report::of_execution_report(pool, execution, sender, timezone, now, gated).await
+    }
+
+    /// The report of the execution a run handed back ([`ExecutionReport::of_run`]).
+    pub async fn for_run(
+        pool: &PgPool,
+        run: (Execution, Vec<Rejected>),
+        sender: &str,
+        timezone: Tz,
+        now: DateTime<Utc>,
+        gated: &Gated,
+    ) -> Result<Report, ReportError> {
+        let execution = ExecutionReport::of_run(pool, run.0, run.1).await?;
+        Report::of_execution_report(pool, execution, sender, timezone, now, gated).await
+    }
+
+    async fn of_execution_report(
+        pool: &PgPool,
+        mut execution: ExecutionReport,
+        sender: &str,
+        timezone: Tz,
+        now: DateTime<Utc>,
+        gated: &Gated,
+    ) -> Result<Report, ReportError> {
         execution.awaiting_approval &= gated.requires_approval(&execution.job);
         let review = ledger::review_list(pool).await?;
         let report = Report::new(sender, timezone, now, Some(execution), review);

@@ -310,7 +310,7 @@ impl Shared {
             progress: false,
             ..RunnerConfig::default()
         };
-        let result = runner::run(
+        let runner::RunEnd { result, execution } = runner::run_to_end(
             &self.pool,
             &self.database_url,
             plan,
@@ -320,11 +320,14 @@ impl Shared {
         )
         .await;
         let locked = matches!(result, Err(RunError::Locked(_)));
-        let after = match &result {
-            Ok(report) => Some(report.summary.clone()),
+        let after = match (&result, execution) {
+            (Ok(report), _) => Some(report.summary.clone()),
             // Another process runs it: what it does is not this run's work.
-            Err(_) if locked => None,
-            Err(_) => execution::load(&self.pool, key)
+            (Err(_), _) if locked => None,
+            // Failed: the pass as this process closed it.
+            (Err(_), Some(e)) => Some(e.pass_summary),
+            // Failed before it closed the pass (or lost it to another process): as stored.
+            (Err(_), None) => execution::load(&self.pool, key)
                 .await
                 .ok()
                 .flatten()
@@ -335,10 +338,11 @@ impl Shared {
                 .add_work(&job.name, &difference(&after, &before));
         }
         let said = super::said::said(&result);
+        let ran = result.as_ref().ok().cloned();
         let outcome = log_outcome(&job.name, key, result);
-        if outcome == RunOutcome::Finished {
+        if let (RunOutcome::Finished, Some(ran)) = (outcome, &ran) {
             self.metrics.record_success(&job.name, Utc::now());
-            self.mail_report(plan).await;
+            self.mail_report(plan, ran).await;
         }
         self.metrics.record_run(&job.name, outcome);
         (outcome, said)
@@ -346,7 +350,7 @@ impl Shared {
 
     /// `report_to`: the finished execution's report, sent once (the ledger keeps it from being
     /// sent twice; a failed send is retried by the next fire that finds it finished).
-    async fn mail_report(&self, plan: &Plan) {
+    async fn mail_report(&self, plan: &Plan, ran: &RunReport) {
         let (job, replay, key) = (&plan.job, &plan.replay, &plan.key);
         if replay.report_to.is_empty() {
             return;
@@ -356,7 +360,7 @@ impl Shared {
                 &self.pool,
                 job,
                 replay,
-                key,
+                ran,
                 Utc::now(),
                 &mailer,
             )
