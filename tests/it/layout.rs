@@ -429,3 +429,45 @@ fn only_the_owning_tables_modules_write_comissao_and_the_ledger() {
         "written outside the modules that own them: {writers:#?}"
     );
 }
+
+/// The environment is read at the edge only (`src/edges/`: the command line's settings and clap's
+/// `env` flags), once, into one settings value handed down; no part below reads a variable of
+/// its own. The one exception is the job files' `${VAR}` references (`core/src/config/interp.rs`):
+/// their names are the job author's, not the program's, and are read when a job file is loaded.
+/// Not scanned: the tests, the test rigs (`testkit/`), the demo's program (`demo/`), the examples
+/// and build scripts (there are none) — they drive the product, they are not it.
+#[test]
+fn the_environment_is_read_only_at_the_edge() {
+    let edge = root().join("src/edges");
+    let job_files = root().join("core/src/config/interp.rs");
+    let reads = [
+        "env::var(",
+        "env::var_os(",
+        "env::vars(",
+        "env::vars_os(",
+        "var_os(",
+    ];
+    let mut at_edge = 0;
+    let mut below = Vec::new();
+    for file in rust_files(&sources()) {
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if !reads.iter().any(|r| code.contains(r)) {
+                continue;
+            }
+            if file.starts_with(&edge) {
+                at_edge += 1;
+            } else if file != job_files {
+                let rel = file.strip_prefix(root()).unwrap_or(&file);
+                below.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(at_edge >= 1, "the edge's own reads were found");
+    assert!(
+        below.is_empty(),
+        "the environment read below the edge (add the variable to the edge's settings and hand \
+         it down): {below:#?}"
+    );
+}

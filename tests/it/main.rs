@@ -50,6 +50,7 @@ mod run_json;
 mod security;
 mod serve;
 mod serve_flood;
+mod settings;
 mod sweep_counts;
 mod upcast;
 mod verify;

@@ -66,7 +66,7 @@ pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
     if !how.json {
         print!("{report}");
     }
-    let mailed = reports::after_run(&pool, &plan, &report).await;
+    let mailed = reports::after_run(&pool, &plan, &report, &cli.settings.mail).await;
     match report.ended {
         Ended::Interrupted => Err(Failure::said(Class::Interrupted)),
         _ => mailed,
@@ -304,6 +304,7 @@ pub(super) async fn serve(cli: &Cli, http: MetricsHow, console: Option<ServeCons
         away_at_start,
         migrate_when_back: away_at_start && !cli.no_migrate,
         stale_after: sweep_stale_after(&cli.jobs_dir),
+        mail: cli.settings.mail.clone(),
         ..scheduler::SchedulerConfig::default()
     };
     let url = cli.database_url.clone().unwrap_or_default();

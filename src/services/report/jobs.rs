@@ -18,7 +18,7 @@ use chrono_tz::Tz;
 use sqlx::PgPool;
 
 use super::deliver::{self, Delivery, ReportKey};
-use super::mail::{eml_name, Mailer, Recipients};
+use super::mail::{eml_name, MailSettings, Mailer, Recipients};
 use super::{report_id, Gated, Report, ReportError};
 use crate::config::{Job, JobKind, ReplayJob, ReportJob};
 use crate::services::runner::RunReport;
@@ -86,7 +86,7 @@ impl ReportOutcome {
     }
 }
 
-/// One tick of a report job, transport from the environment (`SMTP_URL`, `REPORT_FROM`).
+/// One tick of a report job, transport from the process's settings (`SMTP_URL`, `REPORT_FROM`).
 #[tracing::instrument(skip_all, fields(job = %job.name), err)]
 pub async fn run_report_job(
     pool: &PgPool,
@@ -94,8 +94,9 @@ pub async fn run_report_job(
     report_job: &ReportJob,
     now: DateTime<Utc>,
     gated: &Gated,
+    mail: &MailSettings,
 ) -> Result<ReportOutcome, ReportError> {
-    let mailer = Mailer::from_env()?;
+    let mailer = Mailer::from_settings(mail)?;
     run_report_job_with(pool, job, report_job, now, &mailer, gated).await
 }
 
@@ -108,8 +109,9 @@ pub async fn fire(
     report_job: &ReportJob,
     now: DateTime<Utc>,
     gated: &Gated,
+    mail: &MailSettings,
 ) -> bool {
-    match run_report_job(pool, job, report_job, now, gated).await {
+    match run_report_job(pool, job, report_job, now, gated, mail).await {
         Ok(_) => true,
         Err(err) => {
             tracing::warn!(job = %job.name, error = %err, "report tick failed; retrying at the next tick");
@@ -139,14 +141,17 @@ pub async fn run_report_job_with(
     let pending = pending(pool, mailer, &sender, since).await?;
     let mut outcome = ReportOutcome::default();
     for e in &pending {
-        let report =
-            Report::for_execution(pool, &e.key, &sender.name, sender.timezone, now, gated).await?;
+        let report = Report::for_execution(pool, &e.key, &sender.name, sender.timezone, now, gated)
+            .await?
+            .with_console_url(mailer.console_url());
         outcome
             .deliveries
             .push(deliver(pool, mailer, &sender, &report).await?);
     }
     if pending.is_empty() {
-        let report = Report::review_only(pool, &sender.name, sender.timezone, now).await?;
+        let report = Report::review_only(pool, &sender.name, sender.timezone, now)
+            .await?
+            .with_console_url(mailer.console_url());
         let key = ReportKey::new(&sender.name, &report.report_id());
         if report.review_total > 0 && done(pool, mailer, &[key.key]).await?.is_empty() {
             outcome
@@ -194,7 +199,8 @@ pub async fn after_run(
             let key = &run.checkpoint_key;
             Report::for_execution(pool, key, name, timezone, now, &gated).await?
         }
-    };
+    }
+    .with_console_url(mailer.console_url());
     let key = ReportKey::new(&sender.name, &report.report_id());
     if !done(pool, mailer, std::slice::from_ref(&key.key))
         .await?
@@ -216,8 +222,9 @@ pub async fn send_execution_report(
     out: Option<&Path>,
     gated: &Gated,
 ) -> Result<Delivery, ReportError> {
-    let report =
-        Report::for_execution(pool, key, &sender.name, sender.timezone, now, gated).await?;
+    let report = Report::for_execution(pool, key, &sender.name, sender.timezone, now, gated)
+        .await?
+        .with_console_url(mailer.console_url());
     match out {
         Some(path) => {
             let key = ReportKey::new(&sender.name, &report.report_id());

@@ -30,7 +30,7 @@ pub use jobs::{
     after_run, fire, run_report_job, run_report_job_with, send_execution_report, ReportOutcome,
     Sender,
 };
-pub use mail::{MailError, Mailer, Recipients};
+pub use mail::{MailError, MailSettings, Mailer, Recipients};
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -280,8 +280,7 @@ impl Report {
     ) -> Result<Report, ReportError> {
         execution.awaiting_approval &= gated.requires_approval(&execution.job);
         let review = ledger::review_list(pool).await?;
-        let report = Report::new(sender, timezone, now, Some(execution), review);
-        Ok(report.with_console_url(console_url_from_env()))
+        Ok(Report::new(sender, timezone, now, Some(execution), review))
     }
 
     /// A report of the review queue alone (a report job's day with no execution to report).
@@ -292,8 +291,7 @@ impl Report {
         now: DateTime<Utc>,
     ) -> Result<Report, ReportError> {
         let review = ledger::review_list(pool).await?;
-        let report = Report::new(sender, timezone, now, None, review);
-        Ok(report.with_console_url(console_url_from_env()))
+        Ok(Report::new(sender, timezone, now, None, review))
     }
 
     pub fn new(
@@ -339,9 +337,8 @@ impl Report {
 
 /// `CONSOLE_URL` when it is an `http(s)://` URL; anything else is ignored (with a warning), so a
 /// typo never puts a wrong link in a mail.
-pub fn console_url_from_env() -> Option<String> {
-    let raw = std::env::var("CONSOLE_URL").ok()?;
-    let raw = raw.trim();
+pub fn console_url(given: Option<&str>) -> Option<String> {
+    let raw = given?.trim();
     if raw.is_empty() {
         return None;
     }

@@ -145,9 +145,15 @@ impl Shared {
             }
             JobKind::Report(report_job) => {
                 let started = Utc::now();
-                let ran =
-                    crate::services::report::fire(&self.pool, job, report_job, at, &self.gated)
-                        .await;
+                let ran = crate::services::report::fire(
+                    &self.pool,
+                    job,
+                    report_job,
+                    at,
+                    &self.gated,
+                    &self.config.mail,
+                )
+                .await;
                 self.record_plain(&job.name, ran);
                 let detail = (!ran).then(|| "see the log".to_string());
                 self.record_job_run(&job.name, started, ran, detail).await;
@@ -199,7 +205,7 @@ impl Shared {
         at: DateTime<Utc>,
     ) {
         let started = Utc::now();
-        let ran = match crate::services::report::Mailer::from_env() {
+        let ran = match crate::services::report::Mailer::from_settings(&self.config.mail) {
             Ok(mailer) => {
                 let policy = self.live_policy.clone();
                 crate::services::verify::job::run(&self.pool, job, verify_job, policy, at, &mailer)
@@ -355,7 +361,7 @@ impl Shared {
         if replay.report_to.is_empty() {
             return;
         }
-        let sent = match crate::services::report::Mailer::from_env() {
+        let sent = match crate::services::report::Mailer::from_settings(&self.config.mail) {
             Ok(mailer) => crate::services::report::after_run(
                 &self.pool,
                 job,

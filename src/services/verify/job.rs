@@ -58,7 +58,7 @@ pub async fn run(
         to: verify_job.report_to.clone(),
         cc: Vec::new(),
     };
-    let console = crate::services::report::console_url_from_env();
+    let console = mailer.console_url();
     let message = mailer.plain_message(
         &subject(&findings),
         &recipients,
