@@ -107,16 +107,29 @@ fn modules_of(roots: &[PathBuf]) -> BTreeMap<Module, String> {
         .collect()
 }
 
-/// The paths a file names: `crate::x::y`, `super::z`, and the items of `use crate::{…}` groups.
+/// The paths a file names: `crate::x::y`, `super::z` (and `super::super::z`, each `super::`
+/// one module up), and the items of `use crate::{…}` groups.
 fn paths(module: &Module, text: &str) -> Vec<Module> {
     let mut found = Vec::new();
     let words = |s: &str| -> Vec<String> { s.split("::").map(str::to_string).collect() };
-    for (prefix, base) in [
-        ("crate::", Vec::new()),
-        ("super::", module[..module.len() - 1].to_vec()),
-    ] {
-        for (at, _) in text.match_indices(prefix) {
-            let rest = &text[at + prefix.len()..];
+    for prefix in ["crate::", "super::"] {
+        for (start, _) in text.match_indices(prefix) {
+            // A `super::` inside a chain was counted by the chain's first one.
+            if prefix == "super::" && text[..start].ends_with("super::") {
+                continue;
+            }
+            let mut at = start + prefix.len();
+            let base = if prefix == "crate::" {
+                Vec::new()
+            } else {
+                let mut ups = 1;
+                while text[at..].starts_with("super::") {
+                    ups += 1;
+                    at += "super::".len();
+                }
+                module[..module.len().saturating_sub(ups)].to_vec()
+            };
+            let rest = &text[at..];
             if let Some(group) = rest.strip_prefix('{') {
                 let group = &group[..group.find("};").unwrap_or(group.len())];
                 for item in group
@@ -427,5 +440,68 @@ fn only_the_owning_tables_modules_write_comissao_and_the_ledger() {
     assert!(
         writers.is_empty(),
         "written outside the modules that own them: {writers:#?}"
+    );
+}
+
+/// The environment is read at the edge only (`src/edges/`: the command line's settings and clap's
+/// `env` flags), once, into one settings value handed down; no part below reads a variable of
+/// its own. The one exception is the job files' `${VAR}` references (`core/src/config/interp.rs`):
+/// their names are the job author's, not the program's, and are read when a job file is loaded.
+/// Not scanned: the tests, the test rigs (`testkit/`), the demo's program (`demo/`), the examples
+/// and build scripts (there are none) — they drive the product, they are not it.
+#[test]
+fn the_environment_is_read_only_at_the_edge() {
+    let edge = root().join("src/edges");
+    let job_files = root().join("core/src/config/interp.rs");
+    let reads = [
+        "env::var(",
+        "env::var_os(",
+        "env::vars(",
+        "env::vars_os(",
+        "var_os(",
+    ];
+    let mut at_edge = 0;
+    let mut below = Vec::new();
+    for file in rust_files(&sources()) {
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if !reads.iter().any(|r| code.contains(r)) {
+                continue;
+            }
+            if file.starts_with(&edge) {
+                at_edge += 1;
+            } else if file != job_files {
+                let rel = file.strip_prefix(root()).unwrap_or(&file);
+                below.push(format!("{}:{}: {}", rel.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(at_edge >= 1, "the edge's own reads were found");
+    assert!(
+        below.is_empty(),
+        "the environment read below the edge (add the variable to the edge's settings and hand \
+         it down): {below:#?}"
+    );
+}
+
+#[test]
+fn a_chain_of_super_resolves_one_module_up_per_super() {
+    let module: Module = ["edges", "console", "templates", "live"]
+        .map(String::from)
+        .to_vec();
+    let named = paths(
+        &module,
+        "use super::super::live::LiveView;\nuse super::pace;\nuse super::super::{views::Gate, session};\n",
+    );
+    let named: Vec<String> = named.iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        named,
+        [
+            "edges::console::live::LiveView",
+            "edges::console::templates::pace",
+            "edges::console::views::Gate",
+            "edges::console::session",
+        ]
     );
 }

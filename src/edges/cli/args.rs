@@ -45,6 +45,11 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+
+    /// The settings no flag carries, read from the environment once at start
+    /// ([`super::settings`]).
+    #[arg(skip)]
+    pub settings: super::settings::Settings,
 }
 
 #[derive(Debug, Subcommand)]

@@ -15,6 +15,7 @@ use crate::engine::effects::Effects;
 use crate::engine::plan::{Asked, Plan};
 use crate::services::runner::summary::counts;
 use crate::services::runner::{self, Ended, RunError, RunnerConfig};
+use crate::tables::execution::Execution;
 use crate::{services::scheduler, shared::shutdown};
 
 /// How `run` was asked to run.
@@ -54,35 +55,41 @@ pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
         },
         ..RunnerConfig::default()
     };
-    let result = runner::run(&pool, &url, &plan, effects, config, stop).await;
+    let end = runner::run_to_end(&pool, &url, &plan, effects, config, stop).await;
     if how.json {
-        print_execution_json(&pool, &plan.key).await;
+        print_execution_json(&pool, &plan.key, end.execution.as_ref()).await;
     }
-    let report = result.map_err(|e| match e {
+    let report = end.result.map_err(|e| match e {
         RunError::CandidateRule { .. } => Failure::invalid(e),
         e => Failure::failed(e),
     })?;
     if !how.json {
         print!("{report}");
     }
-    let mailed = reports::after_run(&pool, &plan, &report).await;
+    let mailed = reports::after_run(&pool, &plan, &report, &cli.settings.mail).await;
     match report.ended {
         Ended::Interrupted => Err(Failure::said(Class::Interrupted)),
         _ => mailed,
     }
 }
 
-/// `run --json`: the execution as stored, with the figures of the pass it ran, one JSON object on
-/// stdout (nothing if it was never started, e.g. the approval gate refused it).
-async fn print_execution_json(pool: &PgPool, key: &str) {
-    match crate::tables::execution::load(pool, key).await {
-        Ok(Some(e)) => {
-            let view = crate::tables::execution::ExecutionView::of_pass(&e);
-            match serde_json::to_string(&view) {
-                Ok(json) => println!("{json}"),
-                Err(err) => eprintln!("error: could not write the summary as JSON: {err}"),
-            }
+/// `run --json`: the execution as the run left it, with the figures of the pass it ran, one JSON
+/// object on stdout (nothing if it was never started, e.g. the approval gate refused it).
+async fn print_execution_json(pool: &PgPool, key: &str, ran: Option<&Execution>) {
+    let print = |e: &Execution| {
+        let view = crate::tables::execution::ExecutionView::of_pass(e);
+        match serde_json::to_string(&view) {
+            Ok(json) => println!("{json}"),
+            Err(err) => eprintln!("error: could not write the summary as JSON: {err}"),
         }
+    };
+    if let Some(e) = ran {
+        return print(e);
+    }
+    // The run did not record the end of a pass (refused before it opened one, held or taken over
+    // by another process): the execution as stored, read here.
+    match crate::tables::execution::load(pool, key).await {
+        Ok(Some(e)) => print(&e),
         Ok(None) => {}
         Err(err) => eprintln!("error: could not read the execution's figures: {err}"),
     }
@@ -297,6 +304,7 @@ pub(super) async fn serve(cli: &Cli, http: MetricsHow, console: Option<ServeCons
         away_at_start,
         migrate_when_back: away_at_start && !cli.no_migrate,
         stale_after: sweep_stale_after(&cli.jobs_dir),
+        mail: cli.settings.mail.clone(),
         ..scheduler::SchedulerConfig::default()
     };
     let url = cli.database_url.clone().unwrap_or_default();

@@ -3,7 +3,6 @@
 //! the contract, in one place: 0 success, 2 invalid input or configuration, 1 any other failure,
 //! 130 stopped by a signal, 3 differences found.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -30,6 +29,7 @@ mod ops;
 mod rebuild;
 mod reports;
 mod roles;
+pub mod settings;
 mod users;
 mod verify;
 
@@ -51,7 +51,7 @@ pub fn start() -> ExitCode {
 
 /// Parses the command line, runs it, returns the exit status.
 pub async fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) if !err.use_stderr() => {
             // `--help`, `--version`: our own text, printed as clap lays it out.
@@ -63,7 +63,9 @@ pub async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_tracing();
+    cli.settings = settings::Settings::from_env();
+    crate::shared::process::install(cli.settings.process.clone());
+    init_tracing_with(&cli.settings.log);
     let duty = roles::duty_of(&cli.command);
     let role = roles::connected_role(cli.database_url.as_deref());
     match dispatch(cli).await {
@@ -120,14 +122,22 @@ fn tell(err: &anyhow::Error, duty: &roles::Duty, role: Option<&str>) {
 /// Logs to stderr as the binary does: `RUST_LOG` (default `info`), plain lines with every field
 /// inert, or JSON with `LOG_FORMAT=json`. Public for the demo's program, which logs the same way.
 pub fn init_tracing() {
+    init_tracing_with(&settings::Settings::from_env().log);
+}
+
+/// [`init_tracing`] with the logging settings already read.
+fn init_tracing_with(log: &settings::LogSettings) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("RUST_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn"));
+    let filter = log
+        .filter
+        .as_deref()
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| EnvFilter::new("info,sqlx=warn,hyper=warn,reqwest=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    if std::env::var("LOG_FORMAT").is_ok_and(|f| f == "json") {
+    if log.json {
         builder.json().init();
     } else {
         builder.fmt_fields(inert_fields()).init();
@@ -152,7 +162,7 @@ fn inert_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
 
 async fn dispatch(cli: Cli) -> Outcome {
     match &cli.command {
-        Command::Check => check(&cli.jobs_dir),
+        Command::Check => check(&cli),
         Command::Completions { shell } => kit::completions(*shell),
         Command::Man { out_dir } => kit::man(out_dir.as_deref()),
         Command::Migrate { status } => ops::migrate(&cli, *status).await,
@@ -296,19 +306,20 @@ async fn dispatch(cli: Cli) -> Outcome {
     }
 }
 
-/// The jobs directory, and the SMTP settings of the environment (`SMTP_URL`, `REPORT_FROM`).
-fn check(jobs_dir: &Path) -> Outcome {
-    let loaded = config::load_dir(jobs_dir);
-    let mail = crate::services::report::Mailer::from_env();
-    if let (Ok(loaded), Ok(_)) = (&loaded, &mail) {
+/// The jobs directory, and the process's settings (`SMTP_URL`, `REPORT_FROM`, the lease, the
+/// session settings).
+fn check(cli: &Cli) -> Outcome {
+    let loaded = config::load_dir(&cli.jobs_dir);
+    let problems = cli.settings.validate();
+    if let (Ok(loaded), true) = (&loaded, problems.is_empty()) {
         println!("ok: {} jobs", loaded.jobs.len());
         return Ok(());
     }
     for e in loaded.err().into_iter().flatten() {
         eprintln!("{e}");
     }
-    if let Err(e) = mail {
-        eprintln!("error: {e}");
+    for e in problems {
+        eprintln!("error: {}", crate::shared::text::inert(&e));
     }
     Err(Failure::said(Class::Invalid))
 }
@@ -316,7 +327,7 @@ fn check(jobs_dir: &Path) -> Outcome {
 /// Logs, at the start of a process that calls providers, every accepted exception to "no
 /// credentials in clear" (see `config::cleartext_warnings`).
 fn warn_in_clear(catalog: &config::EffectCatalog, cli: &Cli) {
-    let smtp = crate::services::report::Mailer::cleartext_warning_from_env();
+    let smtp = crate::services::report::Mailer::cleartext_warning(&cli.settings.mail);
     for warning in config::cleartext_warnings(catalog, cli.database_url.as_deref())
         .into_iter()
         .chain(smtp)

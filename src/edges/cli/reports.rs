@@ -28,7 +28,7 @@ pub(super) async fn report(
     out: Option<&Path>,
     job: Option<&str>,
 ) -> Outcome {
-    let mailer = Mailer::from_env().map_err(Failure::invalid)?;
+    let mailer = Mailer::from_settings(&cli.settings.mail).map_err(Failure::invalid)?;
     let pool = connect(cli, true).await?;
     let key = match report::resolve_key(&pool, reference).await {
         Ok(key) => key,
@@ -222,13 +222,18 @@ fn approval_json(a: &approval::Approval) -> serde_json::Value {
 
 /// After `run`: the execution's report to the job's `report_to`, once; a failure when the report
 /// could not be delivered.
-pub(super) async fn after_run(pool: &PgPool, plan: &Plan, run: &RunReport) -> Outcome {
+pub(super) async fn after_run(
+    pool: &PgPool,
+    plan: &Plan,
+    run: &RunReport,
+    mail: &report::MailSettings,
+) -> Outcome {
     if plan.replay.report_to.is_empty() || matches!(run.ended, Ended::Interrupted) {
         return Ok(());
     }
-    let mailer = Mailer::from_env().map_err(Failure::invalid)?;
-    let (job, replay, key) = (&plan.job, &plan.replay, &run.checkpoint_key);
-    match report::after_run(pool, job, replay, key, Utc::now(), &mailer).await {
+    let mailer = Mailer::from_settings(mail).map_err(Failure::invalid)?;
+    let (job, replay) = (&plan.job, &plan.replay);
+    match report::after_run(pool, job, replay, run, Utc::now(), &mailer).await {
         Ok(None) => Ok(()),
         Ok(Some(delivery)) => {
             println!("report: {}", delivery.describe(&mailer.target()));

@@ -9,28 +9,17 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::PageError;
 use super::session::Session;
+use super::views::LiveView;
 use super::Console;
-use crate::domain::Event;
 use crate::services::consumer::horizon::HorizonWatch;
 use crate::services::consumer::state;
-use crate::services::consumer::{lag, Lag, LIVE_EXECUTION};
+use crate::services::consumer::{lag, LIVE_EXECUTION};
 use crate::tables::archive;
-use crate::tables::execution::{self, Execution};
+use crate::tables::execution;
 use crate::tables::ledger;
 
 /// How many of the archive's newest events the page looks through for the last one applied.
 const NEWEST_LOOK_BACK: i64 = 1_000;
-
-/// What the live consumer's page shows.
-pub(super) struct LiveView {
-    /// Its execution row; `None` when `consume` never ran here.
-    pub execution: Option<Execution>,
-    pub lag: Option<Lag>,
-    /// The event at its checkpoint.
-    pub last_event: Option<Event>,
-    /// Keys of `ao-vivo` by ledger state.
-    pub keys: Vec<(String, i64)>,
-}
 
 /// Reads the live consumer's page.
 pub(super) async fn page(console: &Console, session: &Session) -> Result<Response, PageError> {

@@ -13,24 +13,13 @@ use serde::Deserialize;
 
 use super::error::PageError;
 use super::session::Session;
+use super::views::RebuildView;
 use super::Console;
-use crate::services::rebuild::{self, Approver, DiffRow, Rebuild, RebuildError, Stage};
+use crate::services::rebuild::{self, Approver, RebuildError, Stage};
 use crate::tables::commission::rebuild::swap as rename;
 
 /// How many differing orders the page lists (the downloads list them all).
 const LISTED: i64 = 50;
-
-/// What the rebuild's page shows.
-pub(super) struct RebuildView {
-    /// The open rebuild, or the newest one; `None` when none ever ran here.
-    pub rebuild: Option<Rebuild>,
-    /// The first differing orders of the comparison.
-    pub differing: Vec<DiffRow>,
-    /// The approval of the comparison shown, and who gave it.
-    pub approved: Option<(i64, String)>,
-    /// Of the differing rows: those the swap moves to an older version, those it deletes.
-    pub beyond_values: (i64, i64),
-}
 
 /// `GET /reconstrucao`.
 pub(super) async fn page(

@@ -4,13 +4,19 @@
 //! - [`Standing`] and [`Gate`]: where a simulation stands with respect to approval (found by
 //!   `approve`, shown on an execution's page);
 //! - [`AuditRow`] and [`Action`]: a row of `console_auditoria` (read by `audit`, listed on the
-//!   audit page).
+//!   audit page);
+//! - [`LiveView`]: the live consumer's page (read by `live`);
+//! - [`RebuildView`]: the rebuild's page (read by `rebuild`).
 
 use chrono::{DateTime, Utc};
 
+use crate::domain::Event;
 use crate::engine::approval::Approval;
 use crate::engine::definition::FieldChange;
+use crate::services::consumer::Lag;
+use crate::services::rebuild::{DiffRow, Rebuild};
 use crate::shared::words::db_words;
+use crate::tables::execution::Execution;
 
 /// Where a simulation stands with respect to approval, as the page shows it.
 #[derive(Debug)]
@@ -79,3 +85,26 @@ crate::tables::db::from_row!(AuditRow {
     detalhe,
     endereco
 });
+
+/// What the live consumer's page shows.
+pub(super) struct LiveView {
+    /// Its execution row; `None` when `consume` never ran here.
+    pub execution: Option<Execution>,
+    pub lag: Option<Lag>,
+    /// The event at its checkpoint.
+    pub last_event: Option<Event>,
+    /// Keys of `ao-vivo` by ledger state.
+    pub keys: Vec<(String, i64)>,
+}
+
+/// What the rebuild's page shows.
+pub(super) struct RebuildView {
+    /// The open rebuild, or the newest one; `None` when none ever ran here.
+    pub rebuild: Option<Rebuild>,
+    /// The first differing orders of the comparison.
+    pub differing: Vec<DiffRow>,
+    /// The approval of the comparison shown, and who gave it.
+    pub approved: Option<(i64, String)>,
+    /// Of the differing rows: those the swap moves to an older version, those it deletes.
+    pub beyond_values: (i64, i64),
+}

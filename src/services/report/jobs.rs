@@ -18,9 +18,10 @@ use chrono_tz::Tz;
 use sqlx::PgPool;
 
 use super::deliver::{self, Delivery, ReportKey};
-use super::mail::{eml_name, Mailer, Recipients};
+use super::mail::{eml_name, MailSettings, Mailer, Recipients};
 use super::{report_id, Gated, Report, ReportError};
 use crate::config::{Job, JobKind, ReplayJob, ReportJob};
+use crate::services::runner::RunReport;
 use crate::tables::execution::{self, Execution};
 use crate::tables::execution::{Mode, State};
 use crate::tables::ledger;
@@ -85,7 +86,7 @@ impl ReportOutcome {
     }
 }
 
-/// One tick of a report job, transport from the environment (`SMTP_URL`, `REPORT_FROM`).
+/// One tick of a report job, transport from the process's settings (`SMTP_URL`, `REPORT_FROM`).
 #[tracing::instrument(skip_all, fields(job = %job.name), err)]
 pub async fn run_report_job(
     pool: &PgPool,
@@ -93,8 +94,9 @@ pub async fn run_report_job(
     report_job: &ReportJob,
     now: DateTime<Utc>,
     gated: &Gated,
+    mail: &MailSettings,
 ) -> Result<ReportOutcome, ReportError> {
-    let mailer = Mailer::from_env()?;
+    let mailer = Mailer::from_settings(mail)?;
     run_report_job_with(pool, job, report_job, now, &mailer, gated).await
 }
 
@@ -107,8 +109,9 @@ pub async fn fire(
     report_job: &ReportJob,
     now: DateTime<Utc>,
     gated: &Gated,
+    mail: &MailSettings,
 ) -> bool {
-    match run_report_job(pool, job, report_job, now, gated).await {
+    match run_report_job(pool, job, report_job, now, gated, mail).await {
         Ok(_) => true,
         Err(err) => {
             tracing::warn!(job = %job.name, error = %err, "report tick failed; retrying at the next tick");
@@ -138,14 +141,17 @@ pub async fn run_report_job_with(
     let pending = pending(pool, mailer, &sender, since).await?;
     let mut outcome = ReportOutcome::default();
     for e in &pending {
-        let report =
-            Report::for_execution(pool, &e.key, &sender.name, sender.timezone, now, gated).await?;
+        let report = Report::for_execution(pool, &e.key, &sender.name, sender.timezone, now, gated)
+            .await?
+            .with_console_url(mailer.console_url());
         outcome
             .deliveries
             .push(deliver(pool, mailer, &sender, &report).await?);
     }
     if pending.is_empty() {
-        let report = Report::review_only(pool, &sender.name, sender.timezone, now).await?;
+        let report = Report::review_only(pool, &sender.name, sender.timezone, now)
+            .await?
+            .with_console_url(mailer.console_url());
         let key = ReportKey::new(&sender.name, &report.report_id());
         if report.review_total > 0 && done(pool, mailer, &[key.key]).await?.is_empty() {
             outcome
@@ -166,12 +172,13 @@ pub async fn run_report_job_with(
 }
 
 /// The report of a run that finished, to its job's `report_to`; `None` when it has none or the
-/// report was already delivered.
+/// report was already delivered. It is made of the execution the run handed back, not read
+/// again; only a run that did not record its own end (taken over) has its execution read.
 pub async fn after_run(
     pool: &PgPool,
     job: &Job,
     replay: &ReplayJob,
-    checkpoint_key: &str,
+    run: &RunReport,
     now: DateTime<Utc>,
     mailer: &Mailer,
 ) -> Result<Option<Delivery>, ReportError> {
@@ -182,15 +189,18 @@ pub async fn after_run(
         return Ok(None);
     };
     let gated = Gated::of([job]);
-    let report = Report::for_execution(
-        pool,
-        checkpoint_key,
-        &sender.name,
-        sender.timezone,
-        now,
-        &gated,
-    )
-    .await?;
+    let (name, timezone) = (&sender.name, sender.timezone);
+    let report = match &run.execution {
+        Some(e) => {
+            let ran = (e.clone(), run.rejected.clone());
+            Report::for_run(pool, ran, name, timezone, now, &gated).await?
+        }
+        None => {
+            let key = &run.checkpoint_key;
+            Report::for_execution(pool, key, name, timezone, now, &gated).await?
+        }
+    }
+    .with_console_url(mailer.console_url());
     let key = ReportKey::new(&sender.name, &report.report_id());
     if !done(pool, mailer, std::slice::from_ref(&key.key))
         .await?
@@ -212,8 +222,9 @@ pub async fn send_execution_report(
     out: Option<&Path>,
     gated: &Gated,
 ) -> Result<Delivery, ReportError> {
-    let report =
-        Report::for_execution(pool, key, &sender.name, sender.timezone, now, gated).await?;
+    let report = Report::for_execution(pool, key, &sender.name, sender.timezone, now, gated)
+        .await?
+        .with_console_url(mailer.console_url());
     match out {
         Some(path) => {
             let key = ReportKey::new(&sender.name, &report.report_id());

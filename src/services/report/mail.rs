@@ -86,12 +86,41 @@ enum Transport {
     Outbox(PathBuf),
 }
 
+/// How reports leave this process, as the process was started with it: `SMTP_URL`,
+/// `SMTP_USERNAME`, `SMTP_PASSWORD`, `REPORT_FROM` and `CONSOLE_URL`, read by the edge's
+/// settings and handed down.
+#[derive(Clone, Default)]
+pub struct MailSettings {
+    pub smtp_url: Option<SecretString>,
+    pub username: Option<String>,
+    pub password: Option<SecretString>,
+    pub from: Option<String>,
+    /// The console's public address, for the links of a mailed report.
+    pub console_url: Option<String>,
+}
+
+impl std::fmt::Debug for MailSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MailSettings")
+            .field(
+                "smtp_url",
+                &self.smtp_url.as_ref().map(|u| redacted(u.expose_secret())),
+            )
+            .field("username", &self.username.as_ref().map(|_| "…"))
+            .field("from", &self.from)
+            .field("console_url", &self.console_url)
+            .finish()
+    }
+}
+
 /// How reports leave this process.
 pub struct Mailer {
     transport: Transport,
     from: Mailbox,
     /// The pre-flight connection and the send each give up after this.
     timeout: Duration,
+    /// Where a mailed report links to (`CONSOLE_URL`, when it is an http(s) URL).
+    console_url: Option<String>,
 }
 
 impl std::fmt::Debug for Mailer {
@@ -104,29 +133,39 @@ impl std::fmt::Debug for Mailer {
 }
 
 impl Mailer {
-    /// `SMTP_URL` (optional) and `REPORT_FROM` from the environment; without `SMTP_URL`, files in
-    /// `outbox/`.
-    pub fn from_env() -> Result<Mailer, MailError> {
-        let from = std::env::var("REPORT_FROM")
-            .ok()
-            .filter(|s| !s.trim().is_empty());
-        match std::env::var("SMTP_URL")
-            .ok()
-            .filter(|s| !s.trim().is_empty())
-        {
+    /// `SMTP_URL` (optional) and `REPORT_FROM` of the settings; without `SMTP_URL`, files in
+    /// `outbox/`. Reports link to `CONSOLE_URL` when it is an http(s) URL.
+    pub fn from_settings(settings: &MailSettings) -> Result<Mailer, MailError> {
+        let from = settings.from.clone().filter(|s| !s.trim().is_empty());
+        let url = settings
+            .smtp_url
+            .as_ref()
+            .filter(|s| !s.expose_secret().trim().is_empty());
+        let mailer = match url {
             Some(url) => {
                 let from = from.ok_or(MailError::MissingFrom)?;
-                let credentials = match (
-                    std::env::var("SMTP_USERNAME"),
-                    std::env::var("SMTP_PASSWORD"),
-                ) {
-                    (Ok(user), Ok(password)) => Some((user, SecretString::from(password))),
+                let credentials = match (&settings.username, &settings.password) {
+                    (Some(user), Some(password)) => Some((user.clone(), password.clone())),
                     _ => None,
                 };
-                Mailer::smtp_with(&SecretString::from(url), &from, credentials)
+                Mailer::smtp_with(url, &from, credentials)?
             }
-            None => Mailer::outbox(OUTBOX, from.as_deref()),
-        }
+            None => Mailer::outbox(OUTBOX, from.as_deref())?,
+        };
+        Ok(mailer.with_console_url(settings.console_url.as_deref()))
+    }
+
+    /// Links the reports it sends to the console at `url` when it is an `http(s)://` URL without
+    /// a query; anything else is ignored with a warning, so a typo never puts a wrong link in a
+    /// mail.
+    pub fn with_console_url(mut self, url: Option<&str>) -> Mailer {
+        self.console_url = super::console_url(url);
+        self
+    }
+
+    /// The console's address the reports link to, if any.
+    pub fn console_url(&self) -> Option<String> {
+        self.console_url.clone()
     }
 
     /// Sends through the SMTP server of `url` (lettre's URL form).
@@ -168,6 +207,7 @@ impl Mailer {
             },
             from: mailbox("REPORT_FROM", from)?,
             timeout: Duration::from_secs(120),
+            console_url: None,
         })
     }
 
@@ -177,6 +217,7 @@ impl Mailer {
             transport: Transport::Outbox(dir.into()),
             from: mailbox("REPORT_FROM", from.unwrap_or(DEFAULT_FROM))?,
             timeout: Duration::from_secs(120),
+            console_url: None,
         })
     }
 
@@ -188,11 +229,10 @@ impl Mailer {
 
     /// The warning for `serve`'s start when `SMTP_URL` sends the SMTP password without TLS off
     /// this machine (allowed by `allow_insecure=true`; else every send is refused, and said so).
-    pub fn cleartext_warning_from_env() -> Option<String> {
-        let url = std::env::var("SMTP_URL").ok()?;
+    pub fn cleartext_warning(settings: &MailSettings) -> Option<String> {
+        let url = settings.smtp_url.as_ref()?.expose_secret().to_string();
         let parsed = check_smtp_url(&url).ok()?;
-        let env_credentials = std::env::var_os("SMTP_USERNAME").is_some()
-            && std::env::var_os("SMTP_PASSWORD").is_some();
+        let env_credentials = settings.username.is_some() && settings.password.is_some();
         if !in_clear(&parsed, env_credentials) {
             return None;
         }

@@ -30,7 +30,7 @@ pub use jobs::{
     after_run, fire, run_report_job, run_report_job_with, send_execution_report, ReportOutcome,
     Sender,
 };
-pub use mail::{MailError, Mailer, Recipients};
+pub use mail::{MailError, MailSettings, Mailer, Recipients};
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -104,8 +104,21 @@ impl ExecutionReport {
         pool: &PgPool,
         execution: Execution,
     ) -> Result<ExecutionReport, ReportError> {
-        let key = execution.key.clone();
-        let key = key.as_str();
+        let key = execution.key.as_str();
+        let mut rejected = execution::rejected(pool, key).await?;
+        for part in partitions_of(pool, key).await? {
+            rejected.extend(execution::rejected(pool, &part).await?);
+        }
+        ExecutionReport::of_run(pool, execution, rejected).await
+    }
+
+    /// The report of an execution a run just handed back, with the events it rejected (its
+    /// partitions' too): neither is read again.
+    pub async fn of_run(
+        pool: &PgPool,
+        execution: Execution,
+        mut rejected: Vec<Rejected>,
+    ) -> Result<ExecutionReport, ReportError> {
         let mode = mode_of(&execution)?;
         let id = execution_id(&execution.key);
         let rows = match mode {
@@ -116,10 +129,6 @@ impl ExecutionReport {
             Mode::Real => approved::check(pool, id, &execution.summary).await?,
             _ => None,
         };
-        let mut rejected = execution::rejected(pool, key).await?;
-        for part in partitions_of(pool, key).await? {
-            rejected.extend(execution::rejected(pool, &part).await?);
-        }
         rejected.sort_by_key(|r| r.posicao);
         let awaiting_approval = mode == Mode::Simulation
             && execution.state == crate::tables::execution::State::Finished
@@ -244,11 +253,34 @@ impl Report {
         now: DateTime<Utc>,
         gated: &Gated,
     ) -> Result<Report, ReportError> {
-        let mut execution = ExecutionReport::load(pool, key).await?;
+        let execution = ExecutionReport::load(pool, key).await?;
+        Report::of_execution_report(pool, execution, sender, timezone, now, gated).await
+    }
+
+    /// The report of the execution a run handed back ([`ExecutionReport::of_run`]).
+    pub async fn for_run(
+        pool: &PgPool,
+        run: (Execution, Vec<Rejected>),
+        sender: &str,
+        timezone: Tz,
+        now: DateTime<Utc>,
+        gated: &Gated,
+    ) -> Result<Report, ReportError> {
+        let execution = ExecutionReport::of_run(pool, run.0, run.1).await?;
+        Report::of_execution_report(pool, execution, sender, timezone, now, gated).await
+    }
+
+    async fn of_execution_report(
+        pool: &PgPool,
+        mut execution: ExecutionReport,
+        sender: &str,
+        timezone: Tz,
+        now: DateTime<Utc>,
+        gated: &Gated,
+    ) -> Result<Report, ReportError> {
         execution.awaiting_approval &= gated.requires_approval(&execution.job);
         let review = ledger::review_list(pool).await?;
-        let report = Report::new(sender, timezone, now, Some(execution), review);
-        Ok(report.with_console_url(console_url_from_env()))
+        Ok(Report::new(sender, timezone, now, Some(execution), review))
     }
 
     /// A report of the review queue alone (a report job's day with no execution to report).
@@ -259,8 +291,7 @@ impl Report {
         now: DateTime<Utc>,
     ) -> Result<Report, ReportError> {
         let review = ledger::review_list(pool).await?;
-        let report = Report::new(sender, timezone, now, None, review);
-        Ok(report.with_console_url(console_url_from_env()))
+        Ok(Report::new(sender, timezone, now, None, review))
     }
 
     pub fn new(
@@ -306,9 +337,8 @@ impl Report {
 
 /// `CONSOLE_URL` when it is an `http(s)://` URL; anything else is ignored (with a warning), so a
 /// typo never puts a wrong link in a mail.
-pub fn console_url_from_env() -> Option<String> {
-    let raw = std::env::var("CONSOLE_URL").ok()?;
-    let raw = raw.trim();
+pub fn console_url(given: Option<&str>) -> Option<String> {
+    let raw = given?.trim();
     if raw.is_empty() {
         return None;
     }

@@ -153,9 +153,15 @@ impl Shared {
             }
             JobKind::Report(report_job) => {
                 let started = Utc::now();
-                let ran =
-                    crate::services::report::fire(&self.pool, job, report_job, at, &self.gated)
-                        .await;
+                let ran = crate::services::report::fire(
+                    &self.pool,
+                    job,
+                    report_job,
+                    at,
+                    &self.gated,
+                    &self.config.mail,
+                )
+                .await;
                 self.record_plain(&job.name, ran);
                 let detail = (!ran).then(|| "see the log".to_string());
                 self.record_job_run(&job.name, started, ran, detail).await;
@@ -241,7 +247,7 @@ impl Shared {
         at: DateTime<Utc>,
     ) -> anyhow::Result<crate::services::verify::job::VerifyRun> {
         use crate::services::verify::{job as verify, propose};
-        let mailer = crate::services::report::Mailer::from_env()?;
+        let mailer = crate::services::report::Mailer::from_settings(&self.config.mail)?;
         let policy = self.live_policy.clone();
         let findings = verify::check(&self.pool, job, verify_job, policy, at).await?;
         let mut proposed = Vec::new();
@@ -398,7 +404,7 @@ impl Shared {
             progress: false,
             ..RunnerConfig::default()
         };
-        let result = runner::run(
+        let runner::RunEnd { result, execution } = runner::run_to_end(
             &self.pool,
             &self.database_url,
             plan,
@@ -408,11 +414,14 @@ impl Shared {
         )
         .await;
         let locked = matches!(result, Err(RunError::Locked(_)));
-        let after = match &result {
-            Ok(report) => Some(report.summary.clone()),
+        let after = match (&result, execution) {
+            (Ok(report), _) => Some(report.summary.clone()),
             // Another process runs it: what it does is not this run's work.
-            Err(_) if locked => None,
-            Err(_) => execution::load(&self.pool, key)
+            (Err(_), _) if locked => None,
+            // Failed: the pass as this process closed it.
+            (Err(_), Some(e)) => Some(e.pass_summary),
+            // Failed before it closed the pass (or lost it to another process): as stored.
+            (Err(_), None) => execution::load(&self.pool, key)
                 .await
                 .ok()
                 .flatten()
@@ -424,10 +433,11 @@ impl Shared {
         }
         let said = super::said::said(&result);
         let asked = matches!(&result, Ok(r) if r.stopped_by.is_some());
+        let ran = result.as_ref().ok().cloned();
         let outcome = log_outcome(&job.name, key, result);
-        if outcome == RunOutcome::Finished {
+        if let (RunOutcome::Finished, Some(ran)) = (outcome, &ran) {
             self.metrics.record_success(&job.name, Utc::now());
-            self.mail_report(plan).await;
+            self.mail_report(plan, ran).await;
         }
         self.metrics.record_run(&job.name, outcome);
         (outcome, said, asked)
@@ -435,17 +445,17 @@ impl Shared {
 
     /// `report_to`: the finished execution's report, sent once (the ledger keeps it from being
     /// sent twice; a failed send is retried by the next fire that finds it finished).
-    async fn mail_report(&self, plan: &Plan) {
+    async fn mail_report(&self, plan: &Plan, ran: &RunReport) {
         let (job, replay, key) = (&plan.job, &plan.replay, &plan.key);
         if replay.report_to.is_empty() {
             return;
         }
-        let sent = match crate::services::report::Mailer::from_env() {
+        let sent = match crate::services::report::Mailer::from_settings(&self.config.mail) {
             Ok(mailer) => crate::services::report::after_run(
                 &self.pool,
                 job,
                 replay,
-                key,
+                ran,
                 Utc::now(),
                 &mailer,
             )

@@ -75,6 +75,8 @@ pub struct SchedulerConfig {
     pub away_at_start: bool,
     /// With `away_at_start`: apply the migrations once the database answers [false].
     pub migrate_when_back: bool,
+    /// How reports and verify's findings are mailed (the process's settings) [to `outbox/`].
+    pub mail: crate::services::report::MailSettings,
 }
 
 impl Default for SchedulerConfig {
@@ -88,6 +90,7 @@ impl Default for SchedulerConfig {
             catch_up: true,
             away_at_start: false,
             migrate_when_back: false,
+            mail: crate::services::report::MailSettings::default(),
         }
     }
 }

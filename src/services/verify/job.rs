@@ -74,7 +74,7 @@ pub async fn mail(
         to: verify_job.report_to.clone(),
         cc: Vec::new(),
     };
-    let console = crate::services::report::console_url_from_env();
+    let console = mailer.console_url();
     let links = Links {
         console: console.as_deref(),
         proposed,

@@ -163,8 +163,8 @@ impl Consumer<'_> {
             }
             self.step().await?;
         }
-        let _ = execution::finish(self.pool, self.held.owner(), State::Interrupted, None).await;
-        if let Ok(Some(e)) = execution::load(self.pool, LIVE_EXECUTION).await {
+        let ended = execution::finish(self.pool, self.held.owner(), State::Interrupted, None);
+        if let Ok(Some(e)) = ended.await {
             self.report.summary = e.summary;
         }
         self.report.checkpoint = Some(self.state.checkpoint);

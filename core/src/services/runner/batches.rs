@@ -9,6 +9,7 @@ use std::future::Future;
 use futures::stream::{FuturesOrdered, Stream, StreamExt};
 use sqlx::PgPool;
 
+use super::pass::Standing;
 use super::progress::Progress;
 use super::{Context, Ended, RunError, RunReport, RunnerConfig};
 use crate::config::OnInvalidEvent;
@@ -45,24 +46,19 @@ pub(super) struct Batches<'a> {
 }
 
 impl<'a> Batches<'a> {
-    /// Resumes from the stored checkpoint: after a recovery, what the database holds is the
-    /// truth, not what this process counted.
+    /// Starts from where the pass stands (`from`: as the runner opened it, or as stored after a
+    /// recovery).
     pub(super) async fn new(
         ctx: &Context<'a>,
         held: &'a Held,
         window: &'a Window,
         report: &'a mut RunReport,
+        from: Standing,
     ) -> Result<Batches<'a>, RunError> {
         let (pool, config) = (ctx.pool, ctx.config);
         let key = report.checkpoint_key.clone();
-        let stored = db::retry("load execution", config.retries.db_backoff, || {
-            execution::load(pool, &key)
-        })
-        .await?;
-        if let Some(e) = &stored {
-            report.summary = e.pass_summary.clone();
-        }
-        let checkpoint = stored.and_then(|e| e.checkpoint);
+        report.summary = from.summary;
+        let checkpoint = from.checkpoint;
         let read_from = checkpoint.map_or(Some(window.first), |c| c.checked_add(1));
         let remaining = match read_from {
             Some(from) => archive::remaining(pool, window, from).await?,

@@ -28,8 +28,8 @@ use crate::shared::shutdown::Shutdown;
 use crate::shared::summary::Summary;
 use crate::tables::archive::{Partition, Window};
 use crate::tables::db;
-use crate::tables::execution::{self, Mode, Rejected};
-use pass::Opened;
+use crate::tables::execution::{self, Execution, Mode, Rejected};
+use pass::{Opened, Standing};
 
 /// How a run behaves beyond what its plan says.
 #[derive(Debug, Clone)]
@@ -86,6 +86,10 @@ pub struct RunReport {
     pub events_this_run: u64,
     /// Who asked from the console for the run to stop, when it stopped because of that ask.
     pub stopped_by: Option<String>,
+    /// The execution as the run left it: the row the write that recorded its end returned (or,
+    /// already finished, the row as found). `run --json` prints it and the report of a job with
+    /// `report_to` is made of it, neither reading it again. `None` when the row is gone.
+    pub execution: Option<Execution>,
 }
 
 impl RunReport {
@@ -101,8 +105,19 @@ impl RunReport {
             elapsed: Duration::ZERO,
             events_this_run: 0,
             stopped_by: None,
+            execution: None,
         }
     }
+}
+
+/// How a run ended, with the execution as this process last wrote it even when the run failed
+/// (`falhou` with its error): what `run --json` prints either way.
+#[derive(Debug)]
+pub struct RunEnd {
+    pub result: Result<RunReport, RunError>,
+    /// `None` when this process did not record the end of the pass: it never opened one (the
+    /// approval gate refused it, another process holds it) or lost it to another process.
+    pub execution: Option<Execution>,
 }
 
 /// Runs a replay job's plan to the end of its window (or to a stop), resuming from its
@@ -115,12 +130,30 @@ pub async fn run(
     config: RunnerConfig,
     shutdown: Shutdown,
 ) -> Result<RunReport, RunError> {
+    run_to_end(pool, database_url, plan, effects, config, shutdown)
+        .await
+        .result
+}
+
+/// [`run`], handing back the execution as the run left it whether it succeeded or not.
+pub async fn run_to_end(
+    pool: &PgPool,
+    database_url: &str,
+    plan: &Plan,
+    effects: Effects,
+    config: RunnerConfig,
+    shutdown: Shutdown,
+) -> RunEnd {
     let rule = plan.policy.rule;
     if plan.mode == crate::tables::execution::Mode::Real && !rule.in_force() {
-        return Err(RunError::CandidateRule {
+        let result = Err(RunError::CandidateRule {
             job: plan.job.name.clone(),
             rule: rule.version(),
         });
+        return RunEnd {
+            result,
+            execution: None,
+        };
     }
     let ctx = Context {
         pool,
@@ -131,8 +164,11 @@ pub async fn run(
         shutdown: &shutdown,
     };
     let key = plan.key.clone();
+    let mut closed = None;
+    // Boxed: held inline, the run's future grew past what the `large_futures` lint allows in
+    // its callers.
     let result = if plan.replay.partitions > 1 {
-        partitioned::run(&ctx, key).await
+        Box::pin(partitioned::run(&ctx, key, &mut closed)).await
     } else {
         let scope = Scope {
             aggregate: key.clone(),
@@ -140,13 +176,17 @@ pub async fn run(
             partition: None,
             parent: None,
         };
-        run_scope(&ctx, scope).await
+        Box::pin(run_scope(&ctx, scope, &mut closed)).await
     };
     // Whichever step met the loss (taking the lock, a batch, recovering, recording the end), the
     // message says which server was lost and why.
-    match result {
+    let result = match result {
         Err(err) => Err(err.located(pool).await),
         ok => ok,
+    };
+    RunEnd {
+        result,
+        execution: closed,
     }
 }
 
@@ -187,8 +227,13 @@ struct Parent {
 }
 
 /// Runs one execution under its lock: resumes it, or starts a pass, then the batch loop,
-/// recovering from a lost database as a restart of the process would.
-async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunError> {
+/// recovering from a lost database as a restart of the process would. The row is read once, by
+/// [`pass::open`]; `closed` gets it as the write that ends the pass left it (also on failure).
+async fn run_scope(
+    ctx: &Context<'_>,
+    scope: Scope,
+    closed: &mut Option<Execution>,
+) -> Result<RunReport, RunError> {
     let started = Instant::now();
     let (pool, key) = (ctx.pool, scope.key.clone());
     let spec = HeldSpec {
@@ -202,32 +247,36 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
     };
     let mut held = Held::take(pool, ctx.database_url, spec, ctx.effects.clone()).await?;
     let mut report = RunReport::new(ctx, &key);
-    let window = match pass::open(ctx, &scope, held.owner()).await? {
+    let (window, standing) = match pass::open(ctx, &scope, held.owner()).await? {
         Opened::AlreadyFinished(e) => {
             report.ended = Ended::AlreadyFinished { at: e.finished_at };
             report.summary = e.pass_summary.clone();
             report.checkpoint = e.checkpoint;
             report.rejected = execution::rejected(pool, &key).await?;
+            *closed = Some(e.clone());
+            report.execution = Some(e);
             held.release().await;
             return Ok(report);
         }
         Opened::Resumed(e) => {
             held.begin(scope.tally(e.pass), e.started_at, true);
             report.summary = e.pass_summary.clone();
-            e.window().map(|w| Window {
+            let window = e.window().map(|w| Window {
                 partition: scope.partition,
                 ..w
-            })
+            });
+            (window, Standing::of(&e))
         }
         Opened::Started(started) => {
             held.begin(scope.tally(started.pass), started.at, false);
-            started.window
+            let standing = started.window.as_ref().map(Standing::started);
+            (started.window, standing.unwrap_or_default())
         }
     };
     held.settle_own().await?;
 
     let result = match window {
-        Some(window) => run_recovering(ctx, &mut held, &window, &mut report).await,
+        Some(window) => run_recovering(ctx, &mut held, &window, &mut report, standing).await,
         None => Ok(Ended::Finished),
     };
     report.elapsed = started.elapsed();
@@ -244,12 +293,15 @@ async fn run_scope(ctx: &Context<'_>, scope: Scope) -> Result<RunReport, RunErro
             return Err(result.unwrap_err());
         }
     }
-    pass::close(ctx, held.owner(), &result).await?;
+    let ended = pass::close(ctx, held.owner(), &result).await?;
     report.rejected = execution::rejected(pool, &key).await.unwrap_or_default();
-    // The figures are the pass's tallies, not what this process counted.
-    if let Ok(Some(e)) = execution::load(pool, &key).await {
-        report.summary = e.pass_summary;
+    // The figures are the pass's tallies (as the closing write returned them), not what this
+    // process counted.
+    if let Some(e) = &ended {
+        report.summary = e.pass_summary.clone();
     }
+    report.execution = ended.clone();
+    *closed = ended;
     held.release().await;
     report.ended = result?;
     Ok(report)
@@ -267,15 +319,34 @@ impl Scope {
 
 /// The batch loop, again after each loss of the database (up to [`MAX_RECOVERIES`] times):
 /// [`Held::recover`] does what a restart would, and the loop resumes from the stored checkpoint.
+/// The first loop starts from `opened`, where [`pass::open`] left the pass.
 async fn run_recovering(
     ctx: &Context<'_>,
     held: &mut Held,
     window: &Window,
     report: &mut RunReport,
+    opened: Standing,
 ) -> Result<Ended, RunError> {
     let mut recoveries = 0;
+    let mut from = Some(opened);
     loop {
-        let result = Batches::new(ctx, held, window, report).await?.run().await;
+        let standing = match from.take() {
+            Some(opened) => opened,
+            // The one place a run reads its execution's row again: after a recovery (a lost
+            // session, a lock taken back), what the database holds is the truth — the batches
+            // this process counted may not all have been stored, or another owner moved on.
+            None => match Standing::stored(ctx, held.key()).await? {
+                Some(stored) => stored,
+                None => Standing {
+                    checkpoint: None,
+                    summary: report.summary.clone(),
+                },
+            },
+        };
+        let result = Batches::new(ctx, held, window, report, standing)
+            .await?
+            .run()
+            .await;
         match result {
             Err(err)
                 if recoverable(&err)

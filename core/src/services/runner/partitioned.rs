@@ -28,7 +28,11 @@ fn partition_key(parent: &str, index: u32) -> String {
     format!("{parent}:p{index}")
 }
 
-pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, RunError> {
+pub(super) async fn run(
+    ctx: &Context<'_>,
+    key: String,
+    closed: &mut Option<Execution>,
+) -> Result<RunReport, RunError> {
     let started = std::time::Instant::now();
     let count = ctx.plan.replay.partitions;
     let parent = setup(ctx, &key).await?;
@@ -43,11 +47,14 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
         elapsed: Duration::ZERO,
         events_this_run: 0,
         stopped_by: None,
+        execution: None,
     };
     if parent.state == State::Finished {
         report.ended = Ended::AlreadyFinished {
             at: parent.finished_at,
         };
+        *closed = Some(parent.clone());
+        report.execution = Some(parent);
         return Ok(report);
     }
     let fixed = Parent {
@@ -88,6 +95,7 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
                 p.key == keys[i as usize] && p.pass == fixed.pass && p.state == State::Finished
             })
         });
+        // Read again after a takeover: whether another process concluded it meanwhile.
         let concluded = execution::load(ctx.pool, &key)
             .await?
             .is_some_and(|e| e.state == State::Finished);
@@ -99,20 +107,23 @@ pub(super) async fn run(ctx: &Context<'_>, key: String) -> Result<RunReport, Run
             "{taken} were taken over by another process while this one could not reach the database; every partition is finished since, and this process concludes the execution"
         );
     }
-    for part in parts.iter().filter(|p| p.pass == fixed.pass) {
-        report
-            .rejected
-            .extend(execution::rejected(ctx.pool, &part.key).await?);
-    }
+    let of_pass: Vec<String> = parts
+        .iter()
+        .filter(|p| p.pass == fixed.pass)
+        .map(|p| p.key.clone())
+        .collect();
+    report.rejected = execution::rejected_of(ctx.pool, &of_pass).await?;
     report.elapsed = started.elapsed();
-    finish_parent(ctx, &key, &outcome).await?;
-    // The parent's figures: its partitions' tallies, summed.
-    if let Some(e) = execution::load(ctx.pool, &key).await? {
-        report.summary = e.pass_summary;
+    let ended = finish_parent(ctx, &key, &outcome).await?;
+    // The parent's figures: its partitions' tallies, summed (as the closing write returned them).
+    if let Some(e) = &ended {
+        report.summary = e.pass_summary.clone();
         if matches!(outcome, Ok(Ended::Interrupted)) {
-            report.stopped_by = e.interrupt_asked_by;
+            report.stopped_by = e.interrupt_asked_by.clone();
         }
     }
+    report.execution = ended.clone();
+    *closed = ended;
     report.ended = outcome?;
     Ok(report)
 }
@@ -209,7 +220,7 @@ async fn round(
             partition: Some(Partition { index, count }),
             parent: Some(parent),
         };
-        match run_scope(ctx, scope).await {
+        match run_scope(ctx, scope, &mut None).await {
             // Held by another worker, or taken by one since this worker took it (a lock lost
             // with a database restart): its owner runs it; this worker goes on, and comes back
             // to it in the next round if it is still open.
@@ -240,12 +251,12 @@ async fn pause(ctx: &Context<'_>) {
 }
 
 /// Records the parent's outcome (its figures are its partitions' tallies), its checkpoint at the
-/// window's end once every partition is finished.
+/// window's end once every partition is finished. Returns the parent as that write left it.
 async fn finish_parent(
     ctx: &Context<'_>,
     key: &str,
     outcome: &Result<Ended, RunError>,
-) -> Result<(), RunError> {
+) -> Result<Option<Execution>, RunError> {
     let lock = ExecutionLock::acquire_waiting(ctx.database_url, key, "run", SETUP_PATIENCE).await?;
     let mut tx = ctx.pool.begin().await?;
     let parent = execution::load(ctx.pool, key).await?;
@@ -258,7 +269,7 @@ async fn finish_parent(
         execution::advance(&mut tx, lock.owner(), &scope, last, &Summary::default()).await?;
     }
     tx.commit().await?;
-    pass::close(ctx, lock.owner(), outcome).await?;
+    let closed = pass::close(ctx, lock.owner(), outcome).await?;
     lock.release().await;
-    Ok(())
+    Ok(closed)
 }

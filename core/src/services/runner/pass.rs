@@ -7,6 +7,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Context, Ended, RunError, Scope};
+use crate::shared::summary::Summary;
 use crate::tables::archive::{self, Window};
 use crate::tables::db;
 use crate::tables::execution::{self, Execution, Mode, NewPass, Owner, State};
@@ -92,20 +93,61 @@ async fn start(ctx: &Context<'_>, scope: &Scope, owner: &Owner) -> Result<Starte
 }
 
 /// Records how this process leaves the execution: `concluida`, `interrompida`, or `falhou` with
-/// the error.
+/// the error. Returns the row as that write left it (`None` if it is gone): the run's final
+/// execution, handed back instead of read again.
 pub(super) async fn close(
     ctx: &Context<'_>,
     owner: &Owner,
     result: &Result<Ended, RunError>,
-) -> Result<(), RunError> {
+) -> Result<Option<Execution>, RunError> {
     let (state, error) = match result {
         Ok(Ended::Interrupted) => (State::Interrupted, None),
         Ok(_) => (State::Finished, None),
         Err(e) => (State::Failed, Some(e.to_string())),
     };
-    db::retry("finish", ctx.config.retries.db_backoff, || {
+    let closed = db::retry("finish", ctx.config.retries.db_backoff, || {
         execution::finish(ctx.pool, owner, state, error.as_deref())
     })
     .await?;
-    Ok(())
+    Ok(closed)
+}
+
+/// Where a pass stands when its batch loop starts: the last settled position and the pass's
+/// figures so far. The runner carries it from [`open`] (the row it read, or the pass it just
+/// started) to the batch loop, so the row is not read again — except after a recovery, when the
+/// database is the truth and [`Standing::stored`] reads it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Standing {
+    pub checkpoint: Option<i64>,
+    pub summary: Summary,
+}
+
+impl Standing {
+    /// A resumed pass, as [`open`] read it.
+    pub(super) fn of(e: &Execution) -> Standing {
+        Standing {
+            checkpoint: e.checkpoint,
+            summary: e.pass_summary.clone(),
+        }
+    }
+
+    /// A pass just started over `window`: its checkpoint before the window's first event (none
+    /// when that is at i64::MIN, as [`execution::start_pass`] stores it), its figures zero.
+    pub(super) fn started(window: &Window) -> Standing {
+        Standing {
+            checkpoint: window.first.checked_sub(1),
+            summary: Summary::default(),
+        }
+    }
+
+    /// The pass as stored, read after a recovery: what another process or the lost session
+    /// left is the truth, not what this process counted.
+    /// `None` when the row is gone.
+    pub(super) async fn stored(ctx: &Context<'_>, key: &str) -> Result<Option<Standing>, RunError> {
+        let stored = db::retry("load execution", ctx.config.retries.db_backoff, || {
+            execution::load(ctx.pool, key)
+        })
+        .await?;
+        Ok(stored.as_ref().map(Standing::of))
+    }
 }

@@ -69,7 +69,7 @@ pub fn hostname() -> String {
         .map(|s| s.trim().to_string())
         .ok()
         .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| crate::shared::process::settings().hostname.clone())
         .unwrap_or_else(|| "localhost".into())
 }
 

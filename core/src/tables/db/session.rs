@@ -23,6 +23,12 @@ use std::time::Duration;
 
 use sqlx::postgres::PgConnectOptions;
 
+/// The variables of the session settings with their defaults, in order: what the edge's settings
+/// read and list.
+pub fn variables() -> impl Iterator<Item = (&'static str, &'static str)> {
+    SETTINGS.iter().map(|s| (s.variable, s.default))
+}
+
 /// One server setting: its name, the variable that changes it, its default, and its unit.
 struct Setting {
     name: &'static str,
@@ -91,12 +97,23 @@ fn value_of(setting: &Setting, raw: &str) -> Result<Option<u64>, String> {
     Ok(Some(value))
 }
 
-/// The startup options every session sends, from the environment (defaults when unset).
+/// The startup options every session sends, from the variables the edge installed
+/// ([`crate::shared::process`]; defaults when unset).
 pub fn server_settings() -> Result<Vec<(&'static str, u64)>, String> {
+    server_settings_of(&crate::shared::process::settings().session)
+}
+
+/// The startup options for these variables (by name; a missing one takes its default), or why
+/// one cannot be used.
+pub fn server_settings_of(
+    given: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<(&'static str, u64)>, String> {
     let mut out = Vec::new();
     for setting in &SETTINGS {
-        let raw = std::env::var(setting.variable).unwrap_or_else(|_| setting.default.into());
-        if let Some(value) = value_of(setting, &raw)? {
+        let raw = given
+            .get(setting.variable)
+            .map_or(setting.default, String::as_str);
+        if let Some(value) = value_of(setting, raw)? {
             out.push((setting.name, value));
         }
     }

@@ -23,11 +23,17 @@ use super::owner::{try_advisory_lock, Owner, LOCK_CLASS, TAKE_PATIENCE};
 /// The lease when `REPLAY_LEDGER_LEASE` is not set.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
 
-/// The lease of this process: `REPLAY_LEDGER_LEASE`, or [`DEFAULT_LEASE`]; at least 1 s.
+/// The lease of this process: `REPLAY_LEDGER_LEASE` (as the edge installed it,
+/// [`crate::shared::process`]), or [`DEFAULT_LEASE`]; at least 1 s.
 pub fn configured() -> Result<Duration, String> {
-    match std::env::var("REPLAY_LEDGER_LEASE") {
-        Err(_) => Ok(DEFAULT_LEASE),
-        Ok(raw) => match humantime::parse_duration(raw.trim()) {
+    parse(crate::shared::process::settings().lease.as_deref())
+}
+
+/// A lease as given (`None`: the default), or why it cannot be one.
+pub fn parse(given: Option<&str>) -> Result<Duration, String> {
+    match given {
+        None => Ok(DEFAULT_LEASE),
+        Some(raw) => match humantime::parse_duration(raw.trim()) {
             Ok(d) if d >= Duration::from_secs(1) => Ok(d),
             Ok(_) => Err(format!("REPLAY_LEDGER_LEASE={raw:?}: at least 1s")),
             Err(e) => Err(format!("REPLAY_LEDGER_LEASE={raw:?}: {e} (e.g. `15s`)")),

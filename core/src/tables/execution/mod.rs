@@ -217,20 +217,28 @@ impl From<ExecutionRow> for Execution {
 /// Executions with their checkpoint and their figures, summed from the tallies of their pass.
 fn select_execution(filter: &str) -> String {
     format!(
+        "{} from reprocessamento_execucao e {JOIN_CHECKPOINT} {filter}",
+        execution_columns()
+    )
+}
+
+/// The columns of an [`ExecutionRow`], from a row `e` of `reprocessamento_execucao` (the table,
+/// or the rows a write returned) joined to its checkpoint `c`.
+fn execution_columns() -> String {
+    format!(
         r#"
         select e.execucao_id, e.job, e.modo, e.janela_inicio, e.janela_fim, e.posicao_inicial,
                e.posicao_final, e.total_eventos, e.estado, e.passagem, e.iniciada_por,
                e.iniciada_em, e.concluida_em, e.erro, e.resumo,
                {tallies} as contagem, {run} as contagem_execucao,
                e.definicao, c.ultima_posicao, e.interrupcao_pedida_por, e.interrupcao_pedida_em
-        from reprocessamento_execucao e
-        left join reprocessamento_checkpoint c using (execucao_id)
-        {filter}
         "#,
         tallies = crate::tables::tally::SUMMED_FOR_EXECUTION,
         run = crate::tables::tally::SUMMED_FOR_RUN,
     )
 }
+
+const JOIN_CHECKPOINT: &str = "left join reprocessamento_checkpoint c using (execucao_id)";
 
 impl Execution {
     /// The window fixed when its pass started; `None` when it held no event.
@@ -448,28 +456,37 @@ async fn touch(conn: &mut PgConnection, key: &str) -> Result<Interrupt, sqlx::Er
     })
 }
 
-/// Ends an execution's process: `concluida`, `falhou` (with the error) or `interrompida`.
+/// Ends an execution's process: `concluida`, `falhou` (with the error) or `interrompida`. Returns
+/// the row as this write left it, with its checkpoint and figures (the update's own `returning`,
+/// not a second read): what the run hands back to whoever prints or mails it. `None` when the row
+/// is gone.
 pub async fn finish(
     pool: &PgPool,
     owner: &Owner,
     state: State,
     error: Option<&str>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
+) -> Result<Option<Execution>, sqlx::Error> {
+    let sql = format!(
         r#"
-        update reprocessamento_execucao
-        set estado = $2, erro = $3, atualizado_em = now(),
-            concluida_em = case when $2 = 'concluida' then now() else concluida_em end
-        where execucao_id = $1 and (select confirmar_dono($1, $4))
+        with e as (
+            update reprocessamento_execucao
+            set estado = $2, erro = $3, atualizado_em = now(),
+                concluida_em = case when $2 = 'concluida' then now() else concluida_em end
+            where execucao_id = $1 and (select confirmar_dono($1, $4))
+            returning *
+        )
+        {columns} from e {JOIN_CHECKPOINT}
         "#,
-    )
-    .bind(&owner.key)
-    .bind(state)
-    .bind(error)
-    .bind(owner.epoch)
-    .execute(pool)
-    .await?;
-    Ok(())
+        columns = execution_columns(),
+    );
+    let row: Option<ExecutionRow> = sqlx::query_as(&sql)
+        .bind(&owner.key)
+        .bind(state)
+        .bind(error)
+        .bind(owner.epoch)
+        .fetch_optional(pool)
+        .await?;
+    Ok(row.map(Execution::from))
 }
 
 /// A rejected event, as recorded.
@@ -513,13 +530,19 @@ pub async fn record_rejected(
 
 /// The rejected events of an execution, in `posicao` order.
 pub async fn rejected(pool: &PgPool, key: &str) -> Result<Vec<Rejected>, sqlx::Error> {
+    rejected_of(pool, std::slice::from_ref(&key.to_string())).await
+}
+
+/// The rejected events of several executions (a partitioned execution's partitions), in one
+/// statement, in `posicao` order.
+pub async fn rejected_of(pool: &PgPool, keys: &[String]) -> Result<Vec<Rejected>, sqlx::Error> {
     let rows: Vec<(String, i64, String, String)> = sqlx::query_as(
         r#"
         select evento_id, posicao, tipo, erro from evento_rejeitado
-        where execucao_id = $1 order by posicao
+        where execucao_id = any($1) order by posicao, execucao_id
         "#,
     )
-    .bind(key)
+    .bind(keys)
     .fetch_all(pool)
     .await?;
     Ok(rows

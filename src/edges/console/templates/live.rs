@@ -3,8 +3,8 @@
 use chrono_tz::Tz;
 use maud::{html, Markup};
 
-use super::super::live::LiveView;
 use super::super::session::Session;
+use super::super::views::LiveView;
 use super::{facts, layout, layout_refreshing, query_value, segment, time, Inert, Part};
 use crate::services::consumer::LAG_CAP;
 use crate::services::report::render::{figure_rows, state_label};

@@ -3,8 +3,8 @@
 use chrono_tz::Tz;
 use maud::{html, Markup};
 
-use super::super::rebuild::RebuildView;
 use super::super::session::Session;
+use super::super::views::RebuildView;
 use super::{facts, layout, layout_refreshing, segment, time, Inert, Part};
 use crate::services::rebuild::{Rebuild, Stage};
 use crate::shared::money::{brl, group_thousands};
