@@ -437,20 +437,28 @@ pub struct Interrupt {
 }
 
 /// Marks an execution's row as just updated (what `status` shows as its last activity), and
-/// reads, in the same statement, whether its run was asked to stop.
+/// returns, from the same write, whether its run was asked to stop. A partition's ask is on its
+/// execution's row: for a partition, that row is read too (one index read per batch).
 async fn touch(conn: &mut PgConnection, key: &str) -> Result<Interrupt, sqlx::Error> {
-    let asked_by: Option<Option<String>> = sqlx::query_scalar(
+    let sql = if is_partition_key(key) {
         r#"
         update reprocessamento_execucao e set atualizado_em = now()
         where e.execucao_id = $1
         returning coalesce(e.interrupcao_pedida_por,
                            (select p.interrupcao_pedida_por from reprocessamento_execucao p
                             where p.execucao_id = regexp_replace($1, ':p[0-9]+$', '')))
-        "#,
-    )
-    .bind(key)
-    .fetch_optional(conn)
-    .await?;
+        "#
+    } else {
+        r#"
+        update reprocessamento_execucao e set atualizado_em = now()
+        where e.execucao_id = $1
+        returning e.interrupcao_pedida_por
+        "#
+    };
+    let asked_by: Option<Option<String>> = sqlx::query_scalar(sql)
+        .bind(key)
+        .fetch_optional(conn)
+        .await?;
     Ok(Interrupt {
         asked_by: asked_by.flatten(),
     })
