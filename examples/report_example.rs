@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, TimeZone, Utc};
 use replay_ledger::services::report::{render, ExecutionReport, Report};
-use replay_ledger::shared::summary::{EffectOutcome, StateOutcome, Summary};
-use replay_ledger::tables::commission::DiffRow;
-use replay_ledger::tables::execution::{Execution, Mode, Rejected, State};
-use replay_ledger::tables::ledger::{Reason, ReviewItem};
+use replay_ledger_core::shared::summary::{EffectOutcome, StateOutcome, Summary};
+use replay_ledger_core::tables::commission::DiffRow;
+use replay_ledger_core::tables::execution::{Execution, Mode, Rejected, State};
+use replay_ledger_core::tables::ledger::{Reason, ReviewItem};
 
 fn main() -> std::io::Result<()> {
     let out = std::env::args()

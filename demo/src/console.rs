@@ -9,11 +9,11 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use sqlx::PgPool;
 
-use replay_ledger::config;
 use replay_ledger::edges::console::{self, accounts, Console, ConsoleConfig, Role};
-use replay_ledger::engine::effects::Effects;
 use replay_ledger::services::scheduler::{Scheduler, SchedulerConfig};
-use replay_ledger::shared::shutdown;
+use replay_ledger_core::config;
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::shared::shutdown;
 
 /// The demo's accounts: who, with which role.
 const ACCOUNTS: [(&str, Role); 2] = [
@@ -29,7 +29,7 @@ pub(super) async fn serve(url: &str, addr: SocketAddr) -> anyhow::Result<()> {
             "demo --console serves on loopback only (its cookies are not Secure): {addr}"
         );
     }
-    let pool = replay_ledger::tables::db::connect(url, "console")
+    let pool = replay_ledger_core::tables::db::connect(url, "console")
         .await
         .context("connecting the console")?;
     let (jobs, webhook) = crate::people::leave_for_people(&pool, url).await?;
@@ -69,7 +69,7 @@ pub(super) async fn serve(url: &str, addr: SocketAddr) -> anyhow::Result<()> {
 async fn scheduler(url: &str, jobs: &std::path::Path) -> anyhow::Result<Scheduler> {
     let loaded = config::load_dir(jobs).map_err(|e| anyhow::anyhow!("{e}"))?;
     let effects = Effects::from_catalog(&loaded.effects).context("providers")?;
-    let pool = replay_ledger::tables::db::connect(url, "serve")
+    let pool = replay_ledger_core::tables::db::connect(url, "serve")
         .await
         .context("connecting serve")?;
     Scheduler::new(

@@ -19,14 +19,14 @@ use testkit::archive::{self, DemoDay};
 use testkit::pgtemp::TempCluster;
 use testkit::sink::{Behavior, Sink, SinkConfig};
 
-use replay_ledger::config::{self, JobKind};
-use replay_ledger::domain::{self, effect_key, NOTIFY_SELLER};
-use replay_ledger::engine::effects::Effects;
-use replay_ledger::engine::plan::{Asked, Plan};
-use replay_ledger::services::runner::{self, RunReport, RunnerConfig};
-use replay_ledger::shared::shutdown::Shutdown;
-use replay_ledger::shared::summary::StateOutcome;
-use replay_ledger::{shared::money, tables::db};
+use replay_ledger_core::config::{self, JobKind};
+use replay_ledger_core::domain::{self, effect_key, NOTIFY_SELLER};
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::engine::plan::{Asked, Plan};
+use replay_ledger_core::services::runner::{self, RunReport, RunnerConfig};
+use replay_ledger_core::shared::shutdown::Shutdown;
+use replay_ledger_core::shared::summary::StateOutcome;
+use replay_ledger_core::{shared::money, tables::db};
 
 /// The demo's command line: the options of `replay-ledger demo`, which hands them over as is.
 #[derive(Debug, clap::Parser)]
@@ -63,7 +63,7 @@ async fn main() -> std::process::ExitCode {
         Err(err) => {
             eprintln!(
                 "error: {}",
-                replay_ledger::shared::text::inert(&format!("{err:#}"))
+                replay_ledger_core::shared::text::inert(&format!("{err:#}"))
             );
             std::process::ExitCode::from(1)
         }

@@ -10,9 +10,9 @@ use sqlx::PgPool;
 use testkit::sink::{Behavior, Sink, SinkConfig};
 
 use crate::{execute, EFFECTS_YAML, REPLAY_YAML};
-use replay_ledger::config::{self, Job};
-use replay_ledger::domain::{effect_key, NOTIFY_SELLER};
-use replay_ledger::engine::effects::Effects;
+use replay_ledger_core::config::{self, Job};
+use replay_ledger_core::domain::{effect_key, NOTIFY_SELLER};
+use replay_ledger_core::engine::effects::Effects;
 
 /// The day after the incident, gated: its real run waits for an approved simulation.
 const GATED_YAML: &str = "\
@@ -100,7 +100,7 @@ pub(super) async fn leave_for_people(
         before
             .summary
             .effects
-            .get(&replay_ledger::shared::summary::EffectOutcome::Uncertain)
+            .get(&replay_ledger_core::shared::summary::EffectOutcome::Uncertain)
             .copied()
             .unwrap_or(0)
     );

@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use replay_ledger::tables::ledger::{self, Claim, Reservation};
+use replay_ledger_core::tables::ledger::{self, Claim, Reservation};
 use sqlx::PgPool;
 
 use crate::data;
@@ -39,7 +39,7 @@ pub async fn window_read(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> 
         total += rows.len() as i64;
         sum += rows
             .iter()
-            .map(|r| replay_ledger::domain::calcular_comissao(&r.5).unwrap_or(0))
+            .map(|r| replay_ledger_core::domain::calcular_comissao(&r.5).unwrap_or(0))
             .sum::<i64>();
     }
     let secs = t.elapsed().as_secs_f64();

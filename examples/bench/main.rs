@@ -43,12 +43,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use replay_ledger::config;
-use replay_ledger::engine::effects::Effects;
-use replay_ledger::engine::plan::{Asked, Plan};
-use replay_ledger::services::runner::{self, RunnerConfig};
-use replay_ledger::shared::shutdown::{self, Shutdown};
-use replay_ledger::tables::db;
+use replay_ledger_core::config;
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::engine::plan::{Asked, Plan};
+use replay_ledger_core::services::runner::{self, RunnerConfig};
+use replay_ledger_core::shared::shutdown::{self, Shutdown};
+use replay_ledger_core::tables::db;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
 use testkit::pgtemp::TempCluster;

@@ -8,8 +8,8 @@
 
 use std::time::Instant;
 
-use replay_ledger::services::rebuild::{self, Outcome, RebuildConfig};
-use replay_ledger::shared::shutdown::Shutdown;
+use replay_ledger_core::services::rebuild::{self, Outcome, RebuildConfig};
+use replay_ledger_core::shared::shutdown::Shutdown;
 use sqlx::PgPool;
 
 use crate::{data, measure, Measured};

@@ -106,7 +106,7 @@ pub async fn floor(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> {
         total += rows.len() as i64;
         let mut newest: HashMap<&str, (i64, i64)> = HashMap::new();
         for r in &rows {
-            let v = replay_ledger::domain::calcular_comissao(&r.5).unwrap_or(0);
+            let v = replay_ledger_core::domain::calcular_comissao(&r.5).unwrap_or(0);
             let e = newest.entry(&r.3).or_insert((v, r.4));
             if r.4 >= e.1 {
                 *e = (v, r.4);
@@ -187,7 +187,7 @@ pub async fn seed_approach(pool: &PgPool, sample: i64) -> anyhow::Result<Measure
     .await?;
     let t = Instant::now();
     for (id, pedido, versao, payload) in &rows {
-        let valor = replay_ledger::domain::calcular_comissao(payload).unwrap_or(0);
+        let valor = replay_ledger_core::domain::calcular_comissao(payload).unwrap_or(0);
         sqlx::query("insert into comissao (pedido_id, valor_centavos, versao_evento) values ($1, $2, $3) on conflict (pedido_id) do update set valor_centavos = excluded.valor_centavos, versao_evento = excluded.versao_evento, atualizado_em = now() where comissao.versao_evento <= excluded.versao_evento")
             .bind(pedido)
             .bind(valor)

@@ -5,9 +5,9 @@
 use std::time::Instant;
 
 use chrono::NaiveDate;
-use replay_ledger::config::{JobKind, LoadedConfig};
-use replay_ledger::engine::applier::Policy;
 use replay_ledger::services::verify::{self, Progress, Request};
+use replay_ledger_core::config::{JobKind, LoadedConfig};
+use replay_ledger_core::engine::applier::Policy;
 use sqlx::PgPool;
 
 use crate::{data, measure, Measured};

@@ -48,7 +48,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::shared::shutdown::Shutdown;
+use replay_ledger_core::shared::shutdown::Shutdown;
 
 /// How much of the process a server's clients may hold. Defaults in brackets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

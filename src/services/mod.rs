@@ -7,6 +7,3 @@ pub mod report;
 pub mod scheduler;
 pub mod story;
 pub mod verify;
-
-// The core's loops (`replay-ledger-core`), at the paths the periphery has always used.
-pub use replay_ledger_core::services::*;

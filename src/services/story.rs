@@ -9,11 +9,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::domain::{self, Event, Inputs};
-use crate::shared::money::brl;
-use crate::tables::archive;
-use crate::tables::commission::order::{self, Correction, Stored};
-use crate::tables::ledger::{self, OrderEffect};
+use replay_ledger_core::domain::{self, Event, Inputs};
+use replay_ledger_core::shared::money::brl;
+use replay_ledger_core::tables::archive;
+use replay_ledger_core::tables::commission::order::{self, Correction, Stored};
+use replay_ledger_core::tables::ledger::{self, OrderEffect};
 
 /// An event of the order and what the rule makes of it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{TimeZone, Utc};
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 use serde_json::{json, Value};
 
 use crate::helpers::*;

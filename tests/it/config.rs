@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use replay_ledger::config::{
+use replay_ledger_core::config::{
     find_job, load_dir, EffectMode, JobKind, OnFailure, WindowSpec, EFFECTS_FILE,
 };
 use tempfile::TempDir;
@@ -352,7 +352,7 @@ fn a_rebuild_job_is_accepted_and_a_key_it_does_not_take_is_an_error_at_its_line(
     let config = load_dir(ok.path()).unwrap_or_else(|e| panic!("{e}"));
     assert!(matches!(
         config.jobs[0].kind,
-        replay_ledger::config::JobKind::Rebuild(replay_ledger::config::RebuildJob {
+        replay_ledger_core::config::JobKind::Rebuild(replay_ledger_core::config::RebuildJob {
             chunk: Some(500)
         })
     ));

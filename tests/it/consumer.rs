@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 use sqlx::{Connection, PgConnection};
 use testkit::sink::Behavior;
 

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use replay_ledger::shared::summary::EffectOutcome;
+use replay_ledger_core::shared::summary::EffectOutcome;
 use sqlx::{Connection, PgConnection, PgPool};
 use testkit::pgtemp::TempCluster;
 use testkit::sink::Behavior;
@@ -36,10 +36,12 @@ async fn server() -> Server {
         .await
         .expect("a throwaway cluster from the local binaries");
     let url = cluster.url();
-    let pool = replay_ledger::tables::db::connect(&url, "test")
+    let pool = replay_ledger_core::tables::db::connect(&url, "test")
         .await
         .unwrap();
-    replay_ledger::tables::db::migrate(&pool).await.unwrap();
+    replay_ledger_core::tables::db::migrate(&pool)
+        .await
+        .unwrap();
     sqlx::query("create database lote")
         .execute(&pool)
         .await
@@ -174,8 +176,8 @@ async fn concluded(pool: &PgPool) -> usize {
 }
 
 /// The live execution's figures, from its tallies.
-async fn live_summary(pool: &PgPool) -> replay_ledger::shared::summary::Summary {
-    replay_ledger::tables::execution::load(pool, "ao-vivo")
+async fn live_summary(pool: &PgPool) -> replay_ledger_core::shared::summary::Summary {
+    replay_ledger_core::tables::execution::load(pool, "ao-vivo")
         .await
         .unwrap()
         .map(|e| e.summary)
@@ -404,7 +406,7 @@ async fn consume_answers_healthz_503_while_its_database_is_away() {
         consumer.get("/healthz").await.map(|(status, _)| status) == Some(200)
     })
     .await;
-    let pool = replay_ledger::tables::db::connect(&s.url, "test")
+    let pool = replay_ledger_core::tables::db::connect(&s.url, "test")
         .await
         .unwrap();
     insert(&pool, &paid_orders(3)).await;

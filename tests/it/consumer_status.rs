@@ -2,7 +2,7 @@
 //! systemd unit it runs under.
 
 use nix::sys::signal::Signal;
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 use testkit::sink::Behavior;
 
 use crate::helpers::*;
@@ -38,7 +38,7 @@ async fn a_stopped_consumer_says_what_it_skipped_and_rejected_and_status_calls_i
         .spawn()
         .expect("spawn consume");
     wait_until("the three events are read", || async {
-        replay_ledger::tables::execution::load(&db.pool, "ao-vivo")
+        replay_ledger_core::tables::execution::load(&db.pool, "ao-vivo")
             .await
             .unwrap()
             .is_some_and(|e| e.summary.events_read == 3)

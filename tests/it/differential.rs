@@ -12,12 +12,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use replay_ledger::config;
-use replay_ledger::domain::Event;
-use replay_ledger::engine::effects::Effects;
-use replay_ledger::engine::plan::{Asked, Plan};
-use replay_ledger::services::runner::{self, RunError, RunReport, RunnerConfig};
-use replay_ledger::shared::shutdown::Shutdown;
+use replay_ledger_core::config;
+use replay_ledger_core::domain::Event;
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::engine::plan::{Asked, Plan};
+use replay_ledger_core::services::runner::{self, RunError, RunReport, RunnerConfig};
+use replay_ledger_core::shared::shutdown::Shutdown;
 use serde_json::json;
 use sqlx::PgPool;
 use testkit::sink::Behavior;
@@ -328,8 +328,8 @@ async fn run(
     let plan = Plan::new(&job, asked).expect("a replay job");
     let config = RunnerConfig {
         started_by: "test".into(),
-        retries: replay_ledger::engine::applier::Retries {
-            call_backoff: Some(replay_ledger::tables::db::Backoff {
+        retries: replay_ledger_core::engine::applier::Retries {
+            call_backoff: Some(replay_ledger_core::tables::db::Backoff {
                 attempts: 2,
                 base: std::time::Duration::from_millis(5),
                 max: std::time::Duration::from_millis(10),

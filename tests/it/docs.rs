@@ -477,7 +477,7 @@ fn changelog_releases(text: &str) -> Vec<String> {
 #[test]
 fn the_changelog_has_an_entry_for_every_release_and_says_which_upgrade_is_safe() {
     let text = std::fs::read_to_string(root().join("CHANGELOG.md")).expect("CHANGELOG.md");
-    let mut released: Vec<String> = replay_ledger::tables::db::RELEASES
+    let mut released: Vec<String> = replay_ledger_core::tables::db::RELEASES
         .iter()
         .map(|(version, _)| version.to_string())
         .collect();

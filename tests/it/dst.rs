@@ -11,9 +11,9 @@
 
 use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
-use replay_ledger::config::{load_dir, EFFECTS_FILE};
 use replay_ledger::services::scheduler::job_statuses;
 use replay_ledger::services::scheduler::timing::{last_fire, next_fire_after, parse};
+use replay_ledger_core::config::{load_dir, EFFECTS_FILE};
 
 fn utc(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s)

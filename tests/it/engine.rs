@@ -5,10 +5,10 @@
 
 use std::collections::HashSet;
 
-use replay_ledger::services::runner::{Ended, RunError};
+use replay_ledger_core::services::runner::{Ended, RunError};
 use testkit::sink::Behavior;
 
-use replay_ledger::shared::summary::{EffectOutcome, StateOutcome};
+use replay_ledger_core::shared::summary::{EffectOutcome, StateOutcome};
 
 use crate::helpers::*;
 
@@ -413,7 +413,7 @@ async fn a_done_key_is_recorded_while_the_next_key_of_its_caller_waits_out_a_ret
             ..JobSpec::default()
         },
     );
-    let slow = replay_ledger::tables::db::Backoff {
+    let slow = replay_ledger_core::tables::db::Backoff {
         attempts: 2,
         base: std::time::Duration::from_secs(3),
         max: std::time::Duration::from_secs(3),

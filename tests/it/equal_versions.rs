@@ -7,7 +7,7 @@
 //! The minimal case: 500 orders, each with two `pedido.pago` of the same version 100 positions
 //! apart, at `batch_size: 100`, so every pair falls in adjacent batches.
 
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 
 use crate::differential::{archive_answer, wrong_orders};
 use crate::helpers::*;
@@ -213,7 +213,7 @@ async fn an_approved_passes_diff_and_its_comparison_with_the_run_survive_a_later
         "the approved real run",
     );
     let figures = |pool: sqlx::PgPool| async move {
-        replay_ledger::tables::execution::load(&pool, job)
+        replay_ledger_core::tables::execution::load(&pool, job)
             .await
             .unwrap()
             .expect("the real run's execution")

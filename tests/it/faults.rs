@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use replay_ledger::services::runner::{Ended, RunError};
-use replay_ledger::shared::summary::EffectOutcome;
+use replay_ledger_core::services::runner::{Ended, RunError};
+use replay_ledger_core::shared::summary::EffectOutcome;
 use sqlx::{Connection, PgPool};
 use testkit::pgtemp::TempCluster;
 use testkit::sink::Behavior;
@@ -17,10 +17,12 @@ async fn own_cluster() -> (TempCluster, PgPool) {
     let cluster = TempCluster::start()
         .await
         .expect("a throwaway cluster from the local binaries");
-    let pool = replay_ledger::tables::db::connect(&cluster.url(), "test")
+    let pool = replay_ledger_core::tables::db::connect(&cluster.url(), "test")
         .await
         .unwrap();
-    replay_ledger::tables::db::migrate(&pool).await.unwrap();
+    replay_ledger_core::tables::db::migrate(&pool)
+        .await
+        .unwrap();
     (cluster, pool)
 }
 
@@ -123,7 +125,7 @@ async fn assert_ends_like_an_undisturbed_run(
     run_job(reference, jobs, "replay-2026-10-14-v2", None, false)
         .await
         .unwrap();
-    let pool = replay_ledger::tables::db::connect(&cluster.url(), "test")
+    let pool = replay_ledger_core::tables::db::connect(&cluster.url(), "test")
         .await
         .unwrap();
     assert_eq!(commissions(&pool).await, commissions(&reference.pool).await);
@@ -163,7 +165,7 @@ async fn the_live_consumer_carries_on_after_postgresql_restarts() {
     .await;
 
     restart(&mut cluster).await;
-    let pool2 = replay_ledger::tables::db::connect(&cluster.url(), "test")
+    let pool2 = replay_ledger_core::tables::db::connect(&cluster.url(), "test")
         .await
         .unwrap();
     let more: Vec<_> = (101..=200)
@@ -221,7 +223,7 @@ async fn a_provider_that_never_answers_is_cut_by_its_timeout_and_its_key_ends_in
         Some(&3)
     );
     assert!(ledger(&db.pool).await.iter().all(|(_, e)| e == "incerto"));
-    let history = replay_ledger::tables::ledger::attempt_history(&db.pool, &hanging)
+    let history = replay_ledger_core::tables::ledger::attempt_history(&db.pool, &hanging)
         .await
         .unwrap();
     assert_eq!(history[0].3.as_deref(), Some("timeout"));
@@ -347,7 +349,7 @@ async fn an_outage_that_outlasts_the_reserve_retries(idempotent: bool) {
     run_job(&reference, jobs.path(), &spec.name, None, false)
         .await
         .unwrap();
-    let pool = replay_ledger::tables::db::connect(&cluster.url(), "test")
+    let pool = replay_ledger_core::tables::db::connect(&cluster.url(), "test")
         .await
         .unwrap();
     assert_eq!(commissions(&pool).await, commissions(&reference.pool).await);
@@ -415,10 +417,12 @@ async fn a_run_waits_out_a_full_disk_and_ends_like_an_undisturbed_run() {
     let mut cluster = TempCluster::start_in(disk.path())
         .await
         .expect("a throwaway cluster on the small disk");
-    let pool = replay_ledger::tables::db::connect(&cluster.url(), "test")
+    let pool = replay_ledger_core::tables::db::connect(&cluster.url(), "test")
         .await
         .unwrap();
-    replay_ledger::tables::db::migrate(&pool).await.unwrap();
+    replay_ledger_core::tables::db::migrate(&pool)
+        .await
+        .unwrap();
     let run = MidWindow::start(&cluster, &pool, 3_000).await;
     pool.close().await;
 
@@ -517,7 +521,7 @@ async fn two_processes_ride_out_four_immediate_restarts_and_conclude_the_executi
             stderr(out)
         );
     }
-    let pool = replay_ledger::tables::db::connect(&cluster.url(), "test")
+    let pool = replay_ledger_core::tables::db::connect(&cluster.url(), "test")
         .await
         .unwrap();
     assert_eq!(

@@ -19,7 +19,7 @@ use crate::helpers::*;
 const JOB: &str = "replay-2026-10-14-v2";
 
 /// A day of `n` orders with the bug's commissions, 30 % of the notifications already sent.
-async fn day(n: i64) -> (TestDb, Vec<replay_ledger::domain::Event>) {
+async fn day(n: i64) -> (TestDb, Vec<replay_ledger_core::domain::Event>) {
     let events = paid_orders(n);
     let sent = sent_share(&events, 3);
     let db = seeded_db(&events, &sent).await;
@@ -415,10 +415,12 @@ async fn across_a_postgresql_restart(shape: Shape) {
         .await
         .expect("a throwaway cluster");
     let url = cluster.url();
-    let pool = replay_ledger::tables::db::connect(&url, "test")
+    let pool = replay_ledger_core::tables::db::connect(&url, "test")
         .await
         .unwrap();
-    replay_ledger::tables::db::migrate(&pool).await.unwrap();
+    replay_ledger_core::tables::db::migrate(&pool)
+        .await
+        .unwrap();
     let events = paid_orders(1500);
     insert(&pool, &events).await;
     let provider = sink(provider_behaviour()).await;

@@ -9,7 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 use serde_json::json;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
@@ -32,7 +32,7 @@ pub struct TestDb {
 impl TestDb {
     pub async fn new() -> TestDb {
         let db = TestDb::unmigrated().await;
-        replay_ledger::tables::db::migrate(&db.pool)
+        replay_ledger_core::tables::db::migrate(&db.pool)
             .await
             .expect("migrate");
         db
@@ -53,7 +53,7 @@ impl TestDb {
         let mut url = url::Url::parse(&server_url()).expect("DATABASE_URL parses");
         url.set_path(&name);
         let url = url.to_string();
-        let pool = replay_ledger::tables::db::connect(&url, "test")
+        let pool = replay_ledger_core::tables::db::connect(&url, "test")
             .await
             .expect("connect");
         TestDb {
@@ -65,7 +65,7 @@ impl TestDb {
 
     /// A database that exists already (a throwaway cluster's), left as it is when dropped.
     pub async fn attach(url: &str) -> TestDb {
-        let pool = replay_ledger::tables::db::connect(url, "test")
+        let pool = replay_ledger_core::tables::db::connect(url, "test")
             .await
             .expect("connect");
         TestDb {
@@ -313,8 +313,11 @@ pub async fn run_job(
     job: &str,
     simulate: Option<bool>,
     restart: bool,
-) -> Result<replay_ledger::services::runner::RunReport, replay_ledger::services::runner::RunError> {
-    let fast = replay_ledger::tables::db::Backoff {
+) -> Result<
+    replay_ledger_core::services::runner::RunReport,
+    replay_ledger_core::services::runner::RunError,
+> {
+    let fast = replay_ledger_core::tables::db::Backoff {
         attempts: 3,
         base: Duration::from_millis(10),
         max: Duration::from_millis(50),
@@ -329,11 +332,14 @@ pub async fn run_job_retrying(
     job: &str,
     simulate: Option<bool>,
     restart: bool,
-    calls: replay_ledger::tables::db::Backoff,
-) -> Result<replay_ledger::services::runner::RunReport, replay_ledger::services::runner::RunError> {
-    use replay_ledger::config;
-    use replay_ledger::engine::plan::{Asked, Plan};
-    use replay_ledger::services::runner::{self, RunnerConfig};
+    calls: replay_ledger_core::tables::db::Backoff,
+) -> Result<
+    replay_ledger_core::services::runner::RunReport,
+    replay_ledger_core::services::runner::RunError,
+> {
+    use replay_ledger_core::config;
+    use replay_ledger_core::engine::plan::{Asked, Plan};
+    use replay_ledger_core::services::runner::{self, RunnerConfig};
     let (catalog, job) = config::find_job(jobs, job).expect("the job loads");
     let asked = Asked {
         simulate,
@@ -342,10 +348,10 @@ pub async fn run_job_retrying(
     };
     let plan = Plan::new(&job, asked).expect("a replay job");
     let effects =
-        replay_ledger::engine::effects::Effects::from_catalog(&catalog).expect("providers");
+        replay_ledger_core::engine::effects::Effects::from_catalog(&catalog).expect("providers");
     let config = RunnerConfig {
         started_by: "test".into(),
-        retries: replay_ledger::engine::applier::Retries {
+        retries: replay_ledger_core::engine::applier::Retries {
             call_backoff: Some(calls),
             ..Default::default()
         },
@@ -358,7 +364,7 @@ pub async fn run_job_retrying(
         &plan,
         effects,
         config,
-        replay_ledger::shared::shutdown::Shutdown::never(),
+        replay_ledger_core::shared::shutdown::Shutdown::never(),
     )
     .await
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::routing::get;
 use axum::Router;
 use replay_ledger::edges::http_server::{serve_bounded, HttpLimits};
-use replay_ledger::shared::shutdown::{self, ShutdownTrigger};
+use replay_ledger_core::shared::shutdown::{self, ShutdownTrigger};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;

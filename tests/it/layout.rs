@@ -3,11 +3,14 @@
 //! tables, then config, the domain and the shared words), the core crate (`core/`) depends on no
 //! part of the periphery, and the product holds no `unsafe` code and no `libc`.
 //!
-//! The core's modules are re-exported by the periphery at the same paths (`crate::tables::…`
-//! means the same module in both crates), so the two source trees are read as one namespace.
+//! The two source trees are read as one namespace: the core's modules and the periphery's have
+//! different paths (`tables`, `engine`, `services::runner` are the core's; `edges`,
+//! `services::report` the periphery's), and the periphery names the core's as
+//! `replay_ledger_core::…` at the crossing, read here as the same module as the core's own
+//! `crate::…`.
 //!
-//! The import graph is read from the sources: every `crate::a::b` and `super::x` path (in `use`
-//! lines and inline) is an edge to the deepest module it names. A module using its own ancestors
+//! The import graph is read from the sources: every `crate::a::b`, `replay_ledger_core::a::b` and
+//! `super::x` path (in `use` lines and inline) is an edge to the deepest module it names. A module using its own ancestors
 //! (`super::Type` in a child) is how Rust splits a module into files, not a circle.
 //!
 //! The graph is checked three times: between files; with every file collapsed into its part
@@ -107,19 +110,20 @@ fn modules_of(roots: &[PathBuf]) -> BTreeMap<Module, String> {
         .collect()
 }
 
-/// The paths a file names: `crate::x::y`, `super::z` (and `super::super::z`, each `super::`
-/// one module up), and the items of `use crate::{…}` groups.
+/// The paths a file names: `crate::x::y`, `replay_ledger_core::x::y` (the core, from the
+/// periphery), `super::z` (and `super::super::z`, each `super::` one module up), and the items of
+/// `use crate::{…}` groups.
 fn paths(module: &Module, text: &str) -> Vec<Module> {
     let mut found = Vec::new();
     let words = |s: &str| -> Vec<String> { s.split("::").map(str::to_string).collect() };
-    for prefix in ["crate::", "super::"] {
+    for prefix in ["crate::", "replay_ledger_core::", "super::"] {
         for (start, _) in text.match_indices(prefix) {
             // A `super::` inside a chain was counted by the chain's first one.
             if prefix == "super::" && text[..start].ends_with("super::") {
                 continue;
             }
             let mut at = start + prefix.len();
-            let base = if prefix == "crate::" {
+            let base = if prefix != "super::" {
                 Vec::new()
             } else {
                 let mut ups = 1;

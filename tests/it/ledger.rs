@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use replay_ledger::tables::ledger::{self, Claim, Reason, Reservation, Why};
+use replay_ledger_core::tables::ledger::{self, Claim, Reason, Reservation, Why};
 
 use crate::helpers::*;
 
@@ -46,10 +46,10 @@ async fn two_claims_reserving_the_same_keys_at_once_each_get_a_disjoint_share() 
     let all = keys(2_000);
     let (a, b) = (Claim::new("ao-vivo"), Claim::new("replay"));
     let (pool_a, pool_b) = (
-        replay_ledger::tables::db::connect(&db.url, "a")
+        replay_ledger_core::tables::db::connect(&db.url, "a")
             .await
             .unwrap(),
-        replay_ledger::tables::db::connect(&db.url, "b")
+        replay_ledger_core::tables::db::connect(&db.url, "b")
             .await
             .unwrap(),
     );

@@ -34,7 +34,7 @@ fn expected() -> Vec<(String, String)> {
 async fn every_session_the_product_opens_asks_the_server_to_give_up_a_silent_peer_in_30_s() {
     let db = TestDb::new().await;
     let mut pooled = db.pool.acquire().await.expect("a pooled session");
-    let options = replay_ledger::tables::db::options(&db.url, "run").expect("options");
+    let options = replay_ledger_core::tables::db::options(&db.url, "run").expect("options");
     let mut lock_session = sqlx::Connection::connect_with(&options)
         .await
         .expect("a lock's session");
@@ -195,7 +195,7 @@ async fn a_worker_cut_off_from_the_database_gives_its_partitions_up_and_changes_
 /// uninterrupted run leaves it.
 async fn assert_settled_as_an_uninterrupted_run(
     db: &TestDb,
-    events: &[replay_ledger::domain::Event],
+    events: &[replay_ledger_core::domain::Event],
     jobs: &std::path::Path,
 ) {
     let done = keys_in_state(&db.pool, "concluido").await.len();

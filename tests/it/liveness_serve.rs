@@ -120,8 +120,8 @@ async fn a_serve_cut_off_mid_fire_lets_another_serve_fire_the_job_and_changes_no
 /// time) makes no call: another serve may be sweeping the same rows.
 #[tokio::test]
 async fn a_sweep_under_a_lapsed_lease_makes_no_call_and_says_why() {
-    use replay_ledger::services::sweeper::{SweepError, Sweeper, SweeperConfig};
-    use replay_ledger::tables::execution::Lease;
+    use replay_ledger_core::services::sweeper::{SweepError, Sweeper, SweeperConfig};
+    use replay_ledger_core::tables::execution::Lease;
     let db = TestDb::new().await;
     let events = paid_orders(20);
     insert(&db.pool, &events).await;
@@ -130,10 +130,10 @@ async fn a_sweep_under_a_lapsed_lease_makes_no_call_and_says_why() {
     }
     let provider = sink(dedup()).await;
     let jobs = jobs_dir(&provider.url(), &JobSpec::default());
-    let catalog = replay_ledger::config::load_effects(&jobs.path().join("effects.yaml"))
+    let catalog = replay_ledger_core::config::load_effects(&jobs.path().join("effects.yaml"))
         .expect("effects.yaml loads");
     let effects =
-        replay_ledger::engine::effects::Effects::from_catalog(&catalog).expect("providers");
+        replay_ledger_core::engine::effects::Effects::from_catalog(&catalog).expect("providers");
     let lapsed = Lease::new(
         Duration::from_secs(1),
         Instant::now() - Duration::from_secs(5),

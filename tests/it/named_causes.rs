@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use replay_ledger::tables::db::{self, Backoff};
+use replay_ledger_core::tables::db::{self, Backoff};
 use sqlx::PgPool;
 use testkit::pgtemp::TempCluster;
 

@@ -4,13 +4,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use replay_ledger::config;
-use replay_ledger::engine::effects::Effects;
-use replay_ledger::services::sweeper::{Sweeper, SweeperConfig};
-use replay_ledger::tables::ledger::{self, Claim, Reason, Reservation};
+use replay_ledger_core::config;
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::services::sweeper::{Sweeper, SweeperConfig};
+use replay_ledger_core::tables::ledger::{self, Claim, Reason, Reservation};
 use testkit::sink::Behavior;
 
-use replay_ledger::shared::summary::EffectOutcome;
+use replay_ledger_core::shared::summary::EffectOutcome;
 
 use crate::helpers::*;
 
@@ -159,7 +159,7 @@ async fn two_sweepers_started_together_over_1000_stale_rows_act_on_each_row_exac
     );
     let keys: Vec<String> = events.iter().map(key).collect();
     abandoned(&db, &keys, "notificar-vendedor", 10).await;
-    let other_pool = replay_ledger::tables::db::connect(&db.url, "second-sweeper")
+    let other_pool = replay_ledger_core::tables::db::connect(&db.url, "second-sweeper")
         .await
         .unwrap();
     let config = SweeperConfig {

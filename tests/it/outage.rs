@@ -180,7 +180,7 @@ async fn a_five_second_outage_pauses_the_type_and_the_run_finishes_with_every_ke
     let run = {
         let (db, jobs) = (&db, jobs.path());
         async move {
-            let fast_db = replay_ledger::tables::db::Backoff {
+            let fast_db = replay_ledger_core::tables::db::Backoff {
                 attempts: 10,
                 base: std::time::Duration::from_millis(100),
                 max: std::time::Duration::from_secs(1),
@@ -208,7 +208,7 @@ async fn a_five_second_outage_pauses_the_type_and_the_run_finishes_with_every_ke
     let report = report.expect("the run rides the outage out");
     assert_eq!(
         report.ended,
-        replay_ledger::services::runner::Ended::Finished
+        replay_ledger_core::services::runner::Ended::Finished
     );
     assert!(
         seen_open,

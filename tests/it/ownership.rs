@@ -51,7 +51,7 @@ impl Case {
 }
 
 /// [`EVENTS`] orders, a quarter of them in partition 0 and the rest in partition 1.
-async fn skewed_orders(pool: &PgPool) -> Vec<replay_ledger::domain::Event> {
+async fn skewed_orders(pool: &PgPool) -> Vec<replay_ledger_core::domain::Event> {
     let mut orders = Vec::new();
     for (partition, n) in [(0, EVENTS / 4), (1, EVENTS - EVENTS / 4)] {
         let ids: Vec<String> = sqlx::query_scalar(
@@ -126,10 +126,12 @@ fn figure(v: &Value, outcome: &str) -> u64 {
 async fn across_an_immediate_restart(case: Case) {
     let mut cluster = TempCluster::start().await.expect("a throwaway cluster");
     let url = cluster.url();
-    let pool = replay_ledger::tables::db::connect(&url, "test")
+    let pool = replay_ledger_core::tables::db::connect(&url, "test")
         .await
         .unwrap();
-    replay_ledger::tables::db::migrate(&pool).await.unwrap();
+    replay_ledger_core::tables::db::migrate(&pool)
+        .await
+        .unwrap();
     let events = match case.workers {
         // One worker each: one holds the small partition, finishes it, and then asks for the
         // other one every round while its holder runs it.
@@ -281,10 +283,10 @@ async fn someone_waits_for_a_lock(pool: &PgPool) {
 
 #[tokio::test]
 async fn an_old_owners_writes_after_a_new_owner_took_the_epoch_change_nothing() {
-    use replay_ledger::shared::summary::Summary;
-    use replay_ledger::tables::execution::{self, is_fenced, ExecutionLock};
-    use replay_ledger::tables::ledger::{self, Claim, Reservation};
-    use replay_ledger::tables::tally::Scope;
+    use replay_ledger_core::shared::summary::Summary;
+    use replay_ledger_core::tables::execution::{self, is_fenced, ExecutionLock};
+    use replay_ledger_core::tables::ledger::{self, Claim, Reservation};
+    use replay_ledger_core::tables::tally::Scope;
     let db = TestDb::new().await;
     let key = "replay-race";
     let scope = Scope::whole(key, 1);
@@ -350,7 +352,7 @@ async fn an_old_owners_writes_after_a_new_owner_took_the_epoch_change_nothing() 
 /// the pid cut off, every process of that host once looked like the holder).
 #[tokio::test]
 async fn a_takeover_on_a_host_with_a_long_name_ends_only_the_holders_sessions() {
-    use replay_ledger::tables::db::application_name_of;
+    use replay_ledger_core::tables::db::application_name_of;
     use sqlx::{ConnectOptions, Connection};
     let db = TestDb::new().await;
     let host = "ip-10-0-12-34.sa-east-1.compute.internal.replay-ledger-workers";
@@ -381,7 +383,7 @@ async fn a_takeover_on_a_host_with_a_long_name_ends_only_the_holders_sessions() 
     .unwrap();
 
     let mut taker = db.pool.acquire().await.unwrap();
-    let ended = replay_ledger::tables::execution::lease::end_lapsed_holder(
+    let ended = replay_ledger_core::tables::execution::lease::end_lapsed_holder(
         &mut taker,
         "x",
         holder_pid,

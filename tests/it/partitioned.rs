@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::helpers::*;
 
 const JOB: &str = "replay-2026-10-14-v2";
-use replay_ledger::tables::archive::{self, reconcile, unsent};
+use replay_ledger_core::tables::archive::{self, reconcile, unsent};
 
 /// The conversion script of the book, between the fences after its marker.
 fn conversion_script() -> String {
@@ -27,7 +27,7 @@ fn conversion_script() -> String {
 
 /// The window's orders (2026-10-14 at -03:00, all in October UTC), with orders of September and
 /// November around them: one of them a second version of a window order, archived in November.
-fn three_months() -> Vec<replay_ledger::domain::Event> {
+fn three_months() -> Vec<replay_ledger_core::domain::Event> {
     let mut events = paid_orders(10);
     let at = |y, m, d| chrono::TimeZone::with_ymd_and_hms(&Utc, y, m, d, 12, 0, 0).unwrap();
     for (i, when) in [

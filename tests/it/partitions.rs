@@ -4,17 +4,17 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use replay_ledger::config;
-use replay_ledger::engine::effects::Effects;
-use replay_ledger::engine::plan::{Asked, Plan};
-use replay_ledger::services::runner::{self, Ended, RunnerConfig};
-use replay_ledger::shared::shutdown::Shutdown;
+use replay_ledger_core::config;
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::engine::plan::{Asked, Plan};
+use replay_ledger_core::services::runner::{self, Ended, RunnerConfig};
+use replay_ledger_core::shared::shutdown::Shutdown;
 use testkit::sink::Behavior;
 
 use crate::helpers::*;
 
 /// An archive where orders have several versions spread over the window.
-fn archive() -> Vec<replay_ledger::domain::Event> {
+fn archive() -> Vec<replay_ledger_core::domain::Event> {
     (1..=600)
         .map(|i| {
             paid(

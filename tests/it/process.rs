@@ -268,7 +268,7 @@ async fn an_execution_stopped_by_a_signal_and_resumed_counts_each_event_once_in_
     let resumed = run_bin_within(&db.url, jobs.path(), &["run", JOB]).await;
 
     assert_success(&resumed, "the rerun");
-    let events_read = replay_ledger::tables::execution::load(&db.pool, JOB)
+    let events_read = replay_ledger_core::tables::execution::load(&db.pool, JOB)
         .await
         .unwrap()
         .expect("the execution")

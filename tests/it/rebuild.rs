@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 use serde_json::json;
 
 use crate::helpers::*;
@@ -832,7 +832,9 @@ async fn a_rebuild_whose_server_stops_names_the_loss_and_resumes_when_it_is_back
         .await
         .expect("a throwaway cluster from the local binaries");
     let db = TestDb::attach(&cluster.url()).await;
-    replay_ledger::tables::db::migrate(&db.pool).await.unwrap();
+    replay_ledger_core::tables::db::migrate(&db.pool)
+        .await
+        .unwrap();
     let jobs = live_jobs();
     let (events, expected) = history(20_000);
     insert(&db.pool, &events).await;

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 use serde_json::Value;
 use testkit::sink::{Behavior, Sink};
 

@@ -245,7 +245,7 @@ async fn shutdown_ends_a_retry_pause_at_once() {
         execution_state(&db.pool, JOB).await.as_deref(),
         Some("interrompida")
     );
-    let history = replay_ledger::tables::ledger::attempt_history(&db.pool, &key(&events[0]))
+    let history = replay_ledger_core::tables::ledger::attempt_history(&db.pool, &key(&events[0]))
         .await
         .expect("the attempt history");
     assert_eq!(history.len(), 1, "the failed try is on record: {history:?}");

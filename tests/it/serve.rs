@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{Duration as Days, Utc};
 use nix::sys::signal::Signal;
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 use sqlx::PgPool;
 use testkit::pgtemp::TempCluster;
 use testkit::sink::Behavior;
@@ -383,7 +383,7 @@ async fn serve_survives_a_database_restart_and_its_next_tick_succeeds() {
         .start_again()
         .await
         .expect("start the cluster again");
-    let pool = replay_ledger::tables::db::connect(&url, "test")
+    let pool = replay_ledger_core::tables::db::connect(&url, "test")
         .await
         .expect("connect");
     let event = paid(1, "ped-1", 1, 1000, 5.0);

@@ -60,8 +60,8 @@ fn every_fixture_payload_implies_its_commission_or_its_reason() {
         for case in fixture(shape) {
             let text = case.payload.get();
             let mut payload: Value = serde_json::from_str(text).unwrap();
-            replay_ledger::domain::upcast::keep_exact_valor(text, &mut payload);
-            let implied = replay_ledger::domain::commission_of(&payload);
+            replay_ledger_core::domain::upcast::keep_exact_valor(text, &mut payload);
+            let implied = replay_ledger_core::domain::commission_of(&payload);
             match (&case.commission, &case.rejected) {
                 (Some(cents), None) => {
                     assert_eq!(implied.map(|c| c.0), Ok(*cents), "{shape}: {text}");

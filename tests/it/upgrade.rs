@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use testkit::sink::Behavior;
@@ -29,7 +29,7 @@ const JOB: &str = "replay-2026-10-14-v2";
 
 /// The release before this build's: the upgrade this test proves.
 fn previous_release() -> &'static str {
-    let releases = replay_ledger::tables::db::RELEASES;
+    let releases = replay_ledger_core::tables::db::RELEASES;
     releases[releases.len() - 2].0
 }
 
@@ -130,7 +130,7 @@ async fn an_execution_the_previous_release_left_mid_run_resumes_after_the_upgrad
 
     // The database as the previous release left it: its migrations, then its rows.
     let db = TestDb::unmigrated().await;
-    replay_ledger::tables::db::migrate_as_released(&db.pool, release)
+    replay_ledger_core::tables::db::migrate_as_released(&db.pool, release)
         .await
         .expect("a release RELEASES names")
         .expect("the previous release's migrations apply");

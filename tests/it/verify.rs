@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{DateTime, TimeZone, Utc};
-use replay_ledger::domain::Event;
+use replay_ledger_core::domain::Event;
 use serde_json::{json, Value};
 
 use crate::helpers::*;

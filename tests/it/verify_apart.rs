@@ -23,7 +23,7 @@ async fn consumer_behind(jobs: &Path) -> TestDb {
         .spawn()
         .expect("spawn consume");
     wait_until("the live consumer applied the archive", || async {
-        replay_ledger::tables::execution::load(&db.pool, "ao-vivo")
+        replay_ledger_core::tables::execution::load(&db.pool, "ao-vivo")
             .await
             .unwrap()
             .is_some_and(|e| e.summary.events_read == 47)
@@ -164,7 +164,7 @@ async fn rows_a_replay_cannot_reach(jobs: &Path) -> TestDb {
     let bad = order_paid("bad-1", 1, rejected, local(12, 15, 0));
     insert(
         &db.pool,
-        &[replay_ledger::domain::Event {
+        &[replay_ledger_core::domain::Event {
             posicao: 200,
             ..bad
         }],

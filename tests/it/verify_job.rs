@@ -16,7 +16,7 @@ async fn setup() -> (TestDb, tempfile::TempDir, Smtp) {
     let db = TestDb::new().await;
     let when = Utc::now() - Duration::days(2);
     let events: Vec<_> = (1..=3)
-        .map(|i| replay_ledger::domain::Event {
+        .map(|i| replay_ledger_core::domain::Event {
             ocorrido_em: when + Duration::seconds(i),
             ..paid(i, &format!("ped-{i}"), 1, 1000 * i, 5.0)
         })

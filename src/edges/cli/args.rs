@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use super::console::ConsoleArgs;
 use super::ops;
 use super::users::UsersAction;
-use crate::config;
+use replay_ledger_core::config;
 
 /// Replays archived domain events on PostgreSQL to correct derived state (`comissao`) and to
 /// perform the external side effects still missing, through an effects ledger
@@ -39,7 +39,7 @@ pub struct Cli {
         global = true,
         default_value = "0s",
         value_name = "DURATION",
-        value_parser = crate::tables::db::parse_wait
+        value_parser = replay_ledger_core::tables::db::parse_wait
     )]
     pub wait_for_db: std::time::Duration,
 

@@ -10,7 +10,7 @@ use sqlx::PgPool;
 use super::{connect, Cli, Failure, Outcome};
 use crate::edges::console::{self, Console, ConsoleConfig};
 use crate::edges::http_server::HttpLimits;
-use crate::shared::shutdown::{self, Shutdown};
+use replay_ledger_core::shared::shutdown::{self, Shutdown};
 
 /// The console's options, shared by `console` and `serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -88,10 +88,10 @@ async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), Fai
     if !reachable {
         return Ok(());
     }
-    let (role, lacking) = match crate::tables::grants::console_lacks(pool).await {
+    let (role, lacking) = match replay_ledger_core::tables::grants::console_lacks(pool).await {
         Ok(found) => found,
         Err(e) => {
-            tracing::warn!(error = %crate::tables::db::describe(&e), "console: could not check the role's privileges; starting anyway");
+            tracing::warn!(error = %replay_ledger_core::tables::db::describe(&e), "console: could not check the role's privileges; starting anyway");
             return Ok(());
         }
     };
@@ -110,7 +110,7 @@ async fn check_privileges(pool: &PgPool, connected: Connected) -> Result<(), Fai
     }
     Err(Failure::invalid(format_args!(
         "the database role `{}` may not serve the console (it lacks {lacks}): {instead}; see docs/src/security.md, Least privileges",
-        crate::shared::text::inert(&role),
+        replay_ledger_core::shared::text::inert(&role),
     )))
 }
 
@@ -134,7 +134,7 @@ async fn warn_if_wider(pool: &PgPool, role: &str) {
     .await;
     if let Ok(Some(why)) = wider {
         tracing::warn!(
-            role = %crate::shared::text::inert(role),
+            role = %replay_ledger_core::shared::text::inert(role),
             "the console's database role {why}: serve the console as a role granted `grants --console` alone (docs/src/security.md)"
         );
     }
@@ -185,11 +185,11 @@ pub(super) async fn pool_for_serve(
         // Like the daemon's own pool: a database away for a cause time may cure is waited for
         // (the console's pages answer 503 meanwhile), anything else ends `serve` at once.
         Some(url) => {
-            match crate::tables::db::connect(url, "console").await {
+            match replay_ledger_core::tables::db::connect(url, "console").await {
                 Ok(pool) => Ok((pool, Connected::Own { reachable: true })),
                 Err(e) if e.may_pass() => {
                     tracing::warn!("{e}; the console connects once it is back");
-                    let pool = crate::tables::db::connect_lazy(url, "console")?;
+                    let pool = replay_ledger_core::tables::db::connect_lazy(url, "console")?;
                     Ok((pool, Connected::Own { reachable: false }))
                 }
                 Err(e) => Err(anyhow::Error::new(e)

@@ -9,14 +9,15 @@ use anyhow::Context;
 use sqlx::PgPool;
 
 use super::{connect, reports, warn_in_clear, Class, Cli, Failure, Outcome};
-use crate::config::{self, JobKind};
 use crate::edges::metrics::{Endpoint, Metrics};
-use crate::engine::effects::Effects;
-use crate::engine::plan::{Asked, Plan};
-use crate::services::runner::summary::counts;
-use crate::services::runner::{self, Ended, RunError, RunnerConfig};
-use crate::tables::execution::Execution;
-use crate::{services::scheduler, shared::shutdown};
+use crate::services::scheduler;
+use replay_ledger_core::config::{self, JobKind};
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::engine::plan::{Asked, Plan};
+use replay_ledger_core::services::runner::summary::counts;
+use replay_ledger_core::services::runner::{self, Ended, RunError, RunnerConfig};
+use replay_ledger_core::shared::shutdown;
+use replay_ledger_core::tables::execution::Execution;
 
 /// How `run` was asked to run.
 pub(super) struct RunHow {
@@ -49,7 +50,7 @@ pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
     let config = RunnerConfig {
         workers: how.workers,
         progress: how.workers == 1 && !how.json,
-        retries: crate::engine::applier::Retries {
+        retries: replay_ledger_core::engine::applier::Retries {
             stale_after: sweep_stale_after(&cli.jobs_dir),
             ..Default::default()
         },
@@ -77,7 +78,7 @@ pub(super) async fn run(cli: &Cli, job_ref: &str, how: RunHow) -> Outcome {
 /// object on stdout (nothing if it was never started, e.g. the approval gate refused it).
 async fn print_execution_json(pool: &PgPool, key: &str, ran: Option<&Execution>) {
     let print = |e: &Execution| {
-        let view = crate::tables::execution::ExecutionView::of_pass(e);
+        let view = replay_ledger_core::tables::execution::ExecutionView::of_pass(e);
         match serde_json::to_string(&view) {
             Ok(json) => println!("{json}"),
             Err(err) => eprintln!("error: could not write the summary as JSON: {err}"),
@@ -88,7 +89,7 @@ async fn print_execution_json(pool: &PgPool, key: &str, ran: Option<&Execution>)
     }
     // The run did not record the end of a pass (refused before it opened one, held or taken over
     // by another process): the execution as stored, read here.
-    match crate::tables::execution::load(pool, key).await {
+    match replay_ledger_core::tables::execution::load(pool, key).await {
         Ok(Some(e)) => print(&e),
         Ok(None) => {}
         Err(err) => eprintln!("error: could not read the execution's figures: {err}"),
@@ -151,17 +152,19 @@ pub(super) async fn consume(
     let metrics = Arc::new(Metrics::new());
     let served = serve_metrics(&endpoint, &pool, &metrics, &stop).await?;
     spawn_heartbeat(&metrics, &stop);
-    let config = crate::services::consumer::ConsumerConfig {
+    let config = replay_ledger_core::services::consumer::ConsumerConfig {
         from_start,
-        retries: crate::engine::applier::Retries {
+        retries: replay_ledger_core::engine::applier::Retries {
             stale_after: sweep_stale_after(&cli.jobs_dir),
             ..Default::default()
         },
         metrics: Some(metrics),
         ..Default::default()
     };
-    let result =
-        crate::services::consumer::consume(&pool, &url, &job, live, effects, config, stop).await;
+    let result = replay_ledger_core::services::consumer::consume(
+        &pool, &url, &job, live, effects, config, stop,
+    )
+    .await;
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), served).await;
     let report = result.map_err(|e| match e {
         RunError::CandidateRule { .. } => Failure::invalid(e),
@@ -232,11 +235,11 @@ fn spawn_heartbeat(metrics: &Arc<Metrics>, stop: &shutdown::Shutdown) {
 }
 
 /// What `consume` prints when it stops: this run, then the live execution since it first started.
-fn consumed(report: &crate::services::consumer::ConsumeReport) -> String {
+fn consumed(report: &replay_ledger_core::services::consumer::ConsumeReport) -> String {
     let (run, all) = (&report.this_run, &report.summary);
     format!(
         "live consumer ({}) stopped: {} events in this run (skipped {}, rejected {}); effects: {}\n  since it first started: events read {}, skipped {}, rejected {}; orders changed {}; effects: {}\n",
-        crate::services::consumer::LIVE_EXECUTION,
+        replay_ledger_core::services::consumer::LIVE_EXECUTION,
         report.events_this_run,
         run.events_skipped,
         run.events_rejected,
@@ -269,10 +272,10 @@ pub(super) fn sweep_stale_after(jobs_dir: &Path) -> std::time::Duration {
 /// answers. A URL that can never work, a wrong password or a missing database end it at once.
 async fn connect_or_serve_anyway(cli: &Cli) -> anyhow::Result<(PgPool, bool)> {
     let url = super::database_url(cli)?;
-    match crate::tables::db::connect_waiting(url, "serve", cli.wait_for_db).await {
+    match replay_ledger_core::tables::db::connect_waiting(url, "serve", cli.wait_for_db).await {
         Ok(pool) => {
             if !cli.no_migrate {
-                crate::tables::db::migrate(&pool)
+                replay_ledger_core::tables::db::migrate(&pool)
                     .await
                     .context("applying migrations")?;
             }
@@ -280,7 +283,10 @@ async fn connect_or_serve_anyway(cli: &Cli) -> anyhow::Result<(PgPool, bool)> {
         }
         Err(e) if e.may_pass() => {
             tracing::warn!("{e}; serving /metrics and /healthz (503 until it is back) and trying again; no job fires before");
-            Ok((crate::tables::db::connect_lazy(url, "serve")?, true))
+            Ok((
+                replay_ledger_core::tables::db::connect_lazy(url, "serve")?,
+                true,
+            ))
         }
         Err(e) => Err(e.into()),
     }

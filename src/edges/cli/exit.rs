@@ -7,8 +7,8 @@
 use std::fmt::Display;
 use std::process::ExitCode;
 
-use crate::config::{ConfigErrors, Job};
-use crate::tables::db::ConnectError;
+use replay_ledger_core::config::{ConfigErrors, Job};
+use replay_ledger_core::tables::db::ConnectError;
 
 /// The class of a failure, which gives its exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,10 +5,10 @@
 use std::fmt::Write;
 
 use super::{connect, Cli, Failure, Outcome};
-use crate::domain::Inputs;
 use crate::services::story::{self, Story, StoryError};
-use crate::shared::money::brl;
-use crate::shared::text::inert;
+use replay_ledger_core::domain::Inputs;
+use replay_ledger_core::shared::money::brl;
+use replay_ledger_core::shared::text::inert;
 
 pub(super) async fn explain(
     cli: &Cli,
@@ -83,11 +83,11 @@ fn text(s: &Story) -> String {
     let judged = match s.as_of {
         Some(_) => format!(
             "comissao (now): {row}\ntoday: {verdict}\nexpected{as_of}: {expected} by {}",
-            crate::domain::RULE_VERSION
+            replay_ledger_core::domain::RULE_VERSION
         ),
         None => format!(
             "comissao: {row}\nexpected: {expected} by {} ({verdict})",
-            crate::domain::RULE_VERSION
+            replay_ledger_core::domain::RULE_VERSION
         ),
     };
     let _ = write!(

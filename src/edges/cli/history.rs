@@ -85,7 +85,7 @@ pub(super) async fn comissao(cli: &Cli, when: &Moments, form: &Form) -> Outcome 
         "compare_to": query.compare_to,
         "known_at": query.known_at,
         "restated": query.restated,
-        "rule": crate::domain::RULE_VERSION,
+        "rule": replay_ledger_core::domain::RULE_VERSION,
     });
     let mut export = Export::open(form, query.comparing(), &head)?;
     let mut write = |row| export.row(row);

@@ -9,8 +9,8 @@ use anyhow::Context;
 use clap::Parser;
 use sqlx::PgPool;
 
-use crate::config::{self, ConfigErrors};
-use crate::tables::db;
+use replay_ledger_core::config::{self, ConfigErrors};
+use replay_ledger_core::tables::db;
 
 pub use args::{Cli, Command, ReviewAction};
 use daemons::{consume, run, serve, sweep_stale_after, RunHow};
@@ -64,7 +64,7 @@ pub async fn main() -> ExitCode {
         }
     };
     cli.settings = settings::Settings::from_env();
-    crate::shared::process::install(cli.settings.process.clone());
+    replay_ledger_core::shared::process::install(cli.settings.process.clone());
     init_tracing_with(&cli.settings.log);
     let duty = roles::duty_of(&cli.command);
     let role = roles::connected_role(cli.database_url.as_deref());
@@ -83,8 +83,8 @@ pub async fn main() -> ExitCode {
 /// environment raw (`WAIT_FOR_DB=$'1\r\nFORGED'`), so each value it quotes is escaped whole, its
 /// own line breaks included, then every other hazard but clap's own line breaks.
 fn inert_clap_error(err: &clap::Error) -> String {
-    use crate::shared::text::{inert, is_hazard};
     use clap::error::ContextValue;
+    use replay_ledger_core::shared::text::{inert, is_hazard};
     let mut text = err.render().to_string();
     for (_, value) in err.context() {
         let quoted: Vec<&str> = match value {
@@ -103,7 +103,7 @@ fn inert_clap_error(err: &clap::Error) -> String {
 /// (file:line:column first), a refusal for want of a privilege with the role to connect as, any
 /// other error with its chain of causes.
 fn tell(err: &anyhow::Error, duty: &roles::Duty, role: Option<&str>) {
-    use crate::shared::text::inert;
+    use replay_ledger_core::shared::text::inert;
     if let Some(message) = roles::permission_denied(err, duty, role) {
         eprintln!("error: {}", inert(&message));
     } else if let Some(e) = err.downcast_ref::<db::ConnectError>() {
@@ -144,13 +144,13 @@ fn init_tracing_with(log: &settings::LogSettings) {
     }
 }
 
-/// Plain log lines write every field value through [`crate::shared::text::inert`]: an event id or an
+/// Plain log lines write every field value through [`replay_ledger_core::shared::text::inert`]: an event id or an
 /// error quoting one (`%` fields are written with `Display`, as they are) cannot end the line,
 /// forge another, or drive the terminal. JSON lines escape by their own syntax.
 fn inert_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
     use tracing_subscriber::field::MakeExt;
     tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
-        let text = crate::shared::text::inert(&format!("{value:?}"));
+        let text = replay_ledger_core::shared::text::inert(&format!("{value:?}"));
         if field.name() == "message" {
             write!(w, "{text}")
         } else {
@@ -319,7 +319,7 @@ fn check(cli: &Cli) -> Outcome {
         eprintln!("{e}");
     }
     for e in problems {
-        eprintln!("error: {}", crate::shared::text::inert(&e));
+        eprintln!("error: {}", replay_ledger_core::shared::text::inert(&e));
     }
     Err(Failure::said(Class::Invalid))
 }

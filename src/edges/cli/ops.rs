@@ -3,16 +3,16 @@
 use anyhow::Context;
 
 use super::{connect, sweep_stale_after, Cli, Failure, Outcome, ReviewAction};
-use crate::config::{self, ConfigErrors};
-use crate::engine::effects::Effects;
-use crate::services::runner::summary::counts;
 use crate::services::scheduler;
-use crate::services::sweeper::{Sweeper, SweeperConfig};
-use crate::shared::identity;
-use crate::shared::text::inert;
-use crate::tables::db;
-use crate::tables::execution::ExecutionView;
-use crate::tables::ledger::{self, Resolution, ReviewError, ReviewFilter, ReviewItem};
+use replay_ledger_core::config::{self, ConfigErrors};
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::services::runner::summary::counts;
+use replay_ledger_core::services::sweeper::{Sweeper, SweeperConfig};
+use replay_ledger_core::shared::identity;
+use replay_ledger_core::shared::text::inert;
+use replay_ledger_core::tables::db;
+use replay_ledger_core::tables::execution::ExecutionView;
+use replay_ledger_core::tables::ledger::{self, Resolution, ReviewError, ReviewFilter, ReviewItem};
 
 /// `migrate` applies the embedded migrations; `migrate --status` only lists where each stands.
 pub(super) async fn migrate(cli: &Cli, status: bool) -> Outcome {
@@ -171,7 +171,7 @@ fn review_table(items: &[ReviewItem]) -> String {
                 i.status.clone(),
                 inert(i.pedido_id.as_deref().unwrap_or("-")),
                 i.valor_centavos
-                    .map_or("-".into(), crate::shared::money::brl),
+                    .map_or("-".into(), replay_ledger_core::shared::money::brl),
                 inert(&i.effect_type),
                 inert(&i.execution_id),
                 reason,
@@ -204,15 +204,15 @@ fn review_table(items: &[ReviewItem]) -> String {
 
 pub(super) async fn status(cli: &Cli, json: bool) -> Outcome {
     let pool = connect(cli, true).await?;
-    let executions = crate::tables::execution::list(&pool).await?;
-    let lag = crate::services::consumer::lag(
+    let executions = replay_ledger_core::tables::execution::list(&pool).await?;
+    let lag = replay_ledger_core::services::consumer::lag(
         &pool,
-        &crate::services::consumer::horizon::HorizonWatch::default(),
+        &replay_ledger_core::services::consumer::horizon::HorizonWatch::default(),
     )
     .await?;
     let review = ledger::review_queue_size(&pool).await?;
     let runs = scheduler::runs::all(&pool).await?;
-    let rebuild = crate::services::rebuild::latest(&pool).await?;
+    let rebuild = replay_ledger_core::services::rebuild::latest(&pool).await?;
     let jobs = config::load_dir(&cli.jobs_dir)
         .map(|l| scheduler::job_statuses(&l.jobs, &executions, &runs, chrono::Utc::now()))
         .map_err(|e| e.to_string());
@@ -241,7 +241,7 @@ pub(super) async fn status(cli: &Cli, json: bool) -> Outcome {
 }
 
 /// The newest rebuild of `comissao` in one line: its state, how far, what waits.
-fn rebuild_text(r: &crate::services::rebuild::Rebuild) -> String {
+fn rebuild_text(r: &replay_ledger_core::services::rebuild::Rebuild) -> String {
     let fingerprint = r.fingerprint.as_deref().unwrap_or("-");
     format!(
         "rebuild {} of comissao: {}, {} of {} events read ({:.0}%), checkpoint posicao {}, {} orders re-derived from live writes; {} orders differ, fingerprint {fingerprint}",
@@ -256,7 +256,7 @@ fn rebuild_text(r: &crate::services::rebuild::Rebuild) -> String {
     )
 }
 
-fn rebuild_json(r: &crate::services::rebuild::Rebuild) -> serde_json::Value {
+fn rebuild_json(r: &replay_ledger_core::services::rebuild::Rebuild) -> serde_json::Value {
     serde_json::json!({
         "id": r.id, "state": r.stage, "in_progress": r.stage.in_progress(),
         "rule": r.rule, "events_read": r.events_read, "events_total": r.events_total,
@@ -271,7 +271,7 @@ fn rebuild_json(r: &crate::services::rebuild::Rebuild) -> serde_json::Value {
 
 /// The executions as a table with a header: what each is, how far, how long, its figures.
 fn status_table(
-    executions: &[crate::tables::execution::Execution],
+    executions: &[replay_ledger_core::tables::execution::Execution],
     now: chrono::DateTime<chrono::Utc>,
 ) -> String {
     use std::fmt::Write;
@@ -283,7 +283,7 @@ fn status_table(
         "EXECUTION", "MODE", "STATE", "PROGRESS", "DURATION", "EVENTS", "ORDERS", "EFFECTS"
     );
     for e in executions {
-        let live = e.mode == crate::tables::execution::Mode::Live;
+        let live = e.mode == replay_ledger_core::tables::execution::Mode::Live;
         let progress = match e.progress_percent() {
             Some(p) => format!("{p:.0}%"),
             None if live => "live".into(),
@@ -295,7 +295,7 @@ fn status_table(
         let _ = writeln!(
             out,
             "{:<40} {:<9} {:<12} {:>8} {:>10} {:>10} {:>9}  {}",
-            crate::shared::text::inert(&e.key),
+            replay_ledger_core::shared::text::inert(&e.key),
             e.mode,
             e.state.label_in(e.mode),
             progress,
@@ -312,14 +312,18 @@ fn status_table(
             );
         }
         if let Some(err) = &e.error {
-            let _ = writeln!(out, "    last error: {}", crate::shared::text::inert(err));
+            let _ = writeln!(
+                out,
+                "    last error: {}",
+                replay_ledger_core::shared::text::inert(err)
+            );
         }
     }
     out
 }
 
 /// The live consumer's lag as `status` prints it: what waits, and what holds its checkpoint.
-fn lag_text(lag: &crate::services::consumer::Lag) -> String {
+fn lag_text(lag: &replay_ledger_core::services::consumer::Lag) -> String {
     let waiting = format!(
         "live consumer: {} event(s) archived and not yet applied{}",
         lag.pending.events,
@@ -357,7 +361,7 @@ fn lag_text(lag: &crate::services::consumer::Lag) -> String {
 }
 
 /// The live consumer's lag in `status --json`.
-fn lag_json(lag: &crate::services::consumer::Lag) -> serde_json::Value {
+fn lag_json(lag: &replay_ledger_core::services::consumer::Lag) -> serde_json::Value {
     let h = &lag.horizon;
     serde_json::json!({
         "events_waiting": lag.pending.events,

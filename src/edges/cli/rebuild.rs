@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{connect, Class, Cli, Failure, Outcome};
-use crate::services::rebuild::{self, Outcome as Done, RebuildConfig, RebuildError};
-use crate::shared::shutdown;
-use crate::shared::text::inert;
+use replay_ledger_core::services::rebuild::{self, Outcome as Done, RebuildConfig, RebuildError};
+use replay_ledger_core::shared::shutdown;
+use replay_ledger_core::shared::text::inert;
 
 /// What the command line asked for.
 #[derive(Debug, Clone, Default)]
@@ -72,8 +72,8 @@ pub async fn rebuild(cli: &Cli, args: &RebuildArgs) -> Outcome {
         Err(RebuildError::Database(e)) if lost(&e) => {
             eprintln!(
                 "error: lost the database {} mid-rebuild ({}); nothing is half-done: the checkpoint and both tables are as the last committed step left them (each chunk, each follow and the swap are one transaction). Run `replay-ledger rebuild` again once the server is back: it resumes",
-                crate::tables::db::target(&pool),
-                crate::tables::db::explain_loss(&pool, &e).await
+                replay_ledger_core::tables::db::target(&pool),
+                replay_ledger_core::tables::db::explain_loss(&pool, &e).await
             );
             return Err(Failure::said(Class::Failed));
         }
@@ -144,7 +144,7 @@ async fn write_diff(pool: &sqlx::PgPool, path: &Path) -> Outcome {
 /// A database that went away under the rebuild (a restart, a lost connection): its message is a
 /// protocol's ("expected to read 5 bytes, got 0 bytes at EOF"), not a cause.
 fn lost(err: &sqlx::Error) -> bool {
-    crate::tables::db::is_transient(err)
+    replay_ledger_core::tables::db::is_transient(err)
         || matches!(err, sqlx::Error::Protocol(_) | sqlx::Error::Io(_))
 }
 

@@ -12,14 +12,14 @@ use chrono::Utc;
 use sqlx::PgPool;
 
 use super::{connect, Class, Cli, Failure, Outcome};
-use crate::config::{self, JobKind};
-use crate::engine::approval::{self, ApprovalError};
-use crate::engine::effects::Effects;
-use crate::engine::plan::{Asked, Plan};
 use crate::services::report::{self, Mailer, ReportError, Sender};
-use crate::services::runner::{Ended, RunReport};
-use crate::shared::money::{brl, brl_signed, group_thousands};
-use crate::tables::execution;
+use replay_ledger_core::config::{self, JobKind};
+use replay_ledger_core::engine::approval::{self, ApprovalError};
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::engine::plan::{Asked, Plan};
+use replay_ledger_core::services::runner::{Ended, RunReport};
+use replay_ledger_core::shared::money::{brl, brl_signed, group_thousands};
+use replay_ledger_core::tables::execution;
 
 /// `replay-ledger report EXECUTION [--out FILE] [--job NAME]`.
 pub(super) async fn report(
@@ -108,7 +108,7 @@ pub(super) async fn approve(cli: &Cli, job_ref: &str, note: Option<&str>) -> Out
             "only a replay's simulation can be approved",
         ));
     };
-    if let Some(Err(err)) = note.map(crate::shared::identity::check_note) {
+    if let Some(Err(err)) = note.map(replay_ledger_core::shared::identity::check_note) {
         return Err(Failure::invalid(format_args!("--note: {err}")));
     }
     let effects = Effects::from_catalog(&catalog).context("setting up effect providers")?;
@@ -134,7 +134,7 @@ fn print_approval(a: &approval::Approval) {
         a.execution_id,
         a.simulation_pass,
         a.simulation_finished_at.format("%Y-%m-%d %H:%M:%S UTC"),
-        crate::shared::text::inert(&a.by),
+        replay_ledger_core::shared::text::inert(&a.by),
         a.at.format("%Y-%m-%d %H:%M:%S UTC")
     );
     println!(
@@ -146,7 +146,7 @@ fn print_approval(a: &approval::Approval) {
         brl_signed(t.difference())
     );
     if let Some(note) = &a.note {
-        println!("  note: {}", crate::shared::text::inert(note));
+        println!("  note: {}", replay_ledger_core::shared::text::inert(note));
     }
     println!(
         "  the real run may start while the job's definition, the window's {} events and these orders' commissions stay as they are",
@@ -174,21 +174,22 @@ pub(super) async fn approvals(cli: &Cli, json: bool) -> Outcome {
     for a in &all {
         // A rebuild's approval binds the comparison's fingerprint, as finance was shown it.
         let fingerprint = if a.job == "rebuild" {
-            crate::services::rebuild::short_fingerprint(&a.fingerprint.events.hash).to_string()
+            replay_ledger_core::services::rebuild::short_fingerprint(&a.fingerprint.events.hash)
+                .to_string()
         } else {
             a.fingerprint.short()
         };
         println!(
             "{:<20} {:<24} {:<34} {:>4} {:>9} {:>18}  {:<23} {:<24} {}",
             a.at.format("%Y-%m-%d %H:%M:%S"),
-            crate::shared::text::inert(&a.job),
-            crate::shared::text::inert(&a.execution_id),
+            replay_ledger_core::shared::text::inert(&a.job),
+            replay_ledger_core::shared::text::inert(&a.execution_id),
             a.simulation_pass,
             group_thousands(a.totals.changed),
             brl_signed(a.totals.difference()),
-            crate::shared::text::inert(&fingerprint),
-            crate::shared::text::inert(&a.by),
-            crate::shared::text::inert(a.note.as_deref().unwrap_or("-"))
+            replay_ledger_core::shared::text::inert(&fingerprint),
+            replay_ledger_core::shared::text::inert(&a.by),
+            replay_ledger_core::shared::text::inert(a.note.as_deref().unwrap_or("-"))
         );
     }
     Ok(())

@@ -6,9 +6,9 @@ use std::str::FromStr;
 use sqlx::postgres::PgConnectOptions;
 
 use super::{connect, Cli, Command, Failure, Outcome, ReviewAction};
-use crate::shared::text::inert;
-use crate::tables::db;
-use crate::tables::grants::{self, Duties, GrantError};
+use replay_ledger_core::shared::text::inert;
+use replay_ledger_core::tables::db;
+use replay_ledger_core::tables::grants::{self, Duties, GrantError};
 
 /// `replay-ledger grants --worker ROLE [--approver ROLE] [--reviewer ROLE] [--console ROLE]
 /// [--print]`; `others` are the approver, the reviewer and the console.

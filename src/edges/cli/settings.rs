@@ -1,7 +1,7 @@
 //! The process's settings: every environment variable the binary reads, read once, here, into one
 //! [`Settings`] value that the command line hands down — to the mailer and the scheduler as
 //! fields and parameters, to the core's connections and locks by installing its part
-//! ([`crate::shared::process`]). Nothing below the edge reads the environment.
+//! ([`replay_ledger_core::shared::process`]). Nothing below the edge reads the environment.
 //!
 //! The variables that also have a flag are read by clap (`env = …` on the flag: the flag wins);
 //! the others by [`Settings::from_lookup`]. [`variables`] lists them all, with their defaults and
@@ -16,7 +16,7 @@
 use secrecy::SecretString;
 
 use crate::services::report::{MailSettings, Mailer};
-use crate::shared::process::ProcessSettings;
+use replay_ledger_core::shared::process::ProcessSettings;
 
 /// One variable of the process: its name, the flag that overrides it (if any), its default and
 /// what it sets — a row of the settings page.
@@ -55,7 +55,7 @@ pub fn variables() -> Vec<Variable> {
         row("REPORT_FROM", "—", "`replay-ledger <replay-ledger@localhost>` (required with `SMTP_URL`)", "the reports' sender address"),
         row("REPLAY_LEDGER_LEASE", "—", "`15s` (at least `1s`)", "the ownership lease ([operating](operating.md))"),
     ];
-    for (name, default) in crate::tables::db::session::variables() {
+    for (name, default) in replay_ledger_core::tables::db::session::variables() {
         rows.push(row(
             name,
             "—",
@@ -96,7 +96,7 @@ impl Settings {
 
     /// From `get` (a variable's value by name; `None`: unset).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Settings {
-        let session = crate::tables::db::session::variables()
+        let session = replay_ledger_core::tables::db::session::variables()
             .filter_map(|(name, _)| Some((name.to_string(), get(name)?)))
             .collect();
         Settings {
@@ -123,10 +123,14 @@ impl Settings {
     /// prints them; each part still refuses its own when it comes to use it).
     pub fn validate(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        if let Err(e) = crate::tables::execution::lease::parse(self.process.lease.as_deref()) {
+        if let Err(e) =
+            replay_ledger_core::tables::execution::lease::parse(self.process.lease.as_deref())
+        {
             problems.push(e);
         }
-        if let Err(e) = crate::tables::db::session::server_settings_of(&self.process.session) {
+        if let Err(e) =
+            replay_ledger_core::tables::db::session::server_settings_of(&self.process.session)
+        {
             problems.push(e);
         }
         if let Err(e) = Mailer::from_settings(&self.mail) {

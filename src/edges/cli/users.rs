@@ -6,7 +6,7 @@ use std::io::BufRead;
 
 use super::{connect, Cli, Failure, Outcome};
 use crate::edges::console::accounts::{self, AccountError, Role};
-use crate::shared::text::inert;
+use replay_ledger_core::shared::text::inert;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum UsersAction {

@@ -9,10 +9,10 @@ use chrono::NaiveDate;
 use chrono_tz::Tz;
 
 use super::{connect, Class, Cli, Failure, Outcome};
-use crate::config::{self, JobKind};
-use crate::engine::applier::Policy;
 use crate::services::verify::{self, EmitSpec, Findings, Progress, Request};
-use crate::shared::money;
+use replay_ledger_core::config::{self, JobKind};
+use replay_ledger_core::engine::applier::Policy;
+use replay_ledger_core::shared::money;
 
 /// What the command line asked for.
 #[derive(Debug, Clone)]
@@ -196,7 +196,7 @@ fn set_aside(out: &mut String, f: &Findings) {
         money::group_thousands(t.orders_without_events),
     );
     for o in &f.not_replayable {
-        let id = crate::shared::text::inert(&o.pedido_id);
+        let id = replay_ledger_core::shared::text::inert(&o.pedido_id);
         let _ = writeln!(out, "  {}  {id}  {}", o.day, o.describe());
     }
     if (f.not_replayable.len() as u64) < t.not_replayable() {

@@ -8,7 +8,7 @@ use argon2::Argon2;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::shared::words::db_words;
+use replay_ledger_core::shared::words::db_words;
 
 db_words! {
     /// What an account may do in the console (`console_usuario.papel`).
@@ -78,7 +78,7 @@ pub struct Account {
     pub sessions: i64,
 }
 
-crate::tables::db::from_row!(Account { email, role = "papel", created_at = "criado_em", created_by = "criado_por", sessions });
+replay_ledger_core::tables::db::from_row!(Account { email, role = "papel", created_at = "criado_em", created_by = "criado_por", sessions });
 
 /// Why an account could not be added.
 #[derive(Debug, thiserror::Error)]
@@ -122,22 +122,24 @@ pub fn normalize_email(email: &str) -> Result<String, AccountError> {
         && !email.contains('"')
         && !email
             .chars()
-            .any(|c| c.is_whitespace() || crate::shared::text::is_hazard(c));
+            .any(|c| c.is_whitespace() || replay_ledger_core::shared::text::is_hazard(c));
     if !shaped {
-        return Err(AccountError::Email(crate::shared::text::inert(&email)));
+        return Err(AccountError::Email(
+            replay_ledger_core::shared::text::inert(&email),
+        ));
     }
     if let Some(letter) = email.chars().find(|c| passes_for_latin(*c)) {
         return Err(AccountError::LookAlike {
-            address: crate::shared::text::inert(&email),
+            address: replay_ledger_core::shared::text::inert(&email),
             letter,
         });
     }
     let mut scripts = email.chars().filter_map(script);
     if let Some(first) = scripts.next() {
         if scripts.any(|s| s != first) {
-            return Err(AccountError::MixedScripts(crate::shared::text::inert(
-                &email,
-            )));
+            return Err(AccountError::MixedScripts(
+                replay_ledger_core::shared::text::inert(&email),
+            ));
         }
     }
     Ok(email)
@@ -181,7 +183,11 @@ pub fn check_password(password: &str) -> Result<(), AccountError> {
     if password.len() > MAX_PASSWORD_BYTES {
         return Err(AccountError::LongPassword);
     }
-    if password.chars().any(crate::shared::text::is_hazard) || password.trim().is_empty() {
+    if password
+        .chars()
+        .any(replay_ledger_core::shared::text::is_hazard)
+        || password.trim().is_empty()
+    {
         return Err(AccountError::UnprintablePassword);
     }
     Ok(())

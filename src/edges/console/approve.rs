@@ -1,7 +1,7 @@
 //! The approval of a simulation in the console: what the execution page says about it,
 //! `GET /executions/{id}/approve` (the confirmation: what will be applied) and
 //! `POST /executions/{id}/approve` (form `csrf_token`, `note`). Both go through
-//! [`crate::engine::approval`] — the same checks and fingerprint as `replay-ledger approve`, against the
+//! [`replay_ledger_core::engine::approval`] — the same checks and fingerprint as `replay-ledger approve`, against the
 //! job as configured in the jobs directory now — so what the page offers is what the CLI would
 //! record, and the real run's gate checks the same binding. When anything changed since the
 //! simulation ran, the page says what (field by field for the job's definition) instead of
@@ -17,11 +17,13 @@ use super::error::PageError;
 use super::session::Session;
 use super::views::{Gate, Standing};
 use super::Console;
-use crate::config::JobKind;
-use crate::engine::approval::{self, sends, Approval, ApprovalError, RunStart, Target};
-use crate::engine::effects::Effects;
-use crate::engine::plan::Plan;
-use crate::tables::execution::{self, Execution, Mode, State as Run};
+use replay_ledger_core::config::JobKind;
+use replay_ledger_core::engine::approval::{
+    self, sends, Approval, ApprovalError, RunStart, Target,
+};
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::engine::plan::Plan;
+use replay_ledger_core::tables::execution::{self, Execution, Mode, State as Run};
 
 /// A gated job of the jobs directory, planned for one execution.
 struct Configured {
@@ -127,7 +129,7 @@ fn refusal(err: ApprovalError) -> Result<Standing, PageError> {
         // Said only by a post: what was shown is no longer what an approval would record.
         refused @ (ApprovalError::Stale { .. } | ApprovalError::AlreadyApproved { .. }) => {
             Ok(Standing::Changed {
-                what: crate::shared::text::inert(&refused.to_string()),
+                what: replay_ledger_core::shared::text::inert(&refused.to_string()),
                 fields: Vec::new(),
             })
         }
@@ -154,10 +156,13 @@ pub(super) async fn confirm(
             .await
             .map_err(|e| match e {
                 crate::services::report::ReportError::Database(e) => PageError::from(e),
-                other => PageError::NotFound(crate::shared::text::inert(&other.to_string())),
+                other => {
+                    PageError::NotFound(replay_ledger_core::shared::text::inert(&other.to_string()))
+                }
             })?;
-    let definition =
-        crate::engine::definition::Definition::from_json(simulation.definition.as_ref());
+    let definition = replay_ledger_core::engine::definition::Definition::from_json(
+        simulation.definition.as_ref(),
+    );
     let c = configured(&console, &simulation).await.ok().flatten();
     let seen = match (&standing, &c) {
         (Standing::Approvable, Some(c)) => seen_now(&console, c, &simulation).await?,
@@ -253,7 +258,7 @@ async fn messages(
 fn no_simulation(key: &str) -> PageError {
     PageError::NotFound(format!(
         "Nenhuma simulação {}.",
-        crate::shared::text::inert(key)
+        replay_ledger_core::shared::text::inert(key)
     ))
 }
 
@@ -306,7 +311,7 @@ pub(super) async fn approve(
     }
     let seen = form.seen()?;
     let note = form.note.as_deref().filter(|n| !n.trim().is_empty());
-    if let Some(Err(e)) = note.map(crate::shared::identity::check_note) {
+    if let Some(Err(e)) = note.map(replay_ledger_core::shared::identity::check_note) {
         return Err(PageError::BadRequest(format!("Nota recusada: {e}")));
     }
     let key = execution::checkpoint_key(execution::execution_id_of(&id), Mode::Simulation);
@@ -336,7 +341,7 @@ pub(super) async fn approve(
             Redirect::to(&format!("/executions/{}", super::templates::segment(&key)))
                 .into_response(),
         ),
-        Err(ApprovalError::Database(e)) if crate::tables::db::is_permission_denied(&e) => Err(
+        Err(ApprovalError::Database(e)) if replay_ledger_core::tables::db::is_permission_denied(&e) => Err(
             PageError::Forbidden("o banco recusou: a sessão expirou ou a conta não é de finanças"),
         ),
         Err(ApprovalError::Database(e)) => Err(e.into()),
@@ -346,9 +351,9 @@ pub(super) async fn approve(
         ))),
         Err(ApprovalError::AlreadyApproved { pass, by, .. }) => Err(PageError::Conflict(format!(
             "Esta simulação (passagem {pass}) já aprovada por {}: nada foi registrado de novo.",
-            crate::shared::text::inert(&by)
+            replay_ledger_core::shared::text::inert(&by)
         ))),
-        Err(refused) => Err(PageError::Conflict(crate::shared::text::inert(
+        Err(refused) => Err(PageError::Conflict(replay_ledger_core::shared::text::inert(
             &refused.to_string(),
         ))),
     }

@@ -76,7 +76,7 @@ pub(super) async fn login(
     // As stored; anything that is not an address is still counted (made inert: a NUL or a
     // control character cannot reach the database), cut to an address's length.
     let email = normalize_email(&form.email).unwrap_or_else(|_| {
-        crate::shared::text::inert(&form.email.trim().to_lowercase())
+        replay_ledger_core::shared::text::inert(&form.email.trim().to_lowercase())
             .chars()
             .take(254)
             .collect()
@@ -111,7 +111,7 @@ async fn password_holds(
 ) -> Result<bool, PageError> {
     let _slot = PASSWORD_CHECKS.acquire().await;
     if throttled(&console.pool, email, address, console.config.throttle).await? {
-        tracing::warn!(address = %crate::shared::text::inert(address), "console: login throttled");
+        tracing::warn!(address = %replay_ledger_core::shared::text::inert(address), "console: login throttled");
         return Err(PageError::Throttled);
     }
     let account = accounts::credentials(&console.pool, email).await?;

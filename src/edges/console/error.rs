@@ -67,7 +67,7 @@ impl IntoResponse for PageError {
                 )
                     .into_response()
             }
-            PageError::Database(e) if crate::tables::db::is_transient(&e) => {
+            PageError::Database(e) if replay_ledger_core::tables::db::is_transient(&e) => {
                 tracing::warn!(error = %e, "console: the database is away");
                 (
                     StatusCode::SERVICE_UNAVAILABLE,

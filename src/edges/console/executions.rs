@@ -15,7 +15,7 @@ use super::session::Session;
 use super::templates::{self, executions as page};
 use super::{approve, Console};
 use crate::services::report::{self, render, ExecutionReport, ReportError};
-use crate::tables::execution::{self, Execution, Mode, State as Run};
+use replay_ledger_core::tables::execution::{self, Execution, Mode, State as Run};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -71,7 +71,7 @@ pub(super) async fn list(
     {
         let id = execution::execution_id_of(&e.key);
         if gated.requires_approval(&e.job)
-            && crate::engine::approval::latest(&console.pool, id)
+            && replay_ledger_core::engine::approval::latest(&console.pool, id)
                 .await?
                 .is_none_or(|a| a.simulation_pass != e.pass)
         {
@@ -82,10 +82,9 @@ pub(super) async fn list(
     let wanted = match query.state.as_deref().filter(|s| !s.is_empty()) {
         None => page::Wanted::All,
         Some(AWAITING) => page::Wanted::Awaiting,
-        Some(s) => page::Wanted::State(
-            Run::try_from(s)
-                .map_err(|e| PageError::BadRequest(crate::shared::text::inert(&e.to_string())))?,
-        ),
+        Some(s) => page::Wanted::State(Run::try_from(s).map_err(|e| {
+            PageError::BadRequest(replay_ledger_core::shared::text::inert(&e.to_string()))
+        })?),
     };
     let (since, until) = (day(query.desde.as_deref())?, day(query.ate.as_deref())?);
     let order = match query.ordem.as_deref().filter(|o| !o.is_empty()) {
@@ -112,7 +111,7 @@ pub(super) async fn list(
         })
         .collect();
     order.apply(&mut shown);
-    let askers = crate::tables::requests::askers(&console.pool).await?;
+    let askers = replay_ledger_core::tables::requests::askers(&console.pool).await?;
     let filter = page::Filter {
         jobs: all
             .iter()
@@ -197,7 +196,7 @@ pub(super) async fn detail(
     Path(id): Path<String>,
     Query(query): Query<DetailQuery>,
 ) -> Result<Response, PageError> {
-    if id == crate::services::consumer::LIVE_EXECUTION {
+    if id == replay_ledger_core::services::consumer::LIVE_EXECUTION {
         return super::live::page(&console, &session).await;
     }
     let execution = execution::load(&console.pool, &id)
@@ -228,7 +227,8 @@ pub(super) async fn detail(
         }
         _ => Vec::new(),
     };
-    let proposal = crate::tables::proposals::named(&console.pool, &execution.job).await?;
+    let proposal =
+        replay_ledger_core::tables::proposals::named(&console.pool, &execution.job).await?;
     let samples = execution::progress::samples(&console.pool, &id, PACE_BUCKET_SECS).await?;
     let markup = page::detail(page::Detail {
         session: &session,
@@ -300,13 +300,13 @@ fn report_error(key: &str, err: ReportError) -> PageError {
     match err {
         ReportError::Database(e) => e.into(),
         ReportError::NoExecution(_) => no_execution(key),
-        other => PageError::NotFound(crate::shared::text::inert(&other.to_string())),
+        other => PageError::NotFound(replay_ledger_core::shared::text::inert(&other.to_string())),
     }
 }
 
 fn no_execution(key: &str) -> PageError {
     PageError::NotFound(format!(
         "Nenhuma execução {}.",
-        crate::shared::text::inert(key)
+        replay_ledger_core::shared::text::inert(key)
     ))
 }

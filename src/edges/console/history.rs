@@ -99,7 +99,7 @@ pub(super) async fn page(
     .await
     .map_err(|e| match e {
         history::HistoryError::Database(e) => PageError::from(e),
-        other => PageError::BadRequest(crate::shared::text::inert(&other.to_string())),
+        other => PageError::BadRequest(replay_ledger_core::shared::text::inert(&other.to_string())),
     })?;
     if csv {
         let name = match known_at {

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use crate::config::{self, ConfigErrors, EffectCatalog, Job, LoadedConfig};
+use replay_ledger_core::config::{self, ConfigErrors, EffectCatalog, Job, LoadedConfig};
 
 /// What a load gave: the directory's jobs, or its errors.
 pub(crate) type Loaded = Arc<Result<LoadedConfig, ConfigErrors>>;

@@ -11,12 +11,12 @@ use super::error::PageError;
 use super::session::Session;
 use super::views::LiveView;
 use super::Console;
-use crate::services::consumer::horizon::HorizonWatch;
-use crate::services::consumer::state;
-use crate::services::consumer::{lag, LIVE_EXECUTION};
-use crate::tables::archive;
-use crate::tables::execution;
-use crate::tables::ledger;
+use replay_ledger_core::services::consumer::horizon::HorizonWatch;
+use replay_ledger_core::services::consumer::state;
+use replay_ledger_core::services::consumer::{lag, LIVE_EXECUTION};
+use replay_ledger_core::tables::archive;
+use replay_ledger_core::tables::execution;
+use replay_ledger_core::tables::ledger;
 
 /// How many of the archive's newest events the page looks through for the last one applied.
 const NEWEST_LOOK_BACK: i64 = 1_000;

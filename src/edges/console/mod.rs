@@ -10,8 +10,8 @@
 //!   each session, login with throttling per account and per address, logout;
 //! - `executions`, `approve`, `review`, `audit`, `pedidos` (one order's story): the pages.
 //!   Every figure comes from the tallies
-//!   and the report model ([`crate::services::report`]), the approval is [`crate::engine::approval`]'s (the CLI's
-//!   checks and fingerprint), a decision is [`crate::tables::ledger`]'s;
+//!   and the report model ([`crate::services::report`]), the approval is [`replay_ledger_core::engine::approval`]'s (the CLI's
+//!   checks and fingerprint), a decision is [`replay_ledger_core::tables::ledger`]'s;
 //! - `templates`, `views`, `headers`, `error`, `guard`: markup, the models handlers fill and
 //!   templates render (so templates import no handler), security headers, error pages, and what
 //!   every request must be before a handler sees it (sizes, no NUL; axum's refusals localized).
@@ -60,7 +60,7 @@ use chrono_tz::Tz;
 use sqlx::PgPool;
 
 use crate::edges::http_server::{serve_bounded_answering, HttpLimits};
-use crate::shared::shutdown::Shutdown;
+use replay_ledger_core::shared::shutdown::Shutdown;
 
 pub use accounts::{Account, AccountError, Role};
 
@@ -167,8 +167,15 @@ impl Console {
     pub(crate) async fn find_job(
         &self,
         name: &str,
-    ) -> Result<(crate::config::EffectCatalog, crate::config::Job), String> {
-        let inert = |e: &dyn std::fmt::Display| crate::shared::text::inert(&e.to_string());
+    ) -> Result<
+        (
+            replay_ledger_core::config::EffectCatalog,
+            replay_ledger_core::config::Job,
+        ),
+        String,
+    > {
+        let inert =
+            |e: &dyn std::fmt::Display| replay_ledger_core::shared::text::inert(&e.to_string());
         let missing = match self.jobs.find_job(name) {
             Ok(found) => return Ok(found),
             Err(e) => e,

@@ -15,8 +15,8 @@ use super::error::PageError;
 use super::session::Session;
 use super::views::RebuildView;
 use super::Console;
-use crate::services::rebuild::{self, Approver, RebuildError, Stage};
-use crate::tables::commission::rebuild::swap as rename;
+use replay_ledger_core::services::rebuild::{self, Approver, RebuildError, Stage};
+use replay_ledger_core::tables::commission::rebuild::swap as rename;
 
 /// How many differing orders the page lists (the downloads list them all).
 const LISTED: i64 = 50;
@@ -112,14 +112,14 @@ pub(super) async fn approve(
         Ok(_) => Ok(Redirect::to("/reconstrucao").into_response()),
         Err(RebuildError::Stale { now, .. }) => Err(PageError::Conflict(format!(
             "A comparação mudou desde que você a abriu (agora é {}): nada foi aprovado. Abra a página de novo e revise.",
-            crate::shared::text::inert(&now)
+            replay_ledger_core::shared::text::inert(&now)
         ))),
         Err(RebuildError::Note(e)) => Err(PageError::BadRequest(format!("Nota recusada: {e}"))),
-        Err(RebuildError::Database(e)) if crate::tables::db::is_permission_denied(&e) => Err(
+        Err(RebuildError::Database(e)) if replay_ledger_core::tables::db::is_permission_denied(&e) => Err(
             PageError::Forbidden("o banco recusou: a sessão expirou ou a conta não é de finanças"),
         ),
         Err(RebuildError::Database(e)) => Err(e.into()),
-        Err(refused) => Err(PageError::Conflict(crate::shared::text::inert(
+        Err(refused) => Err(PageError::Conflict(replay_ledger_core::shared::text::inert(
             &refused.to_string(),
         ))),
     }

@@ -17,11 +17,11 @@ use super::session::Session;
 use super::templates::{self, requests as page, segment};
 use super::views::{Gate, Standing};
 use super::{approve, Console};
-use crate::config::JobKind;
-use crate::shared::money::{brl, brl_signed};
-use crate::shared::text::inert;
-use crate::tables::execution::{self, Execution, Mode, State as Run};
-use crate::tables::requests::{self, Action, Ask, Request};
+use replay_ledger_core::config::JobKind;
+use replay_ledger_core::shared::money::{brl, brl_signed};
+use replay_ledger_core::shared::text::inert;
+use replay_ledger_core::tables::execution::{self, Execution, Mode, State as Run};
+use replay_ledger_core::tables::requests::{self, Action, Ask, Request};
 
 /// How many requests an execution's page (and the sweep page) lists.
 const SHOWN: i64 = 5;
@@ -312,7 +312,9 @@ pub(super) async fn interrupt(
 /// The name of the sweep job of the jobs directory.
 fn sweep_job(console: &Console) -> Option<String> {
     let dir = &console.config.jobs_dir;
-    let loaded = crate::config::without_secrets(|| crate::config::load_dir(dir)).ok()?;
+    let loaded =
+        replay_ledger_core::config::without_secrets(|| replay_ledger_core::config::load_dir(dir))
+            .ok()?;
     loaded
         .jobs
         .into_iter()
@@ -377,7 +379,7 @@ async fn record(
     form: &RequestForm,
 ) -> Result<i64, PageError> {
     let note = form.note.as_deref().filter(|n| !n.trim().is_empty());
-    if let Some(Err(e)) = note.map(crate::shared::identity::check_note) {
+    if let Some(Err(e)) = note.map(replay_ledger_core::shared::identity::check_note) {
         return Err(PageError::BadRequest(format!("Nota recusada: {e}")));
     }
     let ask = Ask {
@@ -390,9 +392,11 @@ async fn record(
     };
     match requests::ask(&console.pool, ask).await {
         Ok(id) => Ok(id),
-        Err(e) if crate::tables::db::is_permission_denied(&e) => Err(PageError::Forbidden(
-            "o banco recusou: a sessão expirou ou a conta não pode fazer este pedido",
-        )),
+        Err(e) if replay_ledger_core::tables::db::is_permission_denied(&e) => {
+            Err(PageError::Forbidden(
+                "o banco recusou: a sessão expirou ou a conta não pode fazer este pedido",
+            ))
+        }
         Err(e) if requests::is_already_open(&e) => Err(PageError::Conflict(format!(
             "O job {} já tem um pedido aberto: aguarde o serve concluí-lo.",
             inert(job)

@@ -16,8 +16,8 @@ use super::error::PageError;
 use super::session::Session;
 use super::templates::{self, review as page};
 use super::Console;
-use crate::shared::text::inert;
-use crate::tables::ledger::{self, Resolution, ReviewError, ReviewFilter};
+use replay_ledger_core::shared::text::inert;
+use replay_ledger_core::tables::ledger::{self, Resolution, ReviewError, ReviewFilter};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -67,7 +67,7 @@ pub(super) async fn list(
         filter: &filter,
         older_than: nonempty(&query.older_than),
         done: &done,
-        running: crate::tables::execution::replays_running(&console.pool).await? > 0,
+        running: replay_ledger_core::tables::execution::replays_running(&console.pool).await? > 0,
     });
     Ok(templates::html(markup).into_response())
 }
@@ -184,7 +184,10 @@ pub(super) async fn resolve(
     }
     let resolution = form.resolution()?;
     let note = form.note.filter(|n| !n.trim().is_empty());
-    if let Some(Err(e)) = note.as_deref().map(crate::shared::identity::check_note) {
+    if let Some(Err(e)) = note
+        .as_deref()
+        .map(replay_ledger_core::shared::identity::check_note)
+    {
         return Err(PageError::BadRequest(format!("Nota recusada: {e}")));
     }
     let result = ledger::resolve_in_console(
@@ -207,9 +210,13 @@ pub(super) async fn resolve(
             let to = id.map_or("/review".to_string(), |id| format!("/review?decisao={id}"));
             Ok(Redirect::to(&to).into_response())
         }
-        Err(ReviewError::Database(e)) if crate::tables::db::is_permission_denied(&e) => Err(
-            PageError::Forbidden("o banco recusou: a sessão expirou ou a conta não é de operação"),
-        ),
+        Err(ReviewError::Database(e))
+            if replay_ledger_core::tables::db::is_permission_denied(&e) =>
+        {
+            Err(PageError::Forbidden(
+                "o banco recusou: a sessão expirou ou a conta não é de operação",
+            ))
+        }
         Err(ReviewError::Database(e)) => Err(e.into()),
         Err(err @ ReviewError::NotFound(_)) => Err(PageError::NotFound(inert(&err.to_string()))),
         Err(err) => Err(PageError::Conflict(inert(&err.to_string()))),

@@ -11,7 +11,7 @@ use super::error::PageError;
 use super::session::Session;
 use super::templates::{self, search as page, segment};
 use super::Console;
-use crate::tables::{archive, commission, execution, ledger};
+use replay_ledger_core::tables::{archive, commission, execution, ledger};
 
 /// At most this many executions listed for a partial match.
 const LISTED: usize = 20;

@@ -87,8 +87,8 @@ impl Session {
     pub fn for_database(
         &self,
         idle_timeout: Duration,
-    ) -> crate::engine::approval::ConsoleSession<'_> {
-        crate::engine::approval::ConsoleSession {
+    ) -> replay_ledger_core::engine::approval::ConsoleSession<'_> {
+        replay_ledger_core::engine::approval::ConsoleSession {
             token_digest: &self.token_digest,
             idle_timeout,
         }

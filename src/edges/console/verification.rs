@@ -9,8 +9,8 @@ use super::error::PageError;
 use super::session::Session;
 use super::templates::{self, verification as page};
 use super::Console;
-use crate::tables::execution::{self, Mode};
-use crate::tables::proposals;
+use replay_ledger_core::tables::execution::{self, Mode};
+use replay_ledger_core::tables::proposals;
 
 /// At most this many proposals listed.
 const LISTED: i64 = 200;
@@ -33,7 +33,7 @@ pub(super) async fn page(
         let simulation = executions.iter().find(|e| e.key == simulation_key).cloned();
         let run = executions.iter().find(|e| e.key == p.name).cloned();
         let approved = match &simulation {
-            Some(s) => crate::engine::approval::latest(&console.pool, &p.name)
+            Some(s) => replay_ledger_core::engine::approval::latest(&console.pool, &p.name)
                 .await?
                 .is_some_and(|a| a.simulation_pass == s.pass),
             None => false,

@@ -10,13 +10,13 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::Event;
-use crate::engine::approval::Approval;
-use crate::engine::definition::FieldChange;
-use crate::services::consumer::Lag;
-use crate::services::rebuild::{DiffRow, Rebuild};
-use crate::shared::words::db_words;
-use crate::tables::execution::Execution;
+use replay_ledger_core::domain::Event;
+use replay_ledger_core::engine::approval::Approval;
+use replay_ledger_core::engine::definition::FieldChange;
+use replay_ledger_core::services::consumer::Lag;
+use replay_ledger_core::services::rebuild::{DiffRow, Rebuild};
+use replay_ledger_core::shared::words::db_words;
+use replay_ledger_core::tables::execution::Execution;
 
 /// Where a simulation stands with respect to approval, as the page shows it.
 #[derive(Debug)]
@@ -76,7 +76,7 @@ pub(super) struct AuditRow {
     pub endereco: Option<String>,
 }
 
-crate::tables::db::from_row!(AuditRow {
+replay_ledger_core::tables::db::from_row!(AuditRow {
     id,
     em,
     quem,

@@ -18,8 +18,8 @@ use sqlx::PgPool;
 
 use super::{DbGauges, Metrics, CONTENT_TYPE};
 use crate::edges::http_server::{serve_bounded, HttpLimits};
-use crate::services::consumer::horizon::HorizonWatch;
-use crate::shared::shutdown::Shutdown;
+use replay_ledger_core::services::consumer::horizon::HorizonWatch;
+use replay_ledger_core::shared::shutdown::Shutdown;
 
 /// The last reading of the database gauges, shared by the task that reads them and the handlers.
 #[derive(Debug, Default)]
@@ -127,7 +127,7 @@ impl HttpState {
     fn database(&self) -> Result<Arc<DbGauges>, String> {
         usable(
             self.db.current(Instant::now(), self.db_max_age),
-            crate::tables::db::trouble(self.db_max_age),
+            replay_ledger_core::tables::db::trouble(self.db_max_age),
         )
     }
 }

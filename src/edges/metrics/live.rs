@@ -3,7 +3,7 @@
 use super::Exposition;
 
 /// The live consumer's lag: what waits to be applied, and what holds its checkpoint.
-pub(super) fn render_lag(out: &mut Exposition, lag: &crate::services::consumer::Lag) {
+pub(super) fn render_lag(out: &mut Exposition, lag: &replay_ledger_core::services::consumer::Lag) {
     out.family(
         "replay_ledger_live_lag_events",
         "gauge",

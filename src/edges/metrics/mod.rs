@@ -2,7 +2,7 @@
 //! hand — a handful of families does not justify a metrics crate and its global registry) and
 //! `/healthz` (the database answers and the scheduler's heartbeat is recent).
 //!
-//! Counters live in this process ([`Metrics`], kept by [`crate::services::counters`], rendered here): they
+//! Counters live in this process ([`Metrics`], kept by [`replay_ledger_core::services::counters`], rendered here): they
 //! start at zero when `serve` starts, as Prometheus expects of counters. Gauges about executions and the review queue are read from the
 //! database ([`DbGauges`]), so every `serve` instance reports the same values for them — by one
 //! background task on a timer, never by a scrape (`endpoints.rs`).
@@ -16,13 +16,13 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::tables::execution::{self, Execution};
-use crate::tables::ledger;
+use replay_ledger_core::tables::execution::{self, Execution};
+use replay_ledger_core::tables::ledger;
 
-pub use crate::services::counters::{Metrics, RunOutcome};
 pub use endpoints::{bind, router, serve, DbSnapshot, Endpoint, HttpState};
 pub use exposition::escape_label;
 use exposition::Exposition;
+pub use replay_ledger_core::services::counters::{Metrics, RunOutcome};
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -52,15 +52,15 @@ pub struct DbGauges {
     pub executions: Vec<Execution>,
     pub review_queue: i64,
     /// The live consumer's lag, when it has ever run in this database.
-    pub live: Option<crate::services::consumer::Lag>,
+    pub live: Option<replay_ledger_core::services::consumer::Lag>,
     /// The newest blue-green rebuild of `comissao`, if any ever ran.
-    pub rebuild: Option<crate::services::rebuild::Rebuild>,
+    pub rebuild: Option<replay_ledger_core::services::rebuild::Rebuild>,
 }
 
 impl DbGauges {
     /// Reads them, giving up after `limit`.
     pub async fn read(pool: &PgPool, limit: Duration) -> Result<DbGauges, String> {
-        let horizon = crate::services::consumer::horizon::HorizonWatch::default();
+        let horizon = replay_ledger_core::services::consumer::horizon::HorizonWatch::default();
         DbGauges::read_watching(pool, limit, &horizon).await
     }
 
@@ -69,13 +69,13 @@ impl DbGauges {
     pub async fn read_watching(
         pool: &PgPool,
         limit: Duration,
-        horizon: &crate::services::consumer::horizon::HorizonWatch,
+        horizon: &replay_ledger_core::services::consumer::horizon::HorizonWatch,
     ) -> Result<DbGauges, String> {
         let read = async {
             let all = execution::list(pool).await?;
             let review_queue = ledger::review_queue_size(pool).await?;
-            let live = crate::services::consumer::lag(pool, horizon).await?;
-            let rebuild = crate::services::rebuild::latest(pool).await?;
+            let live = replay_ledger_core::services::consumer::lag(pool, horizon).await?;
+            let rebuild = replay_ledger_core::services::rebuild::latest(pool).await?;
             Ok::<_, sqlx::Error>(DbGauges {
                 executions: reported(all),
                 review_queue,
@@ -267,7 +267,7 @@ fn is_partition(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shared::summary::Summary;
+    use replay_ledger_core::shared::summary::Summary;
 
     #[test]
     fn label_values_are_escaped() {
@@ -283,7 +283,10 @@ mod tests {
             events_read: 7,
             ..Summary::default()
         };
-        delta.count_effect(crate::shared::summary::EffectOutcome::Applied, 5);
+        delta.count_effect(
+            replay_ledger_core::shared::summary::EffectOutcome::Applied,
+            5,
+        );
         metrics.add_work("nightly", &delta);
         metrics.record_run("nightly", RunOutcome::Finished);
 

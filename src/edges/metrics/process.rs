@@ -1,8 +1,8 @@
-//! The counters of this process ([`crate::services::counters`]) as Prometheus families: events, effect
+//! The counters of this process ([`replay_ledger_core::services::counters`]) as Prometheus families: events, effect
 //! outcomes, scheduled runs, last success, sweeper rows and the scheduler's heartbeat.
 
 use super::Exposition;
-use crate::services::counters::Metrics;
+use replay_ledger_core::services::counters::Metrics;
 
 /// This process's counters, as families.
 pub(super) fn render_counters(metrics: &Metrics, out: &mut Exposition) {
@@ -85,7 +85,7 @@ pub(super) fn render_counters(metrics: &Metrics, out: &mut Exposition) {
         "gauge",
         "1 while an effect type's breaker is open in this process (its calls paused, one probe after each cooldown), 0 once it closed or gave up (the run then stops).",
     );
-    for (effect, open) in crate::engine::effects::breakers_open() {
+    for (effect, open) in replay_ledger_core::engine::effects::breakers_open() {
         out.sample(
             "replay_ledger_breaker_open",
             &[("effect", &effect)],
@@ -106,7 +106,7 @@ pub(super) fn render_counters(metrics: &Metrics, out: &mut Exposition) {
 
 /// The last run of each verify job of this process: what it found, and when.
 fn render_verify(
-    last: &std::collections::BTreeMap<String, crate::services::counters::LastVerify>,
+    last: &std::collections::BTreeMap<String, replay_ledger_core::services::counters::LastVerify>,
     out: &mut Exposition,
 ) {
     let families = [

@@ -17,7 +17,7 @@ use rust_xlsxwriter::{Format, Workbook, XlsxError};
 
 use super::{AsOfRow, Row, Totals};
 use crate::services::report::{csv, xlsx};
-use crate::shared::text::inert;
+use replay_ledger_core::shared::text::inert;
 
 /// The CSV header of the table as of a moment.
 pub const TABLE_HEADER: &str = "pedido_id,valor_centavos,versao_evento,ocorrido_em";

@@ -26,9 +26,9 @@ use futures::TryStreamExt;
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::domain::{self, Event};
-use crate::tables::archive::history;
-use crate::tables::commission::DiffRow;
+use replay_ledger_core::domain::{self, Event};
+use replay_ledger_core::tables::archive::history;
+use replay_ledger_core::tables::commission::DiffRow;
 
 pub use moment::parse_moment;
 

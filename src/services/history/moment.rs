@@ -37,7 +37,9 @@ fn parse_unbounded(text: &str, timezone: Tz, now: DateTime<Utc>) -> Result<DateT
         let next = day
             .succ_opt()
             .ok_or_else(|| format!("{text:?} is past the last day there is"))?;
-        return Ok(crate::config::day_start(timezone, next) - Duration::microseconds(1));
+        return Ok(
+            replay_ledger_core::config::day_start(timezone, next) - Duration::microseconds(1)
+        );
     }
     let local = [
         "%Y-%m-%d %H:%M",

@@ -5,8 +5,8 @@
 
 use sqlx::PgPool;
 
-use crate::shared::summary::{Summary, Totals};
-use crate::tables::commission::{self, Divergence};
+use replay_ledger_core::shared::summary::{Summary, Totals};
+use replay_ledger_core::tables::commission::{self, Divergence};
 
 /// How many differing orders a report lists (with the total count).
 pub const LIMIT: usize = 20;
@@ -42,7 +42,8 @@ pub async fn check(
     execution_id: &str,
     figures: &Summary,
 ) -> Result<Option<Check>, sqlx::Error> {
-    let Some(approval) = crate::engine::approval::latest(pool, execution_id).await? else {
+    let Some(approval) = replay_ledger_core::engine::approval::latest(pool, execution_id).await?
+    else {
         return Ok(None);
     };
     let (differences, count) = commission::approved_vs_applied(pool, execution_id, LIMIT).await?;

@@ -8,7 +8,7 @@
 //!   `=`, `+`, `-`, `@`, a tab or a carriage return) is prefixed with `'`, as OWASP recommends, so
 //!   the cell is text. A reader recovers the id by dropping that one leading `'`.
 
-use crate::tables::commission::DiffRow;
+use replay_ledger_core::tables::commission::DiffRow;
 
 pub const HEADER: &str = "pedido_id,antes,depois,diferenca";
 
@@ -41,7 +41,7 @@ pub const REBUILD_HEADER: &str =
 /// [`render`], with each side's `versao_evento` and the row's reason (a row that goes back to an
 /// older version, or is deleted, says so even where its value does not change); an empty
 /// `depois` means the swap deletes the row.
-pub fn render_rebuild(rows: &[crate::services::rebuild::DiffRow]) -> Vec<u8> {
+pub fn render_rebuild(rows: &[replay_ledger_core::services::rebuild::DiffRow]) -> Vec<u8> {
     let mut out = String::with_capacity(48 * (rows.len() + 1));
     out.push('\u{feff}');
     out.push_str(REBUILD_HEADER);

@@ -19,9 +19,9 @@ use serde_json::json;
 use sqlx::PgPool;
 
 use super::mail::{self, Mailer, SendError};
-use crate::tables::db::{self, Backoff};
-use crate::tables::ledger::State as LedgerState;
-use crate::tables::ledger::{self, Attempt, Claim, Entry, Reservation};
+use replay_ledger_core::tables::db::{self, Backoff};
+use replay_ledger_core::tables::ledger::State as LedgerState;
+use replay_ledger_core::tables::ledger::{self, Attempt, Claim, Entry, Reservation};
 
 /// The ledger's `tipo_efeito` of an e-mailed report.
 pub const EFFECT_TYPE: &str = "email";

@@ -20,11 +20,11 @@ use sqlx::PgPool;
 use super::deliver::{self, Delivery, ReportKey};
 use super::mail::{eml_name, MailSettings, Mailer, Recipients};
 use super::{report_id, Gated, Report, ReportError};
-use crate::config::{Job, JobKind, ReplayJob, ReportJob};
-use crate::services::runner::RunReport;
-use crate::tables::execution::{self, Execution};
-use crate::tables::execution::{Mode, State};
-use crate::tables::ledger;
+use replay_ledger_core::config::{Job, JobKind, ReplayJob, ReportJob};
+use replay_ledger_core::services::runner::RunReport;
+use replay_ledger_core::tables::execution::{self, Execution};
+use replay_ledger_core::tables::execution::{Mode, State};
+use replay_ledger_core::tables::ledger;
 
 /// How far back a report job looks the first time it runs.
 const FIRST_LOOKBACK: chrono::Duration = chrono::Duration::days(1);

@@ -2,7 +2,7 @@
 //! aprovar" for a finished simulation of a gated job nobody approved yet — the page then offers
 //! the approval form —, else "Abrir no console") and the
 //! review queue when it is not empty. The URL is built from the configured base and the
-//! execution's key as one path segment ([`crate::shared::text::url_segment`]), never from the archive.
+//! execution's key as one path segment ([`replay_ledger_core::shared::text::url_segment`]), never from the archive.
 
 use maud::{html, Markup};
 
@@ -27,7 +27,7 @@ pub fn execution(report: &Report) -> Option<Link> {
         },
         url: format!(
             "{base}/executions/{}",
-            crate::shared::text::url_segment(&e.key)
+            replay_ledger_core::shared::text::url_segment(&e.key)
         ),
     })
 }

@@ -304,7 +304,7 @@ impl Mailer {
     ) -> Result<Message, MailError> {
         let mut builder = Message::builder()
             .from(self.from.clone())
-            .subject(crate::shared::text::inert(subject))
+            .subject(replay_ledger_core::shared::text::inert(subject))
             .message_id(Some(format!("<{message_id}@replay-ledger.invalid>")));
         for to in &recipients.to {
             builder = builder.to(mailbox("to", to)?);

@@ -10,7 +10,7 @@
 //! - [`jobs`]: who sends what — `kind: report` jobs ([`run_report_job`]) and a replay job's
 //!   `report_to` at the end of a run ([`after_run`]).
 //!
-//! Money is integer cents throughout, formatted by [`crate::shared::money`]; never floating point.
+//! Money is integer cents throughout, formatted by [`replay_ledger_core::shared::money`]; never floating point.
 
 pub mod approved;
 pub mod csv;
@@ -36,10 +36,10 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use sqlx::PgPool;
 
-use crate::shared::summary::Summary;
-use crate::tables::commission::{self, DiffRow};
-use crate::tables::execution::{self, Execution, Mode, Rejected};
-use crate::tables::ledger::{self, ReviewItem};
+use replay_ledger_core::shared::summary::Summary;
+use replay_ledger_core::tables::commission::{self, DiffRow};
+use replay_ledger_core::tables::execution::{self, Execution, Mode, Rejected};
+use replay_ledger_core::tables::ledger::{self, ReviewItem};
 
 /// How many of the largest changes a report lists.
 pub const LARGEST: usize = 20;
@@ -49,7 +49,7 @@ pub const LIST_LIMIT: usize = 20;
 /// How many effects of the review queue a report lists (with the total count).
 pub const REVIEW_LIMIT: usize = 50;
 
-pub use crate::shared::summary::Totals;
+pub use replay_ledger_core::shared::summary::Totals;
 
 /// The part of a report about one execution.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,7 +61,7 @@ pub struct ExecutionReport {
     pub job: String,
     pub mode: Mode,
     /// `em-andamento`, `concluida`, `falhou`, `interrompida`.
-    pub state: crate::tables::execution::State,
+    pub state: replay_ledger_core::tables::execution::State,
     pub pass: i32,
     pub window_from: Option<DateTime<Utc>>,
     pub window_to: Option<DateTime<Utc>>,
@@ -131,8 +131,8 @@ impl ExecutionReport {
         };
         rejected.sort_by_key(|r| r.posicao);
         let awaiting_approval = mode == Mode::Simulation
-            && execution.state == crate::tables::execution::State::Finished
-            && crate::engine::approval::latest(pool, id)
+            && execution.state == replay_ledger_core::tables::execution::State::Finished
+            && replay_ledger_core::engine::approval::latest(pool, id)
                 .await?
                 .is_none_or(|a| a.simulation_pass != execution.pass);
         let mut report = ExecutionReport::from_parts(execution, mode, rows, rejected);
@@ -227,11 +227,11 @@ pub struct Report {
 pub struct Gated(std::collections::BTreeSet<String>);
 
 impl Gated {
-    pub fn of<'a>(jobs: impl IntoIterator<Item = &'a crate::config::Job>) -> Gated {
+    pub fn of<'a>(jobs: impl IntoIterator<Item = &'a replay_ledger_core::config::Job>) -> Gated {
         Gated(
             jobs.into_iter()
                 .filter(|j| {
-                    matches!(&j.kind, crate::config::JobKind::Replay(r) if r.require_approved_simulation)
+                    matches!(&j.kind, replay_ledger_core::config::JobKind::Replay(r) if r.require_approved_simulation)
                 })
                 .map(|j| j.name.clone())
                 .collect(),

@@ -11,15 +11,15 @@ use maud::{html, Markup, DOCTYPE};
 use super::links;
 use super::table::Table;
 use super::{csv, ExecutionReport, Report, LIST_LIMIT};
-use crate::shared::money::{brl, brl_signed, group_thousands};
-use crate::shared::summary::{EffectOutcome, Summary, Totals};
-use crate::tables::commission::DiffRow;
-use crate::tables::execution::{Mode, State};
-use crate::tables::ledger::{ReviewItem, QUEUED};
+use replay_ledger_core::shared::money::{brl, brl_signed, group_thousands};
+use replay_ledger_core::shared::summary::{EffectOutcome, Summary, Totals};
+use replay_ledger_core::tables::commission::DiffRow;
+use replay_ledger_core::tables::execution::{Mode, State};
+use replay_ledger_core::tables::ledger::{ReviewItem, QUEUED};
 
 /// `[replay-ledger] replay-2026-10-14-v2 (simulação): 4.812 pedidos, +R$ 38.211,40`.
 pub fn subject(report: &Report) -> String {
-    crate::shared::text::inert(&match &report.execution {
+    replay_ledger_core::shared::text::inert(&match &report.execution {
         Some(e) => format!(
             "[replay-ledger] {} ({}): {}, {}",
             e.execution_id,
@@ -57,7 +57,10 @@ pub fn text(report: &Report) -> String {
             out.push_str(&format!("{heading}\n"));
         }
         for line in &section.lines {
-            out.push_str(&format!("{}\n", crate::shared::text::inert(line)));
+            out.push_str(&format!(
+                "{}\n",
+                replay_ledger_core::shared::text::inert(line)
+            ));
         }
         if let Some(table) = &section.table {
             out.push_str(&table.text());

@@ -8,7 +8,7 @@
 use rust_xlsxwriter::{Format, Workbook, XlsxError};
 
 use super::csv::{field, guard};
-use crate::engine::approval::sends::Send;
+use replay_ledger_core::engine::approval::sends::Send;
 
 /// The CSV header row.
 pub const CSV_HEADER: &str =

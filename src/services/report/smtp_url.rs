@@ -46,7 +46,11 @@ pub(super) fn in_clear(url: &url::Url, env_credentials: bool) -> bool {
             .query_pairs()
             .any(|(name, value)| name == "tls" && value == "required");
     let credentials = url.password().is_some() || env_credentials;
-    credentials && !tls_required && !url.host_str().is_some_and(crate::config::is_loopback_host)
+    credentials
+        && !tls_required
+        && !url
+            .host_str()
+            .is_some_and(replay_ledger_core::config::is_loopback_host)
 }
 
 /// `allow_insecure=true` in the URL's query.

@@ -21,7 +21,7 @@ impl Table {
         }
     }
 
-    /// The table as aligned plain text, every cell made inert ([`crate::shared::text::inert`]): a cell
+    /// The table as aligned plain text, every cell made inert ([`replay_ledger_core::shared::text::inert`]): a cell
     /// from the archive cannot end its line or forge another in a mail's text part.
     pub fn text(&self) -> String {
         let columns = self.right.len();
@@ -30,7 +30,11 @@ impl Table {
         let rows: Vec<Vec<String>> = self
             .rows
             .iter()
-            .map(|row| row.iter().map(|c| crate::shared::text::inert(c)).collect())
+            .map(|row| {
+                row.iter()
+                    .map(|c| replay_ledger_core::shared::text::inert(c))
+                    .collect()
+            })
             .collect();
         for row in std::iter::once(&header).chain(&rows) {
             for (i, cell) in row.iter().enumerate().take(columns) {

@@ -9,7 +9,7 @@
 
 use rust_xlsxwriter::{Format, Workbook, XlsxError};
 
-use crate::tables::commission::DiffRow;
+use replay_ledger_core::tables::commission::DiffRow;
 
 /// The header row.
 pub const HEADER: [&str; 4] = ["pedido_id", "antes (R$)", "depois (R$)", "diferença (R$)"];
@@ -54,7 +54,9 @@ pub fn render(rows: &[DiffRow]) -> Result<Vec<u8>, XlsxError> {
 
 /// A rebuild's diff as a spreadsheet: the columns of the CSV's
 /// [`REBUILD_HEADER`](super::csv::REBUILD_HEADER), amounts in reais, versions as numbers.
-pub fn render_rebuild(rows: &[crate::services::rebuild::DiffRow]) -> Result<Vec<u8>, XlsxError> {
+pub fn render_rebuild(
+    rows: &[replay_ledger_core::services::rebuild::DiffRow],
+) -> Result<Vec<u8>, XlsxError> {
     const TITLES: [&str; 7] = [
         "pedido_id",
         "antes (R$)",

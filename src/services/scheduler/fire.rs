@@ -13,16 +13,16 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::lock::JobLock;
 use super::SchedulerConfig;
-use crate::config::{Job, JobKind, ReplayJob, SweepJob, WindowSpec};
-use crate::engine::effects::Effects;
-use crate::engine::plan::{Asked, Plan};
-use crate::services::counters::{Metrics, RunOutcome};
-use crate::services::runner::{self, Ended, RunError, RunReport, RunnerConfig};
-use crate::services::sweeper::{Sweeper, SweeperConfig};
-use crate::shared::shutdown::Shutdown;
-use crate::shared::summary::Summary;
-use crate::tables::execution::State;
-use crate::tables::execution::{self, Lease, LockError};
+use replay_ledger_core::config::{Job, JobKind, ReplayJob, SweepJob, WindowSpec};
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::engine::plan::{Asked, Plan};
+use replay_ledger_core::services::counters::{Metrics, RunOutcome};
+use replay_ledger_core::services::runner::{self, Ended, RunError, RunReport, RunnerConfig};
+use replay_ledger_core::services::sweeper::{Sweeper, SweeperConfig};
+use replay_ledger_core::shared::shutdown::Shutdown;
+use replay_ledger_core::shared::summary::Summary;
+use replay_ledger_core::tables::execution::State;
+use replay_ledger_core::tables::execution::{self, Lease, LockError};
 
 /// A job the scheduler fires, with its parsed schedule.
 pub(super) struct Scheduled {
@@ -41,9 +41,9 @@ pub(super) struct Shared {
     /// Every job of the jobs directory, scheduled or not (console requests name any).
     pub all_jobs: Vec<Job>,
     pub gated: crate::services::report::Gated,
-    pub live_policy: Option<crate::engine::applier::Policy>,
+    pub live_policy: Option<replay_ledger_core::engine::applier::Policy>,
     pub proposal_spec: Option<crate::services::verify::EmitSpec>,
-    pub catalog: crate::config::EffectCatalog,
+    pub catalog: replay_ledger_core::config::EffectCatalog,
     /// Passed to the runner: it finishes the batch in hand and stops.
     pub shutdown: Shutdown,
     pub in_flight: InFlight,
@@ -175,8 +175,8 @@ impl Shared {
 
     /// A rebuild fire: as far as `replay-ledger rebuild` goes now (build, follow, compare, or the
     /// swap of an approved comparison); progress lines go to the log.
-    async fn fire_rebuild(&self, job: &Job, rebuild_job: &crate::config::RebuildJob) {
-        use crate::services::rebuild::{self, Outcome, RebuildConfig};
+    async fn fire_rebuild(&self, job: &Job, rebuild_job: &replay_ledger_core::config::RebuildJob) {
+        use replay_ledger_core::services::rebuild::{self, Outcome, RebuildConfig};
         let started = Utc::now();
         let mut config = RebuildConfig::default();
         if let Some(chunk) = rebuild_job.chunk {
@@ -210,7 +210,7 @@ impl Shared {
     async fn fire_verify(
         &self,
         job: &Job,
-        verify_job: &crate::config::VerifyJob,
+        verify_job: &replay_ledger_core::config::VerifyJob,
         at: DateTime<Utc>,
     ) {
         let started = Utc::now();
@@ -243,7 +243,7 @@ impl Shared {
     async fn verify_and_propose(
         &self,
         job: &Job,
-        verify_job: &crate::config::VerifyJob,
+        verify_job: &replay_ledger_core::config::VerifyJob,
         at: DateTime<Utc>,
     ) -> anyhow::Result<crate::services::verify::job::VerifyRun> {
         use crate::services::verify::{job as verify, propose};
@@ -397,7 +397,7 @@ impl Shared {
         };
         let config = RunnerConfig {
             started_by: self.config.started_by.clone(),
-            retries: crate::engine::applier::Retries {
+            retries: replay_ledger_core::engine::applier::Retries {
                 stale_after: self.config.stale_after,
                 ..Default::default()
             },
@@ -531,7 +531,7 @@ impl Shared {
                 "retaken {}, completed {}, uncertain {}, resent {}",
                 o.retaken, o.completed, o.uncertain, o.resent
             ),
-            Err(e) => crate::shared::text::inert(&e.to_string()),
+            Err(e) => replay_ledger_core::shared::text::inert(&e.to_string()),
         };
         self.record_job_run(&job.name, started, result.is_ok(), Some(detail.clone()))
             .await;
@@ -649,13 +649,22 @@ mod tests {
             events_read: 100,
             ..Summary::default()
         };
-        before.count_effect(crate::shared::summary::EffectOutcome::Applied, 40);
+        before.count_effect(
+            replay_ledger_core::shared::summary::EffectOutcome::Applied,
+            40,
+        );
         let mut after = Summary {
             events_read: 250,
             ..Summary::default()
         };
-        after.count_effect(crate::shared::summary::EffectOutcome::Applied, 90);
-        after.count_effect(crate::shared::summary::EffectOutcome::AlreadyRegistered, 10);
+        after.count_effect(
+            replay_ledger_core::shared::summary::EffectOutcome::Applied,
+            90,
+        );
+        after.count_effect(
+            replay_ledger_core::shared::summary::EffectOutcome::AlreadyRegistered,
+            10,
+        );
 
         let delta = difference(&after, &before);
 
@@ -663,13 +672,13 @@ mod tests {
         assert_eq!(
             delta
                 .effects
-                .get(&crate::shared::summary::EffectOutcome::Applied),
+                .get(&replay_ledger_core::shared::summary::EffectOutcome::Applied),
             Some(&50)
         );
         assert_eq!(
             delta
                 .effects
-                .get(&crate::shared::summary::EffectOutcome::AlreadyRegistered),
+                .get(&replay_ledger_core::shared::summary::EffectOutcome::AlreadyRegistered),
             Some(&10)
         );
     }

@@ -3,7 +3,7 @@
 //! job's name, held on a connection of its own for the duration of one fire. A process that dies
 //! loses its session and with it the lock.
 //!
-//! It is leased as an execution's lock is ([`crate::tables::execution::lease`]): while
+//! It is leased as an execution's lock is ([`replay_ledger_core::tables::execution::lease`]): while
 //! held, a task confirms it on its session every third of the lease (`REPLAY_LEDGER_LEASE`,
 //! 15 s). A holder cut off from the database — no FIN, no RST, its session left idle on the server
 //! — stops confirming; another `serve` that finds the lock held by a session that has been idle
@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use sqlx::{Connection, PgConnection};
 
-use crate::tables::execution::lease::{self, Hold, Lease};
-use crate::tables::execution::try_advisory_lock;
+use replay_ledger_core::tables::execution::lease::{self, Hold, Lease};
+use replay_ledger_core::tables::execution::try_advisory_lock;
 
 /// The first key of a job's advisory lock: 'RPLS' (the execution lock of the runner uses 'RPLD',
 /// so the two never collide); the second is `hashtext(name)`.
@@ -61,7 +61,7 @@ impl JobLock {
     ) -> Result<Option<JobLock>, JobLockError> {
         let attempt = async {
             let length = lease::configured().map_err(JobLockError::Lease)?;
-            let options = crate::tables::db::options(database_url, "serve")?;
+            let options = replay_ledger_core::tables::db::options(database_url, "serve")?;
             let mut conn = PgConnection::connect_with(&options).await?;
             let sent = Instant::now();
             let mut taken = try_lock(&mut conn, name).await?;
@@ -161,7 +161,7 @@ async fn end_silent_holder(
     };
     tracing::warn!(
         job = %name,
-        holder = %crate::shared::text::inert(&holder),
+        holder = %replay_ledger_core::shared::text::inert(&holder),
         "the job's lock holder had not confirmed its lease for twice the lease: ended its session, the lock frees"
     );
     Ok(true)

@@ -40,11 +40,11 @@ use chrono_tz::Tz;
 use sqlx::PgPool;
 use tokio::task::JoinHandle;
 
-use crate::config::{Job, JobKind, WindowSpec};
-use crate::engine::effects::Effects;
-use crate::services::counters::Metrics;
-use crate::shared::shutdown::Shutdown;
 use fire::{Scheduled, Shared};
+use replay_ledger_core::config::{Job, JobKind, WindowSpec};
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::services::counters::Metrics;
+use replay_ledger_core::shared::shutdown::Shutdown;
 use ticker::{SystemClock, Ticker};
 
 pub use lock::{JobLock, JobLockError};
@@ -82,7 +82,7 @@ pub struct SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
-            started_by: crate::tables::db::hostname(),
+            started_by: replay_ledger_core::tables::db::hostname(),
             stale_after: Duration::from_secs(300),
             shutdown_grace: Duration::from_secs(30),
             lock_timeout: Duration::from_secs(10),
@@ -136,12 +136,12 @@ pub struct Scheduler {
     /// Every job's gate, scheduled or not: the reports' links say which simulations await approval.
     gated: crate::services::report::Gated,
     /// The `kind: live` job's policy, scheduled or not: the effects a verify job checks.
-    live_policy: Option<crate::engine::applier::Policy>,
+    live_policy: Option<replay_ledger_core::engine::applier::Policy>,
     /// What a verify job's proposals carry (the live job's policy and batch size); `None`
     /// without a `kind: live` job, and then verify jobs propose nothing.
     proposal_spec: Option<crate::services::verify::EmitSpec>,
     /// The jobs directory's effect types: a proposal's job is read against them.
-    catalog: crate::config::EffectCatalog,
+    catalog: replay_ledger_core::config::EffectCatalog,
     metrics: Arc<Metrics>,
 }
 
@@ -150,11 +150,11 @@ impl Scheduler {
     pub fn new(
         pool: PgPool,
         database_url: String,
-        loaded: crate::config::LoadedConfig,
+        loaded: replay_ledger_core::config::LoadedConfig,
         effects: Effects,
         config: SchedulerConfig,
     ) -> Result<Self, SchedulerError> {
-        let crate::config::LoadedConfig {
+        let replay_ledger_core::config::LoadedConfig {
             effects: catalog,
             jobs,
         } = loaded;
@@ -162,12 +162,12 @@ impl Scheduler {
         let metrics = Arc::new(Metrics::new());
         let gated = crate::services::report::Gated::of(&jobs);
         let live_policy = jobs.iter().find_map(|j| match &j.kind {
-            JobKind::Live(live) => Some(crate::engine::applier::Policy::from(live)),
+            JobKind::Live(live) => Some(replay_ledger_core::engine::applier::Policy::from(live)),
             _ => None,
         });
         let proposal_spec = jobs.iter().find_map(|j| match &j.kind {
             JobKind::Live(live) => Some(crate::services::verify::EmitSpec {
-                policy: crate::engine::applier::Policy::from(live),
+                policy: replay_ledger_core::engine::applier::Policy::from(live),
                 batch_size: live.batch_size,
                 timezone: j.timezone,
             }),

@@ -20,7 +20,7 @@ pub(super) async fn when_back(shared: Arc<Shared>) {
         match prepare(&shared).await {
             Ok(()) => {
                 tracing::info!(
-                    database = %crate::tables::db::target(&shared.pool),
+                    database = %replay_ledger_core::tables::db::target(&shared.pool),
                     "the database answers: jobs fire from now on"
                 );
                 shared.set_ready();
@@ -31,7 +31,7 @@ pub(super) async fn when_back(shared: Arc<Shared>) {
             }
             Err(cause) => {
                 tracing::warn!(
-                    database = %crate::tables::db::target(&shared.pool),
+                    database = %replay_ledger_core::tables::db::target(&shared.pool),
                     cause = %cause,
                     "the database is still away; no job fires until it answers"
                 );
@@ -47,11 +47,11 @@ pub(super) async fn when_back(shared: Arc<Shared>) {
 
 /// One attempt: a connection, then the migrations when asked for; why not, in words.
 async fn prepare(shared: &Shared) -> Result<(), String> {
-    crate::tables::db::attempt(&shared.pool.connect_options())
+    replay_ledger_core::tables::db::attempt(&shared.pool.connect_options())
         .await
         .map_err(|cause| cause.to_string())?;
     if shared.config.migrate_when_back {
-        crate::tables::db::migrate(&shared.pool)
+        replay_ledger_core::tables::db::migrate(&shared.pool)
             .await
             .map_err(|e| format!("applying migrations: {e}"))?;
     }

@@ -14,12 +14,12 @@ use tokio::task::JoinHandle;
 
 use super::fire::Shared;
 use super::lock::JobLock;
-use crate::config::{Job, JobKind};
-use crate::engine::plan::Plan;
-use crate::services::counters::RunOutcome;
-use crate::shared::text::inert;
-use crate::tables::execution::{self, Lease, Mode, State};
-use crate::tables::requests::{self, Action, Request, RequestState};
+use replay_ledger_core::config::{Job, JobKind};
+use replay_ledger_core::engine::plan::Plan;
+use replay_ledger_core::services::counters::RunOutcome;
+use replay_ledger_core::shared::text::inert;
+use replay_ledger_core::tables::execution::{self, Lease, Mode, State};
+use replay_ledger_core::tables::requests::{self, Action, Request, RequestState};
 
 /// How often pending requests are looked for.
 pub(super) const POLL: Duration = Duration::from_secs(2);

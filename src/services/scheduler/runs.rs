@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::tables::execution::State;
+use replay_ledger_core::tables::execution::State;
 
 /// A job's last run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! One line saying how a run fired by `serve` ended, in Portuguese, for the console's page of a
 //! request (its figures, or why it stopped). Used by the fire and by the requests it serves.
 
-use crate::services::runner::{Ended, RunError, RunReport};
-use crate::shared::text::inert;
+use replay_ledger_core::services::runner::{Ended, RunError, RunReport};
+use replay_ledger_core::shared::text::inert;
 
 /// An error as one inert line.
 pub(super) fn line(e: &dyn std::fmt::Display) -> String {

@@ -5,8 +5,8 @@ use chrono::{DateTime, FixedOffset, Utc};
 use serde::Serialize;
 
 use super::runs::JobRun;
-use crate::config::Job;
-use crate::tables::execution::Execution;
+use replay_ledger_core::config::Job;
+use replay_ledger_core::tables::execution::Execution;
 
 /// One job of the jobs directory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,7 +26,7 @@ pub struct JobStatus {
 pub struct LastRun {
     /// `None` for a sweep or report job (they leave no execution).
     pub execution: Option<String>,
-    pub state: crate::tables::execution::State,
+    pub state: replay_ledger_core::tables::execution::State,
     /// How the table names the state (see `State::label_in`).
     #[serde(skip)]
     pub state_label: &'static str,
@@ -35,7 +35,7 @@ pub struct LastRun {
     pub error: Option<String>,
 }
 
-/// Every job, in the order of `jobs`; `executions` newest first (as [`crate::tables::execution::list`]
+/// Every job, in the order of `jobs`; `executions` newest first (as [`replay_ledger_core::tables::execution::list`]
 /// returns them), `runs` the last fires of sweep and report jobs.
 pub fn job_statuses(
     jobs: &[Job],
@@ -104,7 +104,7 @@ pub fn render(statuses: &[JobStatus]) -> String {
             "{:<28} {:<7} {schedule:<34} {next:<26} {}\n",
             s.name,
             s.kind,
-            crate::shared::text::inert(&last)
+            replay_ledger_core::shared::text::inert(&last)
         ));
     }
     out

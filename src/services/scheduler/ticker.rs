@@ -12,7 +12,7 @@ use chrono_tz::Tz;
 use croner::Cron;
 
 use super::timing;
-use crate::shared::shutdown::Shutdown;
+use replay_ledger_core::shared::shutdown::Shutdown;
 
 /// A fire later than this after its instant is skipped (logged), not run: the mark of a process
 /// that was frozen or of a clock stepped forward. A `previous: day` job's missed night is caught
@@ -132,7 +132,7 @@ mod tests {
     use tokio::sync::watch;
 
     use super::*;
-    use crate::shared::shutdown;
+    use replay_ledger_core::shared::shutdown;
 
     fn utc(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)

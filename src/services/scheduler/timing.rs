@@ -1,7 +1,7 @@
 //! When a schedule fires, in its job's timezone: pure functions from a schedule, a timezone and an
 //! instant to fire instants. Instants are UTC, so the two passes of a repeated hour are two
 //! distinct instants. Which wall-clock times match is croner's (configured by
-//! [`crate::config::schedule_parser`]); what a wall-clock time means on a daylight-saving switch
+//! [`replay_ledger_core::config::schedule_parser`]); what a wall-clock time means on a daylight-saving switch
 //! is decided here, by Vixie cron's rule:
 //!
 //! - a schedule whose **hour field is `*` or a step** (`*/2`, `1/3`, `8-18/2`) fires at every
@@ -30,7 +30,7 @@ const LAST_FIRE_HORIZON: Duration = Duration::days(4 * 366 + 1);
 
 /// Parses a `schedule` (6 fields with seconds, an optional 7th for the year).
 pub fn parse(schedule: &str) -> Result<Cron, String> {
-    crate::config::schedule_parser()
+    replay_ledger_core::config::schedule_parser()
         .parse(schedule)
         .map_err(|e| format!("invalid schedule `{schedule}`: {e}"))
 }

@@ -8,8 +8,8 @@ use chrono::NaiveDate;
 use chrono_tz::Tz;
 
 use super::Findings;
-use crate::config::{EffectMode, OnFailure, OnInvalidEvent};
-use crate::engine::applier::Policy;
+use replay_ledger_core::config::{EffectMode, OnFailure, OnInvalidEvent};
+use replay_ledger_core::engine::applier::Policy;
 
 /// What every emitted job carries besides its day.
 #[derive(Debug, Clone)]
@@ -92,7 +92,7 @@ pub(super) fn job_yaml(
     report_to: &[String],
 ) -> String {
     let at = |d: NaiveDate| {
-        crate::config::day_start(spec.timezone, d)
+        replay_ledger_core::config::day_start(spec.timezone, d)
             .with_timezone(&spec.timezone)
             .to_rfc3339()
     };

@@ -11,12 +11,12 @@ use sqlx::PgPool;
 
 use super::propose::Proposed;
 use super::{Day, Findings, Progress, Request};
-use crate::config::{Job, VerifyJob};
-use crate::engine::applier::Policy;
 use crate::services::report::deliver::{self, Delivery, ReportKey};
 use crate::services::report::jobs::message_id;
 use crate::services::report::{Mailer, Recipients};
-use crate::shared::money;
+use replay_ledger_core::config::{Job, VerifyJob};
+use replay_ledger_core::engine::applier::Policy;
+use replay_ledger_core::shared::money;
 
 /// What a verify run found and whether it mailed.
 #[derive(Debug)]

@@ -27,12 +27,12 @@ use futures::TryStreamExt;
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::config::EffectMode;
-use crate::domain;
-use crate::engine::applier::Policy;
-use crate::services::consumer::{state as live_state, LIVE_EXECUTION};
-use crate::tables::archive::{reconcile, Applied};
 use apart::{NotReplayable, SetAside, Unfixable};
+use replay_ledger_core::config::EffectMode;
+use replay_ledger_core::domain;
+use replay_ledger_core::engine::applier::Policy;
+use replay_ledger_core::services::consumer::{state as live_state, LIVE_EXECUTION};
+use replay_ledger_core::tables::archive::{reconcile, Applied};
 
 pub use emit::{emit_jobs, EmitSpec};
 pub use progress::Progress;
@@ -121,7 +121,7 @@ impl Findings {
 impl Request {
     /// The first instant of the range and the first after it.
     pub fn bounds(&self) -> (DateTime<Utc>, DateTime<Utc>) {
-        let start = |d| crate::config::day_start(self.timezone, d);
+        let start = |d| replay_ledger_core::config::day_start(self.timezone, d);
         (start(self.from), start(self.to))
     }
 

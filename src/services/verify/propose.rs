@@ -15,10 +15,10 @@ use sqlx::PgPool;
 
 use super::emit::{job_yaml, EmitSpec};
 use super::{Day, Findings};
-use crate::config::{self, ConfigError, EffectCatalog, Job};
-use crate::engine::plan::{Asked, Plan};
-use crate::tables::execution::{self, State};
-use crate::tables::proposals::{self, Proposal};
+use replay_ledger_core::config::{self, ConfigError, EffectCatalog, Job};
+use replay_ledger_core::engine::plan::{Asked, Plan};
+use replay_ledger_core::tables::execution::{self, State};
+use replay_ledger_core::tables::proposals::{self, Proposal};
 
 /// The most suffixes tried for one day.
 const MAX_SUFFIX: u32 = 1000;

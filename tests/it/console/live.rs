@@ -30,7 +30,7 @@ async fn the_live_consumers_page_shows_its_position_the_last_event_and_its_keys(
         .spawn()
         .expect("spawn consume");
     wait_until("the three events are applied", || async {
-        replay_ledger::tables::execution::load(&db.pool, "ao-vivo")
+        replay_ledger_core::tables::execution::load(&db.pool, "ao-vivo")
             .await
             .unwrap()
             .is_some_and(|e| e.summary.events_read == 3)

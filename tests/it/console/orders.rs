@@ -2,7 +2,7 @@
 //! the amount and link to it; one decision covers several keys, after a confirmation, all or
 //! none.
 
-use replay_ledger::shared::money::brl;
+use replay_ledger_core::shared::money::brl;
 
 use super::*;
 use crate::explain::{explain_json, multi_version_order};

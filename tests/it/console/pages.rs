@@ -165,7 +165,7 @@ async fn the_figures_are_the_tallies_and_the_csv_is_the_reports_attachment() {
         .iter()
         .find(|e| e["execution"] == key.as_str())
         .unwrap();
-    let after = replay_ledger::shared::money::brl(view["total_after_cents"].as_i64().unwrap());
+    let after = replay_ledger_core::shared::money::brl(view["total_after_cents"].as_i64().unwrap());
     assert!(view["total_after_cents"].as_i64().unwrap() > 0);
     assert!(
         list.body.contains(&after),
@@ -350,7 +350,9 @@ async fn script_tags_and_control_characters_in_a_pedido_id_render_inert() {
     let echo = operator.get(&format!("/review?type={typed}")).await;
     for body in [&queue.body, &echo.body] {
         assert!(
-            !body.chars().any(replay_ledger::shared::text::is_hazard),
+            !body
+                .chars()
+                .any(replay_ledger_core::shared::text::is_hazard),
             "{body:?}"
         );
         assert!(!body.contains("<script>alert"), "{body}");

@@ -46,7 +46,7 @@ async fn a_day_verify_finds_wrong_is_proposed_simulated_approved_started_reporte
     let db = TestDb::new().await;
     let when = Utc::now() - Duration::days(2);
     let events: Vec<_> = (1..=3)
-        .map(|i| replay_ledger::domain::Event {
+        .map(|i| replay_ledger_core::domain::Event {
             ocorrido_em: when + Duration::seconds(i),
             ..paid(i, &format!("ped-{i}"), 1, 1000 * i, 5.0)
         })

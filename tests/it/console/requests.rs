@@ -18,7 +18,7 @@ pub(super) struct Scene {
     pub db: TestDb,
     pub jobs: tempfile::TempDir,
     pub provider: testkit::sink::Sink,
-    pub events: Vec<replay_ledger::domain::Event>,
+    pub events: Vec<replay_ledger_core::domain::Event>,
 }
 
 pub(super) async fn scene() -> Scene {
@@ -604,7 +604,7 @@ struct Started {
     provider: testkit::sink::Sink,
     jobs: tempfile::TempDir,
     serve: Serve,
-    events: Vec<replay_ledger::domain::Event>,
+    events: Vec<replay_ledger_core::domain::Event>,
     _console: ConsoleProc,
 }
 

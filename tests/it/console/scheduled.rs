@@ -3,7 +3,7 @@
 
 use super::*;
 use replay_ledger::services::scheduler::runs::{self, JobRun};
-use replay_ledger::tables::execution::State;
+use replay_ledger_core::tables::execution::State;
 
 #[tokio::test]
 async fn the_list_shows_each_scheduled_job_its_next_fire_and_its_last_run() {

@@ -4,10 +4,10 @@
 //! Each event is applied or recorded as rejected; none stops the run or is skipped.
 
 use chrono::{DateTime, Utc};
-use replay_ledger::domain::Event;
-use replay_ledger::engine::effects::idempotency_header;
-use replay_ledger::services::runner::Ended;
-use replay_ledger::tables::execution;
+use replay_ledger_core::domain::Event;
+use replay_ledger_core::engine::effects::idempotency_header;
+use replay_ledger_core::services::runner::Ended;
+use replay_ledger_core::tables::execution;
 use serde_json::{json, Value};
 
 use crate::helpers::*;

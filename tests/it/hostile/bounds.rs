@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{TestCaseError, TestRunner};
-use replay_ledger::config::{load_dir, JobKind, LoadedConfig, EFFECTS_FILE};
-use replay_ledger::engine::effects::Effects;
-use replay_ledger::services::sweeper::{Sweeper, SweeperConfig};
+use replay_ledger_core::config::{load_dir, JobKind, LoadedConfig, EFFECTS_FILE};
+use replay_ledger_core::engine::effects::Effects;
+use replay_ledger_core::services::sweeper::{Sweeper, SweeperConfig};
 use serde_json::json;
 
 use crate::helpers::*;

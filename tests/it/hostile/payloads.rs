@@ -4,7 +4,7 @@
 //! seed's "invalid payload" error.
 
 use proptest::prelude::*;
-use replay_ledger::domain::{calcular_comissao, handle, Event, INVALID_PAYLOAD, ORDER_PAID};
+use replay_ledger_core::domain::{calcular_comissao, handle, Event, INVALID_PAYLOAD, ORDER_PAID};
 use serde_json::{json, Map, Number, Value};
 
 const MAX_SAFE: i64 = 9_007_199_254_740_991;
@@ -235,7 +235,7 @@ fn numbers_beyond_f64_are_refused_by_serde_json_and_must_not_reach_the_domain_as
 
 #[test]
 fn ids_too_long_for_a_postgresql_index_are_rejected() {
-    let limit = replay_ledger::domain::MAX_ID_BYTES;
+    let limit = replay_ledger_core::domain::MAX_ID_BYTES;
     let mut event = Event {
         posicao: 1,
         id: "e".repeat(limit),
@@ -264,7 +264,7 @@ proptest! {
 
     #[test]
     fn idempotency_headers_are_visible_ascii_and_never_shared(a in odd_string(), b in odd_string()) {
-        use replay_ledger::engine::effects::idempotency_header;
+        use replay_ledger_core::engine::effects::idempotency_header;
         let (ha, hb) = (idempotency_header(&a), idempotency_header(&b));
         prop_assert!(ha.bytes().all(|c| c.is_ascii_graphic()), "{ha}");
         prop_assert!(reqwest_accepts(&ha));

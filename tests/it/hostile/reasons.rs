@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use replay_ledger::tables::execution;
+use replay_ledger_core::tables::execution;
 
 use crate::helpers::*;
 

@@ -26,7 +26,7 @@ fn assert_inert(what: &str, text: &str) {
 
 /// Events whose ids and orders carry hostile text: valid ones (diff rows, effects), one with an
 /// invalid payload (a rejected event).
-fn hostile_events() -> Vec<replay_ledger::domain::Event> {
+fn hostile_events() -> Vec<replay_ledger_core::domain::Event> {
     let mut events = Vec::new();
     for (i, (id, pedido)) in [
         ("evt-\u{1b}[2J\u{7}1", "ped-\r\nX-Forged: yes"),

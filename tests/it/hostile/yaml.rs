@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use replay_ledger::config::{load_dir, load_effects, load_job, EffectCatalog, EFFECTS_FILE};
+use replay_ledger_core::config::{load_dir, load_effects, load_job, EffectCatalog, EFFECTS_FILE};
 
 /// Far above what a file of these sizes takes to load (milliseconds), far below a hang.
 const LOAD_LIMIT: Duration = Duration::from_secs(10);
@@ -478,7 +478,7 @@ fn a_tiny_or_huge_rate_or_duration_is_refused_or_harmless() {
         std::fs::write(&path, text).expect("write");
         if let Ok(catalog) = load_effects(&path) {
             // What the worker builds from a loaded catalog must not panic either.
-            let effects = replay_ledger::engine::effects::Effects::from_catalog(&catalog);
+            let effects = replay_ledger_core::engine::effects::Effects::from_catalog(&catalog);
             assert!(effects.is_ok(), "rate {rate}, timeout {timeout}");
         }
     }

@@ -1,8 +1,8 @@
 //! The approval gate (`require_approved_simulation: true`), through the real binary: the real run
 //! waits for `approve`, and an approval is void once the window or the diff's commissions change.
 
-use replay_ledger::engine::approval::GateError;
-use replay_ledger::services::runner::RunError;
+use replay_ledger_core::engine::approval::GateError;
+use replay_ledger_core::services::runner::RunError;
 
 use super::{fixture, Fixture, JOB};
 use crate::helpers::*;

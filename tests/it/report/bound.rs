@@ -382,7 +382,7 @@ async fn approvals_json_lists_the_job_the_simulation_its_totals_its_fingerprint_
     assert!(
         summary.starts_with(&format!(
             "{}; 19 events up to posicao 19; commissions of 19 orders; #",
-            replay_ledger::domain::RULE_VERSION
+            replay_ledger_core::domain::RULE_VERSION
         )),
         "{summary}"
     );

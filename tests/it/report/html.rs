@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, TimeZone, Utc};
 use replay_ledger::services::report::approved::Check;
 use replay_ledger::services::report::{render, ExecutionReport, Report};
-use replay_ledger::shared::summary::{EffectOutcome, Summary, Totals};
-use replay_ledger::tables::commission::{DiffRow, Divergence};
-use replay_ledger::tables::execution::{Execution, Mode, Rejected, State};
-use replay_ledger::tables::ledger::{Reason, ReviewItem};
+use replay_ledger_core::shared::summary::{EffectOutcome, Summary, Totals};
+use replay_ledger_core::tables::commission::{DiffRow, Divergence};
+use replay_ledger_core::tables::execution::{Execution, Mode, Rejected, State};
+use replay_ledger_core::tables::ledger::{Reason, ReviewItem};
 
 /// What a reader sees the same: see the module's doc.
 fn normalised(html: &str) -> String {
@@ -266,7 +266,7 @@ fn events_read_in_an_older_shape_are_counted_in_the_report_and_only_when_there_a
 #[test]
 fn a_key_an_operator_said_was_not_sent_reads_as_a_pending_resend_not_as_awaiting_a_decision() {
     let mut queued = review_item(2, Some("resposta HTTP 502"));
-    queued.status = replay_ledger::tables::ledger::QUEUED.into();
+    queued.status = replay_ledger_core::tables::ledger::QUEUED.into();
     let report = report(None, vec![review_item(1, None), queued]);
 
     let text = render::text(&report);

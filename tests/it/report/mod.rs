@@ -11,10 +11,10 @@ pub(crate) mod smtp;
 use std::time::Duration;
 
 use chrono::Utc;
-use replay_ledger::config::{self, Job, JobKind, ReportJob};
 use replay_ledger::services::report::{self, Delivery, Mailer, Report};
-use replay_ledger::shared::money::{brl, brl_signed, group_thousands};
-use replay_ledger::tables::ledger;
+use replay_ledger_core::config::{self, Job, JobKind, ReportJob};
+use replay_ledger_core::shared::money::{brl, brl_signed, group_thousands};
+use replay_ledger_core::tables::ledger;
 use secrecy::SecretString;
 
 use crate::helpers::*;

@@ -311,7 +311,7 @@ async fn the_readmes_roles_are_enough_for_every_duty() {
     let (db, n, jobs) = (&s.db, &s.names, s.jobs.path());
     // The archive is the producer's: written here as the superuser.
     let mut with_invalid = events.clone();
-    with_invalid.push(replay_ledger::domain::Event {
+    with_invalid.push(replay_ledger_core::domain::Event {
         payload: serde_json::json!({"valorCentavos": "x"}),
         ..paid(31, "ped-31", 1, 0, 0.0)
     });

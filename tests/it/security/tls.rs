@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use replay_ledger::tables::db;
+use replay_ledger_core::tables::db;
 
 use crate::helpers::*;
 

@@ -8,11 +8,11 @@ use maud::{html, Markup};
 use super::super::session::Session;
 use super::super::views::Standing;
 use super::{facts, layout, segment, time, Inert, Part};
-use crate::engine::definition::Definition;
 use crate::services::report::render::figure_rows;
 use crate::services::report::ExecutionReport;
-use crate::shared::money::{brl, brl_signed, group_thousands};
-use crate::tables::execution::Execution;
+use replay_ledger_core::engine::definition::Definition;
+use replay_ledger_core::shared::money::{brl, brl_signed, group_thousands};
+use replay_ledger_core::tables::execution::Execution;
 
 /// What the confirmation page shows.
 pub(in crate::edges::console) struct Confirm<'a> {
@@ -61,7 +61,7 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
     let rule = c
         .definition
         .and_then(|d| d.0.get("rule").cloned())
-        .unwrap_or_else(|| crate::domain::RULE_VERSION.to_string());
+        .unwrap_or_else(|| replay_ledger_core::domain::RULE_VERSION.to_string());
     let body = html! {
         p { "Ao aprovar, a execução real desta janela passa a poder rodar e aplicará exatamente o que esta simulação mostra: corrige "
             code { "comissao" } " dos pedidos abaixo e executa os efeitos que faltam. Se algo mudar até lá (eventos, comissões, a definição do job), a execução real é recusada." }
@@ -125,7 +125,10 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
         }
     };
     layout(
-        &format!("Aprovar {}", crate::shared::text::inert(&e.key)),
+        &format!(
+            "Aprovar {}",
+            replay_ledger_core::shared::text::inert(&e.key)
+        ),
         Part::Executions,
         c.session,
         body,

@@ -10,11 +10,11 @@ use super::{
 };
 use crate::services::report::render::{approval_lines, mode_label, state_label};
 use crate::services::report::{approved, ExecutionReport, LIST_LIMIT};
-use crate::shared::money::{brl, brl_signed, group_thousands};
-use crate::shared::summary::Totals;
-use crate::shared::text::natural_cmp;
-use crate::tables::commission::DiffRow;
-use crate::tables::execution::{Execution, Mode, PassRecord, State};
+use replay_ledger_core::shared::money::{brl, brl_signed, group_thousands};
+use replay_ledger_core::shared::summary::Totals;
+use replay_ledger_core::shared::text::natural_cmp;
+use replay_ledger_core::tables::commission::DiffRow;
+use replay_ledger_core::tables::execution::{Execution, Mode, PassRecord, State};
 
 /// Diff rows per page of an execution's page.
 pub(in crate::edges::console) const PAGE_SIZE: usize = 50;
@@ -83,7 +83,7 @@ fn started_by<'a>(
     e: &'a Execution,
     askers: &'a std::collections::HashMap<String, String>,
 ) -> &'a str {
-    let id = crate::tables::execution::execution_id_of(&e.key);
+    let id = replay_ledger_core::tables::execution::execution_id_of(&e.key);
     match askers.get(&e.key).or_else(|| askers.get(id)) {
         Some(by) if e.mode != Mode::Simulation => by.strip_prefix("console:").unwrap_or(by),
         _ => &e.started_by,
@@ -209,15 +209,15 @@ pub(in crate::edges::console) struct Detail<'a> {
     pub tz: Tz,
     pub execution: &'a Execution,
     /// The verify job's proposal this execution's job is, if it is one.
-    pub proposal: Option<&'a crate::tables::proposals::Proposal>,
+    pub proposal: Option<&'a replay_ledger_core::tables::proposals::Proposal>,
     /// The run's pace over time, for its chart.
-    pub samples: &'a [crate::tables::execution::progress::Sample],
+    pub samples: &'a [replay_ledger_core::tables::execution::progress::Sample],
     /// `None` for the live consumer (no diff).
     pub report: Option<&'a ExecutionReport>,
     pub standing: &'a Standing,
     /// What the account may ask `serve` for, and the requests about this execution.
     pub offer: &'a super::requests::Offer,
-    pub requests: &'a [crate::tables::requests::Request],
+    pub requests: &'a [replay_ledger_core::tables::requests::Request],
     pub search: Option<&'a str>,
     /// Only the diff's rows whose commission changes.
     pub only_changed: bool,
@@ -227,7 +227,7 @@ pub(in crate::edges::console) struct Detail<'a> {
     /// How the diff is ordered (default: by order id, ascending).
     pub sort: Sort,
     /// A running execution's pace, as its runners published it lately.
-    pub paces: &'a [crate::tables::execution::progress::Pace],
+    pub paces: &'a [replay_ledger_core::tables::execution::progress::Pace],
 }
 
 /// A column the diff sorts by (`?sort=pedido|antes|depois|diferenca&dir=asc|desc`).
@@ -326,7 +326,10 @@ pub(in crate::edges::console) fn detail(d: Detail<'_>) -> Markup {
         }
         (figures::passes(e, d.passes, d.tz))
     };
-    let title = format!("Execução {}", crate::shared::text::inert(&e.key));
+    let title = format!(
+        "Execução {}",
+        replay_ledger_core::shared::text::inert(&e.key)
+    );
     if e.state == State::Running || super::requests::any_open(d.requests) {
         layout_refreshing(&title, Part::Executions, d.session, body)
     } else {
@@ -378,7 +381,7 @@ fn identity(e: &Execution, tz: Tz) -> Markup {
 }
 
 /// A proposal's job: who proposed it for which day, what verify found, and its definition.
-fn proposal(p: &crate::tables::proposals::Proposal, tz: Tz) -> Markup {
+fn proposal(p: &replay_ledger_core::tables::proposals::Proposal, tz: Tz) -> Markup {
     html! { section #proposal {
         h2 { "Correção proposta por " (Inert(&p.verify_job)) }
         p { "A verificação " (Inert(&p.verify_job)) " encontrou o dia " (p.day.format("%d/%m/%Y"))
@@ -525,7 +528,8 @@ fn diff(e: &Execution, report: &ExecutionReport, view: DiffView<'_>) -> Markup {
         // The id as typed, or as the page shows it (a control character escaped).
         .filter(|r| {
             search.is_none_or(|q| {
-                r.pedido_id.contains(q) || crate::shared::text::inert(&r.pedido_id).contains(q)
+                r.pedido_id.contains(q)
+                    || replay_ledger_core::shared::text::inert(&r.pedido_id).contains(q)
             })
         })
         .collect();

@@ -8,9 +8,9 @@ use maud::{html, Markup};
 use super::super::session::Session;
 use super::{facts, layout, segment, time, Part};
 use crate::services::report::render::{figure_rows, meaning, mode_label, state_label};
-use crate::shared::money::{brl_signed, group_thousands};
-use crate::shared::summary::{Summary, Totals};
-use crate::tables::execution::{Execution, Mode, PassRecord};
+use replay_ledger_core::shared::money::{brl_signed, group_thousands};
+use replay_ledger_core::shared::summary::{Summary, Totals};
+use replay_ledger_core::tables::execution::{Execution, Mode, PassRecord};
 
 /// An earlier pass of an execution: when it ran, who ran it, how it ended, its figures.
 pub(in crate::edges::console) fn earlier_pass(
@@ -46,7 +46,7 @@ pub(in crate::edges::console) fn earlier_pass(
     layout(
         &format!(
             "Execução {} · passagem {}",
-            crate::shared::text::inert(&e.key),
+            replay_ledger_core::shared::text::inert(&e.key),
             pass.pass
         ),
         Part::Executions,

@@ -7,7 +7,7 @@ use maud::{html, Markup};
 use super::super::session::Session;
 use super::{layout, query_value, segment, time, Attr, Inert, Part};
 use crate::services::history::AsOfRow;
-use crate::shared::money::{brl, group_thousands};
+use replay_ledger_core::shared::money::{brl, group_thousands};
 
 /// What the form was given, as typed.
 #[derive(Debug, Default)]

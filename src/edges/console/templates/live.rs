@@ -6,10 +6,10 @@ use maud::{html, Markup};
 use super::super::session::Session;
 use super::super::views::LiveView;
 use super::{facts, layout, layout_refreshing, query_value, segment, time, Inert, Part};
-use crate::services::consumer::LAG_CAP;
 use crate::services::report::render::{figure_rows, state_label};
-use crate::shared::money::group_thousands;
-use crate::tables::execution::{Mode, State};
+use replay_ledger_core::services::consumer::LAG_CAP;
+use replay_ledger_core::shared::money::group_thousands;
+use replay_ledger_core::tables::execution::{Mode, State};
 
 /// `GET /executions/ao-vivo`: refreshes itself while the consumer runs.
 pub(in crate::edges::console) fn page(session: &Session, tz: Tz, v: &LiveView) -> Markup {

@@ -1,6 +1,6 @@
 //! The console's markup (maud: every `(value)` is HTML-escaped). Text that comes from the
 //! archive, the ledger or a person (ids, errors, notes, e-mails) is also made inert
-//! ([`crate::shared::text::inert`]) through [`Inert`], so a control character shows as `\u{1b}`, never
+//! ([`replay_ledger_core::shared::text::inert`]) through [`Inert`], so a control character shows as `\u{1b}`, never
 //! as itself. No inline script or style: one stylesheet, `/console.css`, so the policy
 //! `default-src 'self'` holds; every page works without JavaScript.
 
@@ -38,14 +38,14 @@ pub(super) struct Inert<'a>(pub &'a str);
 
 impl Render for Inert<'_> {
     fn render_to(&self, buffer: &mut String) {
-        crate::shared::text::inert(self.0)
+        replay_ledger_core::shared::text::inert(self.0)
             .as_str()
             .render_to(buffer);
     }
 }
 
 /// Text from data or a person in an attribute's value: escaped, and every hazard character
-/// ([`crate::shared::text::is_hazard`]) written as a numeric character reference (`&#x1b;`), so the page
+/// ([`replay_ledger_core::shared::text::is_hazard`]) written as a numeric character reference (`&#x1b;`), so the page
 /// holds no raw control or bidi character and the browser still submits the exact text (a hidden
 /// `key` resolves that very key; a filter's echo searches again for what was typed).
 pub(super) struct Attr<'a>(pub &'a str);
@@ -60,7 +60,7 @@ impl Render for Attr<'_> {
                 '>' => buffer.push_str("&gt;"),
                 '"' => buffer.push_str("&quot;"),
                 '\'' => buffer.push_str("&#39;"),
-                c if crate::shared::text::is_hazard(c) => {
+                c if replay_ledger_core::shared::text::is_hazard(c) => {
                     let _ = write!(buffer, "&#x{:x};", u32::from(c));
                 }
                 c => buffer.push(c),
@@ -78,9 +78,9 @@ pub(super) fn submits_exactly(text: &str) -> bool {
         .any(|c| matches!(c, '\0' | '\r' | '\n' | '\u{80}'..='\u{9f}'))
 }
 
-/// A path segment for an id (see [`crate::shared::text::url_segment`]).
+/// A path segment for an id (see [`replay_ledger_core::shared::text::url_segment`]).
 pub(super) fn segment(id: &str) -> String {
-    crate::shared::text::url_segment(id)
+    replay_ledger_core::shared::text::url_segment(id)
 }
 
 /// A query string's value, form-encoded.

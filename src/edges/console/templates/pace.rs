@@ -4,8 +4,8 @@
 use maud::{html, Markup};
 
 use super::{facts, Inert};
-use crate::shared::money::group_thousands;
-use crate::tables::execution::progress::Pace;
+use replay_ledger_core::shared::money::group_thousands;
+use replay_ledger_core::tables::execution::progress::Pace;
 
 /// The section of a running execution's page; says so when no runner published lately.
 pub(in crate::edges::console) fn section(paces: &[Pace]) -> Markup {
@@ -60,7 +60,7 @@ fn eta(s: u64) -> String {
 /// The chart of a run's pace over time: events settled per second and effect calls per second,
 /// drawn on the server as SVG (no script), with the peak and the first and last instants.
 pub(in crate::edges::console) fn chart(
-    samples: &[crate::tables::execution::progress::Sample],
+    samples: &[replay_ledger_core::tables::execution::progress::Sample],
     tz: chrono_tz::Tz,
 ) -> Markup {
     const W: f64 = 640.0;
@@ -76,11 +76,11 @@ pub(in crate::edges::console) fn chart(
         .max(1.0);
     let (t0, t1) = (samples[0].at, samples[samples.len() - 1].at);
     let span = (t1 - t0).num_milliseconds().max(1) as f64;
-    let x = |s: &crate::tables::execution::progress::Sample| {
+    let x = |s: &replay_ledger_core::tables::execution::progress::Sample| {
         PAD + (s.at - t0).num_milliseconds() as f64 / span * (W - 2.0 * PAD)
     };
     let y = |v: f64| H - PAD - v / peak * (H - 2.0 * PAD);
-    let line = |value: fn(&crate::tables::execution::progress::Sample) -> f64| {
+    let line = |value: fn(&replay_ledger_core::tables::execution::progress::Sample) -> f64| {
         samples
             .iter()
             .map(|s| format!("{:.1},{:.1}", x(s), y(value(s))))

@@ -5,9 +5,9 @@ use maud::{html, Markup};
 
 use super::super::session::Session;
 use super::{facts, layout, segment, time, Inert, Part};
-use crate::domain::Inputs;
 use crate::services::story::Story;
-use crate::shared::money::brl;
+use replay_ledger_core::domain::Inputs;
+use replay_ledger_core::shared::money::brl;
 
 /// The order's page.
 pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> Markup {
@@ -36,7 +36,7 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> M
             (expected_label.as_str(), s.expected_cents.map_or("nenhuma".into(), brl)),
             // Today's row is judged against today's archive, as of whatever moment.
             (if s.as_of.is_some() { "Situação hoje" } else { "Situação" }, verdict.into()),
-            ("Regra", crate::domain::RULE_VERSION.into()),
+            ("Regra", replay_ledger_core::domain::RULE_VERSION.into()),
         ]))
         @if let Some(why) = &s.reason {
             p.warning #reason { "Por que está inconsistente: " (why) }
@@ -49,7 +49,10 @@ pub(in crate::edges::console) fn page(session: &Session, tz: Tz, s: &Story) -> M
         (effects(s, tz))
     };
     layout(
-        &format!("Pedido {}", crate::shared::text::inert(&s.pedido_id)),
+        &format!(
+            "Pedido {}",
+            replay_ledger_core::shared::text::inert(&s.pedido_id)
+        ),
         Part::Executions,
         session,
         body,

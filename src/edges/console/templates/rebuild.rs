@@ -6,8 +6,8 @@ use maud::{html, Markup};
 use super::super::session::Session;
 use super::super::views::RebuildView;
 use super::{facts, layout, layout_refreshing, segment, time, Inert, Part};
-use crate::services::rebuild::{Rebuild, Stage};
-use crate::shared::money::{brl, group_thousands};
+use replay_ledger_core::services::rebuild::{Rebuild, Stage};
+use replay_ledger_core::shared::money::{brl, group_thousands};
 
 /// `GET /reconstrucao`: refreshes itself while the rebuild reads the archive.
 pub(in crate::edges::console) fn page(session: &Session, tz: Tz, v: &RebuildView) -> Markup {
@@ -84,7 +84,7 @@ fn comparison(session: &Session, r: &Rebuild, v: &RebuildView) -> Markup {
                 ("Pedidos diferentes", count(r.orders_differing)),
                 ("Voltam a uma versão mais antiga", count(Some(v.beyond_values.0))),
                 ("Linhas apagadas (pedido sem evento aceito)", count(Some(v.beyond_values.1))),
-                ("Impressão digital", crate::services::rebuild::short_fingerprint(&fingerprint).to_string()),
+                ("Impressão digital", replay_ledger_core::services::rebuild::short_fingerprint(&fingerprint).to_string()),
             ]))
             p { "A lista inteira: " a href="/reconstrucao/diff.csv" { "CSV" } " · " a href="/reconstrucao/diff.xlsx" { "XLSX" } }
         }
@@ -113,7 +113,7 @@ fn comparison(session: &Session, r: &Rebuild, v: &RebuildView) -> Markup {
                     input type="hidden" name="csrf_token" value=(session.csrf);
                     input type="hidden" name="impressao" value=(fingerprint);
                     p.fingerprint { "Você aprova trocar " code { "comissao" } " por " code { "comissao_nova" }
-                        " com estas diferenças, impressão digital " code { (crate::services::rebuild::short_fingerprint(&fingerprint)) }
+                        " com estas diferenças, impressão digital " code { (replay_ledger_core::services::rebuild::short_fingerprint(&fingerprint)) }
                         ": " (count(r.orders_differing)) " pedidos mudam, "
                         (count(Some(v.beyond_values.0))) " voltam a uma versão mais antiga e "
                         (count(Some(v.beyond_values.1))) " linhas são apagadas"

@@ -7,8 +7,8 @@ use maud::{html, Markup};
 
 use super::super::session::Session;
 use super::{facts, layout, layout_refreshing, segment, time, Inert, Part};
-use crate::tables::execution::Execution;
-use crate::tables::requests::{Action, Request, RequestState};
+use replay_ledger_core::tables::execution::Execution;
+use replay_ledger_core::tables::requests::{Action, Request, RequestState};
 
 /// How an execution's page offers requests, as the handler found it.
 pub(in crate::edges::console) struct Offer {

@@ -8,8 +8,8 @@ use maud::{html, Markup};
 use super::super::session::Session;
 use super::{layout, segment, submits_exactly, time, Attr, Inert, Part};
 use crate::services::report::render::age;
-use crate::shared::money::brl;
-use crate::tables::ledger::{
+use replay_ledger_core::shared::money::brl;
+use replay_ledger_core::tables::ledger::{
     KeyAttempt, PastDecision, Resolution, ReviewFilter, ReviewItem, QUEUED,
 };
 

@@ -5,9 +5,9 @@ use maud::{html, Markup};
 
 use super::super::session::Session;
 use super::{layout, segment, time, Inert, Part};
-use crate::shared::money::{brl_signed, group_thousands};
-use crate::tables::execution::{Execution, State};
-use crate::tables::proposals::Proposal;
+use replay_ledger_core::shared::money::{brl_signed, group_thousands};
+use replay_ledger_core::tables::execution::{Execution, State};
+use replay_ledger_core::tables::proposals::Proposal;
 
 /// One proposal with its executions.
 pub(in crate::edges::console) struct Row {
