@@ -22,6 +22,9 @@ db_words! {
         /// Stop a real run in progress at its next batch boundary (recorded already done: the
         /// runner holding the execution acts on it, not `serve`).
         Interrupt = "interromper",
+        /// Run a gated job's simulation again, from the window's start (after the data changed
+        /// under it, say).
+        Simulate = "simular",
     }
 }
 

@@ -353,8 +353,13 @@ pub(super) async fn approve(
             "Esta simulação (passagem {pass}) já aprovada por {}: nada foi registrado de novo.",
             replay_ledger_core::shared::text::inert(&by)
         ))),
-        Err(refused) => Err(PageError::Conflict(replay_ledger_core::shared::text::inert(
-            &refused.to_string(),
-        ))),
+        Err(refused) => {
+            tracing::info!(execution = %key, why = %refused, "console: approval refused, the data changed");
+            Err(PageError::ConflictWithAction(
+                "Os dados mudaram desde a simulação (o arquivo, a tabela comissao ou a definição do job): nada foi aprovado. Peça uma nova simulação e aprove a nova.".into(),
+                format!("/executions/{}/resimulate", super::templates::segment(&key)),
+                "Simular de novo",
+            ))
+        }
     }
 }

@@ -23,6 +23,9 @@ pub(super) enum PageError {
     BadRequest(String),
     /// The state does not allow it now (an approval whose data changed): 409.
     Conflict(String),
+    /// As [`PageError::Conflict`], with the button that does what the state needs first (a new
+    /// simulation after the data changed): why, the button's link, its label.
+    ConflictWithAction(String, String, &'static str),
     /// Too many failed logins: 429, with the login page.
     Throttled,
     /// Any other status the console answers with, and why (414, 431, 413 …).
@@ -38,7 +41,12 @@ impl From<sqlx::Error> for PageError {
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
+        let mut action = None;
         let (status, message) = match self {
+            PageError::ConflictWithAction(why, href, label) => {
+                action = Some((href, label));
+                (StatusCode::CONFLICT, why)
+            }
             PageError::Login(next) => {
                 let to = match next.as_deref() {
                     Some(next) if next != "/" => {
@@ -88,7 +96,7 @@ impl IntoResponse for PageError {
                 )
             }
         };
-        let page = templates::error_page(status, &message);
+        let page = templates::error_page_with(status, &message, action);
         (
             status,
             [(header::CACHE_CONTROL, "no-store")],

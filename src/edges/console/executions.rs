@@ -58,12 +58,6 @@ pub(super) async fn list(
     let loaded = console.jobs.get();
     let configured = loaded.as_ref().as_ref().ok();
     let gated = report::Gated::of(configured.iter().flat_map(|c| &c.jobs));
-    let zone = |job: &str| {
-        configured
-            .as_ref()
-            .and_then(|c| c.job(job))
-            .map_or(console.config.timezone, |j| j.timezone)
-    };
     let mut awaiting = BTreeSet::new();
     for e in all
         .iter()
@@ -138,7 +132,7 @@ pub(super) async fn list(
         }
         None => Vec::new(),
     };
-    let markup = page::list(&session, &zone, &shown, &filter, &scheduled);
+    let markup = page::list(&session, console.config.timezone, &shown, &filter, &scheduled);
     Ok(templates::html(markup).into_response())
 }
 

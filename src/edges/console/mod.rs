@@ -232,6 +232,10 @@ impl Console {
                 get(requests::resume_confirm).post(requests::resume),
             )
             .route(
+                "/executions/{id}/resimulate",
+                get(requests::resimulate_confirm).post(requests::resimulate),
+            )
+            .route(
                 "/executions/{id}/interrupt",
                 get(requests::interrupt_confirm).post(requests::interrupt),
             )

@@ -309,6 +309,66 @@ pub(super) async fn interrupt(
     Ok(back_to(&run.key))
 }
 
+fn resimulate_refused(session: &Session, e: &Execution) -> Option<String> {
+    if !session.role.may_start() {
+        return Some("Só uma conta de finanças ou de operador pede uma nova simulação.".into());
+    }
+    (e.mode != Mode::Simulation || e.state == Run::Running)
+        .then(|| "Só uma simulação que não está rodando pode ser simulada de novo.".into())
+}
+
+/// `GET /executions/{id}/resimulate`: the simulation to run again, who asks, and the form.
+pub(super) async fn resimulate_confirm(
+    State(console): State<Console>,
+    session: Session,
+    Path(id): Path<String>,
+) -> Result<Response, PageError> {
+    let (simulation, _) = simulation(&console, &id).await?;
+    let what = vec![
+        ("Job", simulation.job.clone()),
+        ("Simulação", simulation.key.clone()),
+        ("Passagem atual", simulation.pass.to_string()),
+    ];
+    let markup = page::confirm(page::Confirm {
+        session: &session,
+        execution: &simulation,
+        action: Action::Simulate,
+        what,
+        refused: resimulate_refused(&session, &simulation),
+    });
+    Ok(templates::html(markup).into_response())
+}
+
+/// `POST /executions/{id}/resimulate`: asks `serve` for a new pass of the simulation, from the
+/// window's start; 303 back to the simulation's page, which refreshes itself until it is done.
+pub(super) async fn resimulate(
+    State(console): State<Console>,
+    session: Session,
+    Path(id): Path<String>,
+    Form(form): Form<RequestForm>,
+) -> Result<Response, PageError> {
+    super::csrf::check(&session, form.csrf_token.as_deref())?;
+    if !session.role.may_start() {
+        return Err(PageError::Forbidden(
+            "só uma conta de finanças ou de operador pede uma nova simulação",
+        ));
+    }
+    let (simulation, _) = simulation(&console, &id).await?;
+    if let Some(why) = resimulate_refused(&session, &simulation) {
+        return Err(PageError::Conflict(why));
+    }
+    record(
+        &console,
+        &session,
+        Action::Simulate,
+        &simulation.job,
+        Some(execution::execution_id_of(&simulation.key)),
+        &form,
+    )
+    .await?;
+    Ok(back_to(&simulation.key))
+}
+
 /// The name of the sweep job of the jobs directory.
 fn sweep_job(console: &Console) -> Option<String> {
     let dir = &console.config.jobs_dir;

@@ -12,6 +12,7 @@ use sqlx::PgPool;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::lock::JobLock;
+use super::runs::RunDetail;
 use super::SchedulerConfig;
 use replay_ledger_core::config::{Job, JobKind, ReplayJob, SweepJob, WindowSpec};
 use replay_ledger_core::engine::effects::Effects;
@@ -163,7 +164,7 @@ impl Shared {
                 )
                 .await;
                 self.record_plain(&job.name, ran);
-                let detail = (!ran).then(|| "see the log".to_string());
+                let detail = (!ran).then_some(RunDetail::SeeLog);
                 self.record_job_run(&job.name, started, ran, detail).await;
             }
             JobKind::Verify(verify_job) => self.fire_verify(job, verify_job, at).await,
@@ -186,17 +187,21 @@ impl Shared {
         let mut say = |line: &str| tracing::info!(job = %name, "{line}");
         let ran = rebuild::run(&self.pool, &config, &self.shutdown, &mut say).await;
         let detail = match &ran {
-            Ok(Outcome::Compared(c)) => format!(
-                "{} orders differ; fingerprint {} waits for approval",
-                c.orders_differing, c.fingerprint
-            ),
-            Ok(Outcome::AwaitingApproval { fingerprint, .. }) => {
-                format!("fingerprint {fingerprint} waits for approval")
-            }
-            Ok(Outcome::Swapped { approval, .. }) => format!("swapped in (approval {approval})"),
+            Ok(Outcome::Compared(c)) => RunDetail::RebuildCompared {
+                orders_differing: c.orders_differing,
+                fingerprint: c.fingerprint.clone(),
+            },
+            Ok(Outcome::AwaitingApproval { fingerprint, .. }) => RunDetail::RebuildAwaiting {
+                fingerprint: fingerprint.clone(),
+            },
+            Ok(Outcome::Swapped { approval, .. }) => RunDetail::RebuildSwapped {
+                approval: *approval,
+            },
             Err(e) => {
                 tracing::warn!(job = %job.name, error = %e, "rebuild did not finish; it resumes at the next tick");
-                e.to_string()
+                RunDetail::Failed {
+                    error: e.to_string(),
+                }
             }
         };
         self.record_plain(&job.name, ran.is_ok());
@@ -225,14 +230,14 @@ impl Shared {
                     t.orders_missing,
                     t.effects_missing,
                 );
-                Some(format!(
-                    "{} day(s) with differences",
-                    run.findings.differing().count()
-                ))
+                Some(RunDetail::Verify {
+                    days_differing: run.findings.differing().count() as u64,
+                    proposals: run.proposals as u64,
+                })
             }
             Err(e) => {
                 tracing::warn!(job = %job.name, error = %e, "verify run failed; retrying at the next tick");
-                Some("see the log".to_string())
+                Some(RunDetail::SeeLog)
             }
         };
         self.record_plain(&job.name, ran.is_ok());
@@ -485,14 +490,15 @@ impl Shared {
         job: &str,
         started_at: DateTime<Utc>,
         ok: bool,
-        detail: Option<String>,
+        detail: Option<RunDetail>,
     ) {
         let run = super::runs::JobRun {
             job: job.to_string(),
             started_at,
             finished_at: Utc::now(),
             state: if ok { State::Finished } else { State::Failed },
-            detail,
+            detail: detail.as_ref().map(RunDetail::english),
+            data: detail,
         };
         if let Err(e) = super::runs::record(&self.pool, &run).await {
             tracing::warn!(job, error = %e, "could not record the job's run for status");
@@ -506,7 +512,7 @@ impl Shared {
         job: &Job,
         sweep: &SweepJob,
         lease: &Lease,
-    ) -> (bool, String) {
+    ) -> (bool, RunDetail) {
         let started = Utc::now();
         let config = SweeperConfig {
             stale_after: sweep.stale_after,
@@ -527,11 +533,15 @@ impl Shared {
         }
         self.record_plain(&job.name, result.is_ok());
         let detail = match &result {
-            Ok(o) => format!(
-                "retaken {}, completed {}, uncertain {}, resent {}",
-                o.retaken, o.completed, o.uncertain, o.resent
-            ),
-            Err(e) => replay_ledger_core::shared::text::inert(&e.to_string()),
+            Ok(o) => RunDetail::Sweep {
+                retaken: o.retaken,
+                completed: o.completed,
+                uncertain: o.uncertain,
+                resent: o.resent,
+            },
+            Err(e) => RunDetail::Failed {
+                error: replay_ledger_core::shared::text::inert(&e.to_string()),
+            },
         };
         self.record_job_run(&job.name, started, result.is_ok(), Some(detail.clone()))
             .await;

@@ -206,8 +206,11 @@ async fn by_kind(
     match (request.action, &job.kind) {
         (Action::Sweep, JobKind::Sweep(sweep)) => {
             match shared.fire_sweep(job, sweep, lease).await {
-                (true, counts) => (RequestState::Done, format!("varredura feita: {counts}")),
-                (false, why) => failed(format!("a varredura falhou: {why}")),
+                (true, counts) => (
+                    RequestState::Done,
+                    format!("varredura feita: {}", counts.portuguese()),
+                ),
+                (false, _) => failed("a varredura falhou; veja o log do serve".into()),
             }
         }
         (Action::Start, JobKind::Replay(replay)) if replay.simulate => failed(format!(
@@ -220,6 +223,24 @@ async fn by_kind(
                 inert(&job.name)
             ))
         }
+        (Action::Simulate, JobKind::Replay(replay)) if !replay.require_approved_simulation => {
+            failed(format!(
+                "o job {} não exige simulação aprovada: o console só pede novas simulações de jobs que exigem",
+                inert(&job.name)
+            ))
+        }
+        (Action::Simulate, JobKind::Replay(_)) => match plan(shared, job, request).await {
+            Ok(plan) => {
+                let mut plan = plan.in_mode(Mode::Simulation);
+                plan.restart = true;
+                let (outcome, said, _) = shared.run_replay(&plan).await;
+                match outcome {
+                    RunOutcome::Finished => (RequestState::Done, format!("nova simulação {said}")),
+                    _ => (RequestState::Failed, said),
+                }
+            }
+            Err(why) => failed(why),
+        },
         (Action::Start | Action::Resume, JobKind::Replay(_)) => {
             match plan(shared, job, request).await {
                 Ok(plan) => {
@@ -252,7 +273,7 @@ async fn plan(shared: &Shared, job: &Job, request: &Request) -> Result<Plan, Str
         .as_deref()
         .ok_or("o pedido não diz qual execução")?;
     let key = match request.action {
-        Action::Start => {
+        Action::Start | Action::Simulate => {
             execution::checkpoint_key(execution::execution_id_of(id), Mode::Simulation)
         }
         _ => id.to_string(),

@@ -33,6 +33,10 @@ pub struct LastRun {
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
     pub error: Option<String>,
+    /// What a sweep, report, verify or rebuild job's run found, as data: the console says it in
+    /// Portuguese (`error` is the English line `status` prints).
+    #[serde(skip)]
+    pub detail: Option<super::runs::RunDetail>,
 }
 
 /// Every job, in the order of `jobs`; `executions` newest first (as [`replay_ledger_core::tables::execution::list`]
@@ -66,6 +70,7 @@ pub fn job_statuses(
                     started_at: e.started_at,
                     finished_at: e.finished_at,
                     error: e.error.clone(),
+                    detail: None,
                 })
                 .or_else(|| {
                     runs.iter().find(|r| r.job == job.name).map(|r| LastRun {
@@ -75,6 +80,7 @@ pub fn job_statuses(
                         started_at: r.started_at,
                         finished_at: Some(r.finished_at),
                         error: r.detail.clone(),
+                        detail: r.data.clone(),
                     })
                 }),
         })

@@ -23,6 +23,8 @@ use replay_ledger_core::shared::money;
 pub struct VerifyRun {
     pub findings: Findings,
     pub delivery: Option<Delivery>,
+    /// The corrections proposed (or confirmed) for the days found wrong.
+    pub proposals: usize,
 }
 
 /// The days a verify job's run at `at` checks, and what it found there.
@@ -64,6 +66,7 @@ pub async fn mail(
         return Ok(VerifyRun {
             findings,
             delivery: None,
+            proposals: 0,
         });
     }
     let key = ReportKey::new(
@@ -91,6 +94,7 @@ pub async fn mail(
     Ok(VerifyRun {
         findings,
         delivery: Some(delivery),
+        proposals: proposed.len(),
     })
 }
 

@@ -30,6 +30,7 @@ mod scheduled;
 mod sessions;
 mod sql_rules;
 mod truth;
+mod words;
 mod workplace;
 
 use std::net::SocketAddr;

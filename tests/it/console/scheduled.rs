@@ -2,7 +2,7 @@
 //! next fire in the job's timezone, and how its last run ended (a verify job's says what it found).
 
 use super::*;
-use replay_ledger::services::scheduler::runs::{self, JobRun};
+use replay_ledger::services::scheduler::runs::{self, JobRun, RunDetail};
 use replay_ledger_core::tables::execution::State;
 
 #[tokio::test]
@@ -27,7 +27,11 @@ async fn the_list_shows_each_scheduled_job_its_next_fire_and_its_last_run() {
             started_at: at,
             finished_at: at,
             state: State::Finished,
-            detail: Some("2 dias com diferenças".into()),
+            detail: Some("2 day(s) with differences".into()),
+            data: Some(RunDetail::Verify {
+                days_differing: 2,
+                proposals: 1,
+            }),
         },
     )
     .await
@@ -58,8 +62,8 @@ async fn the_list_shows_each_scheduled_job_its_next_fire_and_its_last_run() {
     );
     assert!(
         verify.contains("06:00 +00:00")
-            && verify.contains("2 dias com diferenças")
-            && verify.contains(&at.format("%Y-%m-%d %H:%M UTC").to_string()),
+            && verify.contains("2 dia(s) com diferenças; 1 correção(ões) proposta(s)")
+            && verify.contains(&at.format("%Y-%m-%d %H:%M +00:00").to_string()),
         "{verify}"
     );
     // The job of the test's jobs directory has no schedule: it is not listed as scheduled.

@@ -94,7 +94,7 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
             section #definition {
                 h2 { "Definição do job que a aprovação prende" }
                 div.scroll { table.data {
-                    tbody { @for (field, value) in &definition.0 { tr { th scope="row" { (Inert(field)) } td { (Inert(value)) } } } }
+                    tbody { @for (field, value) in &definition.0 { tr { th scope="row" { (Inert(field)) } td { (Inert(&in_zone(value, c.tz))) } } } }
                 } }
             }
         }
@@ -133,4 +133,13 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
         c.session,
         body,
     )
+}
+
+/// A definition's value as the page shows it: an instant (the window's ends, recorded in UTC) in
+/// the page's timezone, like every other time on it; anything else as recorded.
+fn in_zone(value: &str, tz: chrono_tz::Tz) -> String {
+    match chrono::DateTime::parse_from_rfc3339(value) {
+        Ok(t) => time(t.with_timezone(&chrono::Utc), tz),
+        Err(_) => value.to_string(),
+    }
 }

@@ -109,7 +109,7 @@ fn mode(e: &Execution) -> &'static str {
 /// `GET /`.
 pub(in crate::edges::console) fn list(
     session: &Session,
-    tz_of: &dyn Fn(&str) -> Tz,
+    tz: Tz,
     executions: &[&Execution],
     filter: &Filter<'_>,
     scheduled: &[crate::services::scheduler::status::JobStatus],
@@ -183,13 +183,13 @@ pub(in crate::edges::console) fn list(
                             td.num { (brl(t.after_centavos)) }
                             td.num { (brl_signed(t.difference())) }
                             td.started-by { (Inert(started_by(e, filter.askers))) }
-                            td { (time(e.started_at, tz_of(&e.job))) }
+                            td { (time(e.started_at, tz)) }
                         }
                     }
                 }
             } }
         }
-        (super::scheduled::section(scheduled))
+        (super::scheduled::section(scheduled, tz))
     };
     // While something runs, the list moves: it reloads itself like a running execution's page.
     let running = filter
@@ -410,7 +410,10 @@ fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Ma
             p { "Aguardando aprovação de uma conta de finanças." }
         },
         Standing::Changed { what, fields } => html! {
-            p.warning { "Não pode ser aprovada: algo mudou desde a simulação. Rode uma nova simulação (" code { "run JOB --simulate --restart" } ") e aprove-a." }
+            p.warning { "Não pode ser aprovada: algo mudou desde a simulação. Peça uma nova simulação e aprove a nova." }
+            @if session.role.may_start() {
+                p { a.button #resimulate-link href={ "/executions/" (segment(&e.key)) "/resimulate" } { "Simular de novo" } }
+            }
             @if fields.is_empty() {
                 p { (Inert(what)) }
             } @else {

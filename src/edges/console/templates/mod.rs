@@ -199,6 +199,15 @@ pub(super) fn bare(title: &str, body: Markup) -> Markup {
 /// The page of an error status: its code and name in Portuguese, why, and the navigation (the
 /// links only: an error page may have no session to show).
 pub(super) fn error_page(status: StatusCode, message: &str) -> Markup {
+    error_page_with(status, message, None)
+}
+
+/// As [`error_page`], with a button (a link) to what the state needs first.
+pub(super) fn error_page_with(
+    status: StatusCode,
+    message: &str,
+    action: Option<(String, &'static str)>,
+) -> Markup {
     let title = format!("{} {}", status.as_u16(), status_name(status));
     html! {
         (DOCTYPE)
@@ -218,6 +227,9 @@ pub(super) fn error_page(status: StatusCode, message: &str) -> Markup {
                 main.narrow {
                     h1 { (title) }
                     p.error { (message) }
+                    @if let Some((href, label)) = &action {
+                        p { a.button #error-action href=(href) { (label) } }
+                    }
                     p { a href="/" { "Voltar às execuções" } }
                 }
             }

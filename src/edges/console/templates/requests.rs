@@ -33,6 +33,7 @@ fn action(a: Action) -> &'static str {
         Action::Resume => "retomar",
         Action::Sweep => "varredura",
         Action::Interrupt => "interromper",
+        Action::Simulate => "simular de novo",
     }
 }
 
@@ -115,6 +116,11 @@ pub(in crate::edges::console) fn confirm(c: Confirm<'_>) -> Markup {
             "/interrupt",
             "Interromper a execução real",
             "Confirmar: interromper",
+        ),
+        Action::Simulate => (
+            "/resimulate",
+            "Simular de novo",
+            "Confirmar: simular de novo",
         ),
         _ => (
             "/start",

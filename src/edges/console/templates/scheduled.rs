@@ -9,7 +9,7 @@ use crate::services::report::render::state_label;
 use crate::services::scheduler::status::JobStatus;
 
 /// The section of the executions list; nothing when no job has a schedule.
-pub(in crate::edges::console) fn section(jobs: &[JobStatus]) -> Markup {
+pub(in crate::edges::console) fn section(jobs: &[JobStatus], tz: chrono_tz::Tz) -> Markup {
     let scheduled: Vec<&JobStatus> = jobs.iter().filter(|j| j.schedule.is_some()).collect();
     html! {
         @if !scheduled.is_empty() {
@@ -20,9 +20,9 @@ pub(in crate::edges::console) fn section(jobs: &[JobStatus]) -> Markup {
                     thead { tr { th { "Job" } th { "Tipo" } th { "Agenda" } th { "Próxima" } th { "Última" } th { "Resultado" } } }
                     tbody { @for j in &scheduled { tr {
                         td { (Inert(&j.name)) }
-                        td { (j.kind) }
+                        td { code { (j.kind) } }
                         td { code { (Inert(j.schedule.as_deref().unwrap_or("-"))) } }
-                        td { (j.next_fire.map_or("-".into(), |t| t.format("%Y-%m-%d %H:%M %:z").to_string())) }
+                        td { (j.next_fire.map_or("-".into(), |t| super::time(t.with_timezone(&chrono::Utc), tz))) }
                         @match &j.last_run {
                             None => { td { "nunca rodou" } td { "-" } }
                             Some(run) => {
@@ -30,9 +30,9 @@ pub(in crate::edges::console) fn section(jobs: &[JobStatus]) -> Markup {
                                     @if let Some(key) = &run.execution {
                                         a href={ "/executions/" (segment(key)) } { (state_label(run.state)) }
                                     } @else { (state_label(run.state)) }
-                                    " · " (run.started_at.format("%Y-%m-%d %H:%M UTC"))
+                                    " · " (super::time(run.started_at, tz))
                                 }
-                                td { (Inert(run.error.as_deref().unwrap_or("-"))) }
+                                td { (Inert(&run.detail.as_ref().map_or_else(|| run.error.clone().unwrap_or_else(|| "-".into()), |d| d.portuguese()))) }
                             }
                         }
                     } } }
