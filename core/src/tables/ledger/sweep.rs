@@ -11,13 +11,13 @@ use super::{Claim, Why};
 /// A stale reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaleRow {
-    pub chave: String,
+    pub key: String,
     pub event_id: String,
     pub effect_type: String,
 }
 
 crate::tables::db::from_row!(StaleRow {
-    chave,
+    key = "chave",
     event_id = "evento_id",
     effect_type = "tipo_efeito"
 });
