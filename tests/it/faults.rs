@@ -323,6 +323,9 @@ async fn an_outage_that_outlasts_the_reserve_retries(idempotent: bool) {
     .await;
 
     cluster.stop().await;
+    // Real time, not a paused clock (`tokio::time::pause`): what waits out the outage is the
+    // child `replay-ledger run` and the PostgreSQL server, processes whose clocks this test's
+    // runtime cannot pause or advance.
     tokio::time::sleep(Duration::from_secs(65)).await;
     cluster
         .start_again()
@@ -433,7 +436,8 @@ async fn a_run_waits_out_a_full_disk_and_ends_like_an_undisturbed_run() {
         async move { !can_write(&url).await }
     })
     .await;
-    // Longer than a statement's own first retries.
+    // Longer than a statement's own first retries. Real time, not a paused clock: the retries
+    // are the child `replay-ledger run`'s, a process whose clock this test cannot pause.
     tokio::time::sleep(Duration::from_secs(10)).await;
     disk.free().expect("free the disk");
     if cluster.has_exited() {

@@ -487,6 +487,7 @@ mod tests {
             "fin@x.example",
             "Finance <fin.ops+dia@mail.x.example>",
             "a_b@x-y.example",
+            "\"Fin, Ops\" <fin@x.example>",
         ] {
             assert!(check_email(good).is_ok(), "{good}");
         }
@@ -500,6 +501,7 @@ mod tests {
             "f..in@x.example",
             "fin@-x.example",
             "fın@x.example",
+            "Fin <fin@x.example",
         ] {
             assert!(check_email(bad).is_err(), "{bad}");
         }

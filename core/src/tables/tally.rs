@@ -89,6 +89,16 @@ pub async fn add_pending(
     add_rows(conn, scope, rows).await
 }
 
+/// Forgets every figure of the scope's pass (a pass that starts again counts from zero).
+pub async fn clear(conn: &mut PgConnection, scope: &Scope) -> Result<(), sqlx::Error> {
+    sqlx::query("delete from reprocessamento_contagem where execucao_id = $1 and passagem = $2")
+        .bind(&scope.key)
+        .bind(scope.pass)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 /// Moves the pending figures of every batch up to `through` into the scope's tallies (in the
 /// transaction that moves the checkpoint there).
 pub async fn settle_pending(

@@ -132,7 +132,13 @@ pub(super) async fn list(
         }
         None => Vec::new(),
     };
-    let markup = page::list(&session, console.config.timezone, &shown, &filter, &scheduled);
+    let markup = page::list(
+        &session,
+        console.config.timezone,
+        &shown,
+        &filter,
+        &scheduled,
+    );
     Ok(templates::html(markup).into_response())
 }
 

@@ -14,6 +14,7 @@ use super::session::Session;
 use super::templates::{self, history as page};
 use super::Console;
 use crate::services::history::{self, export, parse_moment, AsOfRow, Row};
+use crate::services::report::csv as report_csv;
 
 /// Rows shown on the page (all of them in the download).
 const SHOWN: usize = 100;
@@ -79,19 +80,25 @@ pub(super) async fn page(
         }
     };
     let mut rows: Vec<AsOfRow> = Vec::new();
-    let mut out = String::new();
-    if csv {
-        out.push('\u{feff}');
-        out.push_str(export::TABLE_HEADER);
-        out.push_str("\r\n");
-    }
+    let mut out = if csv {
+        Some(
+            report_csv::writer(Vec::new(), export::TABLE_HEADER)
+                .map_err(|e| PageError::BadRequest(e.to_string()))?,
+        )
+    } else {
+        None
+    };
     let totals = history::table(&console.pool, &q, &mut |row| {
         if let Row::Order(r) = row {
-            if csv {
-                out.push_str(&export::table_csv(&r));
-                out.push_str("\r\n");
-            } else if rows.len() < SHOWN {
-                rows.push(r);
+            match out.as_mut() {
+                Some(w) => w.write_record([
+                    report_csv::guard(&r.pedido_id),
+                    r.valor_centavos.to_string(),
+                    r.versao_evento.to_string(),
+                    r.ocorrido_em.to_rfc3339(),
+                ])?,
+                None if rows.len() < SHOWN => rows.push(r),
+                None => {}
             }
         }
         Ok(())
@@ -111,10 +118,11 @@ pub(super) async fn page(
             None => format!("comissao-em-{}.csv", as_of.format("%Y%m%dT%H%M%SZ")),
         };
         let name = download::name(&name);
+        let bytes = out.map(report_csv::bytes).unwrap_or_default();
         return Ok(download::attachment(
             "text/csv; charset=utf-8",
             &name,
-            out.into_bytes(),
+            bytes,
         ));
     }
     let shown = page::Shown {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use rust_xlsxwriter::{Format, Workbook, XlsxError};
 
-use super::{AsOfRow, Row, Totals};
+use super::{Row, Totals};
 use crate::services::report::{csv, xlsx};
 use replay_ledger_core::shared::text::inert;
 
@@ -44,7 +44,7 @@ pub struct Export {
 enum Out {
     Text(BufWriter<io::Stdout>),
     Json(BufWriter<io::Stdout>),
-    Csv(BufWriter<File>),
+    Csv(Box<::csv::Writer<File>>),
     Xlsx(Box<Workbook>, PathBuf),
 }
 
@@ -58,7 +58,10 @@ impl Export {
         let out = match form {
             Form::Text => Out::Text(BufWriter::new(io::stdout())),
             Form::Json => Out::Json(BufWriter::new(io::stdout())),
-            Form::Csv(path) => Out::Csv(BufWriter::new(File::create(path)?)),
+            Form::Csv(path) => {
+                let header = if compare { csv::HEADER } else { TABLE_HEADER };
+                Out::Csv(Box::new(csv::writer(File::create(path)?, header)?))
+            }
             Form::Xlsx(path) => Out::Xlsx(Box::new(Workbook::new()), path.clone()),
         };
         let mut export = Export {
@@ -80,10 +83,8 @@ impl Export {
                 // The head's object, left open for the rows: `{…,"rows":[`.
                 write!(w, "{},\"rows\":[", head.trim_end_matches('}'))
             }
-            Out::Csv(w) => {
-                let header = if compare { csv::HEADER } else { TABLE_HEADER };
-                write!(w, "\u{feff}{header}\r\n")
-            }
+            // The CSV's byte-order mark and header are written as it opens.
+            Out::Csv(_) => Ok(()),
             Out::Xlsx(book, _) => xlsx_header(book, compare).map_err(xlsx_error),
         }
     }
@@ -120,12 +121,18 @@ impl Export {
                 let comma = if n > 1 { "," } else { "" };
                 write!(w, "{comma}\n{value}")
             }
-            (Out::Csv(w), Row::Order(r)) => write!(w, "{}\r\n", table_csv(&r)),
-            (Out::Csv(w), Row::Changed(d)) => {
-                let antes = d.antes.map(|a| a.to_string()).unwrap_or_default();
-                let id = csv::field(&csv::guard(&d.pedido_id));
-                write!(w, "{id},{antes},{},{}\r\n", d.depois, d.diferenca())
-            }
+            (Out::Csv(w), Row::Order(r)) => Ok(w.write_record([
+                csv::guard(&r.pedido_id),
+                r.valor_centavos.to_string(),
+                r.versao_evento.to_string(),
+                r.ocorrido_em.to_rfc3339(),
+            ])?),
+            (Out::Csv(w), Row::Changed(d)) => Ok(w.write_record([
+                csv::guard(&d.pedido_id),
+                d.antes.map(|a| a.to_string()).unwrap_or_default(),
+                d.depois.to_string(),
+                d.diferenca().to_string(),
+            ])?),
             (Out::Xlsx(book, _), row) => xlsx_row(book, n, row).map_err(xlsx_error),
         }
     }
@@ -155,17 +162,6 @@ impl Export {
             Out::Xlsx(mut book, path) => xlsx_save(&mut book, self.rows, &path).map_err(xlsx_error),
         }
     }
-}
-
-/// One row of the table as of a moment, as its CSV line (without the line end).
-pub fn table_csv(r: &AsOfRow) -> String {
-    format!(
-        "{},{},{},{}",
-        csv::field(&csv::guard(&r.pedido_id)),
-        r.valor_centavos,
-        r.versao_evento,
-        r.ocorrido_em.to_rfc3339()
-    )
 }
 
 fn xlsx_header(book: &mut Workbook, compare: bool) -> Result<(), XlsxError> {

@@ -7,30 +7,71 @@
 //! - formula injection: a `pedido_id` that a spreadsheet would take for a formula (starting with
 //!   `=`, `+`, `-`, `@`, a tab or a carriage return) is prefixed with `'`, as OWASP recommends, so
 //!   the cell is text. A reader recovers the id by dropping that one leading `'`.
+//!
+//! The quoting and the line ends are the `csv` crate's ([`writer`]); the byte-order mark and the
+//! formula guard ([`guard`]) are this module's, around it. Every CSV the product writes (these
+//! diffs, a window's messages, `comissao --as-of`) goes through [`writer`].
+
+use std::io::{self, Write};
 
 use replay_ledger_core::tables::commission::DiffRow;
 
 pub const HEADER: &str = "pedido_id,antes,depois,diferenca";
 
+/// UTF-8's byte-order mark, first in every CSV.
+const BOM: &[u8] = "\u{feff}".as_bytes();
+
+/// A CSV writer of the house's conventions over `out`: the byte-order mark, then `header`'s row
+/// (its names split at commas); RFC 4180 quoting (a field is quoted when it holds a comma, a
+/// quote or a line break, and its quotes are doubled) and CRLF after every row. Text a person
+/// typed goes through [`guard`] first.
+pub fn writer<W: Write>(mut out: W, header: &str) -> io::Result<::csv::Writer<W>> {
+    out.write_all(BOM)?;
+    let mut csv = ::csv::WriterBuilder::new()
+        .terminator(::csv::Terminator::CRLF)
+        .quote_style(::csv::QuoteStyle::Necessary)
+        .from_writer(out);
+    csv.write_record(header.split(','))?;
+    Ok(csv)
+}
+
+/// The bytes of a CSV written into memory.
+pub fn bytes(csv: ::csv::Writer<Vec<u8>>) -> Vec<u8> {
+    csv.into_inner()
+        .map_err(|e| e.into_error())
+        .expect("a Vec takes every write")
+}
+
+/// A CSV written into memory, one record per item of `rows`.
+fn in_memory<T, R>(header: &str, rows: &[T], record: impl Fn(&T) -> R) -> Vec<u8>
+where
+    R: IntoIterator,
+    R::Item: AsRef<[u8]>,
+{
+    let mut csv =
+        writer(Vec::with_capacity(40 * (rows.len() + 1)), header).expect("a Vec takes every write");
+    for row in rows {
+        csv.write_record(record(row))
+            .expect("a Vec takes every write and every row has the header's width");
+    }
+    bytes(csv)
+}
+
+/// An optional number: empty when absent.
+fn opt(n: Option<i64>) -> String {
+    n.map_or(String::new(), |n| n.to_string())
+}
+
 /// The attachment's bytes.
 pub fn render(rows: &[DiffRow]) -> Vec<u8> {
-    let mut out = String::with_capacity(32 * (rows.len() + 1));
-    out.push('\u{feff}');
-    out.push_str(HEADER);
-    out.push_str("\r\n");
-    for row in rows {
-        out.push_str(&field(&guard(&row.pedido_id)));
-        out.push(',');
-        if let Some(antes) = row.antes {
-            out.push_str(&antes.to_string());
-        }
-        out.push(',');
-        out.push_str(&row.depois.to_string());
-        out.push(',');
-        out.push_str(&row.diferenca().to_string());
-        out.push_str("\r\n");
-    }
-    out.into_bytes()
+    in_memory(HEADER, rows, |row| {
+        [
+            guard(&row.pedido_id),
+            opt(row.antes),
+            row.depois.to_string(),
+            row.diferenca().to_string(),
+        ]
+    })
 }
 
 /// The header of a rebuild's diff: both versions beside both values, and why the row differs.
@@ -42,43 +83,24 @@ pub const REBUILD_HEADER: &str =
 /// older version, or is deleted, says so even where its value does not change); an empty
 /// `depois` means the swap deletes the row.
 pub fn render_rebuild(rows: &[replay_ledger_core::services::rebuild::DiffRow]) -> Vec<u8> {
-    let mut out = String::with_capacity(48 * (rows.len() + 1));
-    out.push('\u{feff}');
-    out.push_str(REBUILD_HEADER);
-    out.push_str("\r\n");
-    let opt = |n: Option<i64>| n.map_or(String::new(), |n| n.to_string());
-    for row in rows {
+    in_memory(REBUILD_HEADER, rows, |row| {
         let diferenca = row.depois.unwrap_or(0) - row.antes.unwrap_or(0);
-        out.push_str(&field(&guard(&row.pedido_id)));
-        for cell in [
+        [
+            guard(&row.pedido_id),
             opt(row.antes),
             opt(row.versao_antes),
             opt(row.depois),
             opt(row.versao_depois),
             diferenca.to_string(),
             row.why().to_string(),
-        ] {
-            out.push(',');
-            out.push_str(&cell);
-        }
-        out.push_str("\r\n");
-    }
-    out.into_bytes()
+        ]
+    })
 }
 
 /// Makes a text cell that a spreadsheet would evaluate as a formula inert.
 pub fn guard(text: &str) -> String {
     if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{text}")
-    } else {
-        text.to_string()
-    }
-}
-
-/// RFC 4180: quoted when it holds a comma, a quote or a line break; quotes doubled.
-pub fn field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
     } else {
         text.to_string()
     }
@@ -116,6 +138,7 @@ mod tests {
             row("-2+3", Some(1), 0),
             row("@SUM(A1)", None, 1),
             row("a,b", None, 1),
+            row("two\nlines", None, 1),
         ]))
         .unwrap();
         let lines: Vec<&str> = csv.split("\r\n").collect();
@@ -126,5 +149,6 @@ mod tests {
         assert_eq!(lines[2], "'-2+3,1,0,-1");
         assert_eq!(lines[3], "'@SUM(A1),,1,1");
         assert_eq!(lines[4], "\"a,b\",,1,1");
+        assert_eq!(lines[5], "\"two\nlines\",,1,1");
     }
 }

@@ -7,7 +7,7 @@
 
 use rust_xlsxwriter::{Format, Workbook, XlsxError};
 
-use super::csv::{field, guard};
+use super::csv::{bytes, guard, writer};
 use replay_ledger_core::engine::approval::sends::Send;
 
 /// The CSV header row.
@@ -15,35 +15,31 @@ pub const CSV_HEADER: &str =
     "tipo_efeito,chave,evento_id,pedido_id,posicao,ocorrido_em,valor_centavos";
 
 /// The CSV, written a message at a time.
-pub struct Csv(String);
+pub struct Csv(::csv::Writer<Vec<u8>>);
 
 impl Default for Csv {
     fn default() -> Self {
-        let mut out = String::new();
-        out.push('\u{feff}');
-        out.push_str(CSV_HEADER);
-        out.push_str("\r\n");
-        Csv(out)
+        Csv(writer(Vec::new(), CSV_HEADER).expect("a Vec takes every write"))
     }
 }
 
 impl Csv {
     pub fn push(&mut self, s: &Send) {
-        let cells = [
-            field(&guard(&s.tipo)),
-            field(&guard(&s.key)),
-            field(&guard(&s.event_id)),
-            field(&guard(&s.pedido_id)),
-            s.posicao.to_string(),
-            s.ocorrido_em.to_rfc3339(),
-            s.valor_centavos.to_string(),
-        ];
-        self.0.push_str(&cells.join(","));
-        self.0.push_str("\r\n");
+        self.0
+            .write_record([
+                guard(&s.tipo),
+                guard(&s.key),
+                guard(&s.event_id),
+                guard(&s.pedido_id),
+                s.posicao.to_string(),
+                s.ocorrido_em.to_rfc3339(),
+                s.valor_centavos.to_string(),
+            ])
+            .expect("a Vec takes every write and every row has the header's width");
     }
 
     pub fn finish(self) -> Vec<u8> {
-        self.0.into_bytes()
+        bytes(self.0)
     }
 }
 

@@ -23,7 +23,10 @@ pub enum RunDetail {
     /// A verify run: the days that differ, and the corrections proposed for them.
     Verify { days_differing: u64, proposals: u64 },
     /// A rebuild compared: how many orders differ, the comparison's fingerprint to approve.
-    RebuildCompared { orders_differing: i64, fingerprint: String },
+    RebuildCompared {
+        orders_differing: i64,
+        fingerprint: String,
+    },
     /// A rebuild still waiting for the approval of the comparison shown earlier.
     RebuildAwaiting { fingerprint: String },
     /// A rebuild swapped in under an approval.
@@ -164,13 +167,15 @@ pub async fn all(pool: &PgPool) -> Result<Vec<JobRun>, sqlx::Error> {
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(job, started_at, finished_at, state, detail, data)| JobRun {
-            job,
-            started_at,
-            finished_at,
-            state,
-            detail,
-            data: data.and_then(|d| serde_json::from_value(d).ok()),
-        })
+        .map(
+            |(job, started_at, finished_at, state, detail, data)| JobRun {
+                job,
+                started_at,
+                finished_at,
+                state,
+                detail,
+                data: data.and_then(|d| serde_json::from_value(d).ok()),
+            },
+        )
         .collect())
 }

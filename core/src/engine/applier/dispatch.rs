@@ -10,14 +10,15 @@
 //!   crash can leave at most that many false `incerto` (invariant `at-most-once`).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::call::{
-    call_queued, complete_as_they_arrive, reserve_then_call, Completions, Ended, Queue, Retrying,
-    Task,
+    call_queued, complete_as_they_arrive, reserve_then_call, Completions, Done, Ended, Queue,
+    Retrying, Task,
 };
 use super::{Applier, ApplyError, Decided};
 use crate::config::OnFailure;
@@ -43,6 +44,9 @@ pub(super) struct Dispatched {
     pub first_unsettled: Option<i64>,
 }
 
+/// Performs the batch's effects, each type by its strategy ([`call_idempotent`],
+/// [`call_one_by_one`]), all types at once; then settles what they left and counts the keys the
+/// ledger already held.
 pub(super) async fn perform(
     applier: &Applier,
     decided: Vec<Decided>,
@@ -50,69 +54,32 @@ pub(super) async fn perform(
     summary: &mut Summary,
 ) -> Result<Dispatched, ApplyError> {
     let by_type = plan(applier, decided, summary)?;
-    let config = &applier.config;
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     let completer = tokio::spawn(complete_as_they_arrive(
         applier.pool.clone(),
-        config.claim.clone(),
+        applier.config.claim.clone(),
         done_rx,
     ));
-    let mut running: JoinSet<Vec<(Task, Ended)>> = JoinSet::new();
-    // Set by the first key that fails for good under `release`: the run stops at this batch.
-    let doomed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut calls = Calls {
+        applier,
+        shutdown,
+        doomed: Arc::new(AtomicBool::new(false)),
+        done: done_tx,
+        running: JoinSet::new(),
+    };
     // Keys the ledger already held: before this execution, or from an earlier attempt of it.
     let mut registered: Vec<String> = Vec::new();
     for (tipo, tasks) in by_type {
-        let effect = Arc::clone(&tasks[0].effect);
-        if effect.config.idempotent {
-            let (held, expired) = reserve_for_calls(applier, tipo, &tasks, summary).await?;
-            let mut queue = VecDeque::with_capacity(held.len());
-            for task in tasks {
-                if expired.contains(&task.key) {
-                    continue;
-                }
-                if held.contains(&task.key) {
-                    queue.push_back(task);
-                } else {
-                    registered.push(task.key);
-                }
-            }
-            // At most `concurrency` callers, each holding a slot: at most that many calls at
-            // once, whatever the batch size.
-            let callers = queue.len().min(effect.config.concurrency);
-            let queue: Queue = Arc::new(std::sync::Mutex::new(queue));
-            for _ in 0..callers {
-                let retrying = Retrying {
-                    pool: applier.pool.clone(),
-                    policy: config.retries.call_backoff,
-                    claim: config.claim.clone(),
-                    doomed: Arc::clone(&doomed),
-                };
-                running.spawn(call_queued(
-                    Arc::clone(&queue),
-                    Arc::clone(&effect),
-                    shutdown.clone(),
-                    Completions::new(done_tx.clone()),
-                    retrying,
-                ));
-            }
+        if tasks[0].effect.config.idempotent {
+            call_idempotent(&mut calls, tipo, tasks, &mut registered, summary).await?;
         } else {
-            for task in tasks {
-                let slot = task.effect.slot().await;
-                let call = reserve_then_call(
-                    task,
-                    slot,
-                    applier.pool.clone(),
-                    config.claim.clone(),
-                    config.retries.db_backoff,
-                    shutdown.clone(),
-                    Arc::clone(&doomed),
-                );
-                running.spawn(async move { vec![call.await] });
-            }
+            call_one_by_one(&mut calls, tasks).await;
         }
     }
-    drop(done_tx);
+    let Calls {
+        done, mut running, ..
+    } = calls;
+    drop(done);
 
     let mut ended = Collected::default();
     while let Some(joined) = running.join_next().await {
@@ -133,6 +100,86 @@ pub(super) async fn perform(
         );
     }
     ended.settle(applier, summary).await
+}
+
+/// What the calls of one batch share, and the tasks making them.
+struct Calls<'a> {
+    applier: &'a Applier,
+    shutdown: &'a Shutdown,
+    /// Set by the first key that fails for good under `release`: the run stops at this batch.
+    doomed: Arc<AtomicBool>,
+    /// Where the callers of idempotent types send completions, group-committed by the completer.
+    done: mpsc::UnboundedSender<Vec<Done>>,
+    running: JoinSet<Vec<(Task, Ended)>>,
+}
+
+/// An idempotent type's keys: one set-based reservation for all of them (keys the ledger already
+/// held go to `registered`; keys past the type's `dedup_window` are counted `incerto` and not
+/// called), then at most `concurrency` callers, each holding a slot of the type, taking the
+/// reserved keys from one queue in turn, retried with backoff under `release`. A repeated call is
+/// harmless here (the provider deduplicates), so the reservation need not wait for a slot.
+async fn call_idempotent(
+    calls: &mut Calls<'_>,
+    tipo: &str,
+    tasks: Vec<Task>,
+    registered: &mut Vec<String>,
+    summary: &mut Summary,
+) -> Result<(), ApplyError> {
+    let applier = calls.applier;
+    let effect = Arc::clone(&tasks[0].effect);
+    let (held, expired) = reserve_for_calls(applier, tipo, &tasks, summary).await?;
+    let mut queue = VecDeque::with_capacity(held.len());
+    for task in tasks {
+        if expired.contains(&task.key) {
+            continue;
+        }
+        if held.contains(&task.key) {
+            queue.push_back(task);
+        } else {
+            registered.push(task.key);
+        }
+    }
+    // At most `concurrency` callers, each holding a slot: at most that many calls at once,
+    // whatever the batch size.
+    let callers = queue.len().min(effect.config.concurrency);
+    let queue: Queue = Arc::new(std::sync::Mutex::new(queue));
+    for _ in 0..callers {
+        let retrying = Retrying {
+            pool: applier.pool.clone(),
+            policy: applier.config.retries.call_backoff,
+            claim: applier.config.claim.clone(),
+            doomed: Arc::clone(&calls.doomed),
+        };
+        calls.running.spawn(call_queued(
+            Arc::clone(&queue),
+            Arc::clone(&effect),
+            calls.shutdown.clone(),
+            Completions::new(calls.done.clone()),
+            retrying,
+        ));
+    }
+    Ok(())
+}
+
+/// A non-idempotent type's keys, one at a time: a key is reserved only once a concurrency slot of
+/// its type is held (this waits for it), and the slot is kept until its call returns, so at most
+/// `concurrency` keys are reserved but not yet sent and a crash leaves at most that many false
+/// `incerto` (invariant `at-most-once`). Each key settles itself; nothing goes to the completer.
+async fn call_one_by_one(calls: &mut Calls<'_>, tasks: Vec<Task>) {
+    let config = &calls.applier.config;
+    for task in tasks {
+        let slot = task.effect.slot().await;
+        let call = reserve_then_call(
+            task,
+            slot,
+            calls.applier.pool.clone(),
+            config.claim.clone(),
+            config.retries.db_backoff,
+            calls.shutdown.clone(),
+            Arc::clone(&calls.doomed),
+        );
+        calls.running.spawn(async move { vec![call.await] });
+    }
 }
 
 /// Counts the keys the ledger already held: `aplicado-anteriormente` (done) or `incerto` when an

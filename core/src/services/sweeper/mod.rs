@@ -197,7 +197,7 @@ impl Sweeper {
                     None => Why::from(Reason::UndeclaredType),
                 })
                 .collect();
-            let keys: Vec<String> = other.into_iter().map(|r| r.chave).collect();
+            let keys: Vec<String> = other.into_iter().map(|r| r.key).collect();
             let stale_after = self.config.stale_after;
             let moved = ledger::uncertain_if_stale(&self.pool, &keys, &why, stale_after).await?;
             outcome.uncertain += moved.len() as u64;
@@ -206,7 +206,7 @@ impl Sweeper {
             return Ok(());
         }
         let claim = Claim::new(self.config.execution_id.clone());
-        let keys: Vec<String> = retakable.into_iter().map(|r| r.chave).collect();
+        let keys: Vec<String> = retakable.into_iter().map(|r| r.key).collect();
         let claimed =
             ledger::claim_stale(&self.pool, &claim, &keys, self.config.stale_after).await?;
         outcome.retaken += claimed.len() as u64;
@@ -224,10 +224,10 @@ impl Sweeper {
     ) -> Result<(), SweepError> {
         let (callable, past) = ledger::within_dedup_window(&self.pool, claimed, |r| {
             let window = self.effects.get(&r.effect_type);
-            (r.chave.as_str(), window.and_then(|e| e.config.dedup_window))
+            (r.key.as_str(), window.and_then(|e| e.config.dedup_window))
         })
         .await?;
-        let past: Vec<String> = past.into_iter().map(|r| r.chave).collect();
+        let past: Vec<String> = past.into_iter().map(|r| r.key).collect();
         let (calls, unbuildable) = self.spawn_calls(callable).await?;
         let mut why = vec![Why::from(Reason::PastDedupWindow); past.len()];
         why.resize(past.len() + unbuildable.len(), Why::from(Reason::EventGone));
@@ -264,24 +264,24 @@ impl Sweeper {
         let mut bodies = bodies(&self.pool, &rows).await?;
         let (mut calls, mut unknown) = (JoinSet::new(), Vec::new());
         for row in rows {
-            let body = bodies.remove(&row.chave);
+            let body = bodies.remove(&row.key);
             let (Some(body), Some(effect)) = (body, self.effects.get(&row.effect_type)) else {
-                tracing::warn!(key = %row.chave, "cannot rebuild the effect from the archive: incerto");
-                unknown.push(row.chave);
+                tracing::warn!(key = %row.key, "cannot rebuild the effect from the archive: incerto");
+                unknown.push(row.key);
                 continue;
             };
             let effect: Arc<Effect> = Arc::clone(effect);
             calls.spawn(async move {
                 let _slot = effect.slot().await;
                 let started = Instant::now();
-                match effect.call(&row.chave, &body).await {
+                match effect.call(&row.key, &body).await {
                     Ok(result) => {
-                        let a = Attempt::new(&row.chave, started, None);
-                        (row.chave, Ok(result), a)
+                        let a = Attempt::new(&row.key, started, None);
+                        (row.key, Ok(result), a)
                     }
                     Err(err) => {
-                        let a = Attempt::new(&row.chave, started, Some(err.class().to_string()));
-                        (row.chave, Err(a.clone()), a)
+                        let a = Attempt::new(&row.key, started, Some(err.class().to_string()));
+                        (row.key, Err(a.clone()), a)
                     }
                 }
             });
@@ -322,7 +322,7 @@ async fn bodies(
             .effects
             .into_iter()
             .find(|r| r.tipo == row.effect_type)?;
-        Some((row.chave.clone(), request.body))
+        Some((row.key.clone(), request.body))
     };
     Ok(rows.iter().filter_map(body).collect())
 }

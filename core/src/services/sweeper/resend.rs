@@ -45,17 +45,16 @@ impl Sweeper {
         let mut calls = JoinSet::new();
         let mut gone = Vec::new();
         for row in page {
-            let (Some(body), Some(effect)) = (
-                bodies.remove(&row.chave),
-                self.effects.get(&row.effect_type),
-            ) else {
+            let (Some(body), Some(effect)) =
+                (bodies.remove(&row.key), self.effects.get(&row.effect_type))
+            else {
                 gone.push(row);
                 continue;
             };
             let (pool, claim, effect) = (self.pool.clone(), claim.clone(), Arc::clone(effect));
             calls.spawn(async move {
                 let queued = Queued {
-                    key: &row.chave,
+                    key: &row.key,
                     event_id: &row.event_id,
                     body: &body,
                 };
@@ -90,7 +89,7 @@ impl Sweeper {
         let items: Vec<Reservation<'_>> = rows
             .iter()
             .map(|r| Reservation {
-                key: &r.chave,
+                key: &r.key,
                 event_id: &r.event_id,
                 effect_type: &r.effect_type,
             })
@@ -98,7 +97,7 @@ impl Sweeper {
         let held = ledger::reserve(&self.pool, claim, &items, None).await?;
         let keys: Vec<String> = rows
             .into_iter()
-            .map(|r| r.chave)
+            .map(|r| r.key)
             .filter(|k| held.contains(k))
             .collect();
         let why = vec![Why::from(Reason::EventGone); keys.len()];

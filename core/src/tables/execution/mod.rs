@@ -343,11 +343,7 @@ pub async fn start_pass(
     .bind(pass.definition)
     .fetch_one(&mut *tx)
     .await?;
-    sqlx::query("delete from reprocessamento_contagem where execucao_id = $1 and passagem = $2")
-        .bind(key)
-        .bind(number)
-        .execute(&mut *tx)
-        .await?;
+    tally::clear(&mut tx, &Scope::whole(key, number)).await?;
     // Before the window: the position before its first event, or no checkpoint row at all when
     // that event is at i64::MIN (no position lies before it; the runner reads from the start).
     match first.map(|f| f.checked_sub(1)) {

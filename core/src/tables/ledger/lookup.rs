@@ -8,7 +8,7 @@ use sqlx::PgPool;
 /// A ledger row as it stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
-    pub chave: String,
+    pub key: String,
     pub estado: super::State,
     pub execution_id: String,
     pub resultado: Option<Value>,
@@ -16,7 +16,7 @@ pub struct Entry {
 }
 
 crate::tables::db::from_row!(Entry {
-    chave,
+    key = "chave",
     estado,
     execution_id = "execucao_id",
     resultado,

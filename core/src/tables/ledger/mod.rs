@@ -15,13 +15,14 @@
 //! probe of the primary key per key. A batch's statements pass their keys as an array the planner
 //! cannot size (`any(array(select unnest($1)))`) or look each up in a lateral subquery, so it
 //! plans probes whatever the ledger's size and statistics: given a known array of thousands of
-//! keys, it read the whole ledger once per batch instead. They say
-//! `estado is not distinct from 'reservado'` (the same test: `estado` is never null), a habit
-//! from when partial indexes on `estado = 'reservado'` existed and the planner, whose statistics
-//! rarely see a reservation, took them for empty and read every reservation in flight to settle
-//! a few. No index covers `estado` or `atualizado_em` any more, so that a completion is a HOT
-//! update (migration `ledger_hot_completion`); scans by state (the sweeper's, the settlement of
-//! an execution's abandoned reservations) read the table, once a sweep or a take.
+//! keys, it read the whole ledger once per batch instead. They test `estado = 'reservado'` plainly
+//! (`estado` is never null). They once said `estado is not distinct from 'reservado'`, the same
+//! test hidden from the planner, when partial indexes on `estado = 'reservado'` existed and the
+//! planner, whose statistics rarely see a reservation, took them for empty and read every
+//! reservation in flight to settle a few. No index covers `estado` or `atualizado_em` any more, so
+//! that a completion is a HOT update (migration `ledger_hot_completion`); scans by state (the
+//! sweeper's, the settlement of an execution's abandoned reservations) read the table, once a
+//! sweep or a take.
 
 mod attempts;
 mod lookup;
@@ -202,9 +203,9 @@ pub async fn reserve(
             where chave = any(array(
                     select k from lidas
                     where reenvio_pedido_em is not null
-                      and estado is not distinct from 'incerto'))
+                      and estado = 'incerto'))
               and reenvio_pedido_em is not null
-              and estado is not distinct from 'incerto'
+              and estado = 'incerto'
             returning chave
         )
         select chave from novas union all select chave from retomadas
@@ -312,7 +313,7 @@ async fn mark_done<'c>(
         set estado = 'concluido', atualizado_em = now(),
             resultado = nullif($2::jsonb -> e.chave, 'null'::jsonb)
         where e.chave = any(array(select unnest($1::text[])))
-          and e.estado is not distinct from 'reservado' and e.reserva_id = $3
+          and e.estado = 'reservado' and e.reserva_id = $3
         returning e.chave
         "#,
     )
@@ -349,7 +350,7 @@ pub async fn release(
         tries,
         r#"
         delete from efeito_aplicado
-        where chave = any($1) and estado is not distinct from 'reservado' and reserva_id = $2
+        where chave = any($1) and estado = 'reservado' and reserva_id = $2
         returning chave
         "#,
     )
@@ -376,7 +377,7 @@ pub async fn mark_uncertain(
         set estado = 'incerto', atualizado_em = now(), incerto_desde = now(),
             motivo_incerto = u.m, status_http_incerto = u.s
         from unnest($1::text[], $3::text[], $4::int4[]) as u(k, m, s)
-        where e.chave = u.k and e.estado is not distinct from 'reservado' and e.reserva_id = $2
+        where e.chave = u.k and e.estado = 'reservado' and e.reserva_id = $2
         returning e.chave
         "#,
     )

@@ -11,13 +11,13 @@ use super::{Claim, Why};
 /// A stale reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StaleRow {
-    pub chave: String,
+    pub key: String,
     pub event_id: String,
     pub effect_type: String,
 }
 
 crate::tables::db::from_row!(StaleRow {
-    chave,
+    key = "chave",
     event_id = "evento_id",
     effect_type = "tipo_efeito"
 });
@@ -84,7 +84,7 @@ pub async fn uncertain_if_stale(
         set estado = 'incerto', atualizado_em = now(), incerto_desde = now(),
             motivo_incerto = u.m, status_http_incerto = u.s
         from unnest($1::text[], $3::text[], $4::int4[]) as u(k, m, s)
-        where e.chave = u.k and e.estado is not distinct from 'reservado'
+        where e.chave = u.k and e.estado = 'reservado'
           and e.atualizado_em < now() - make_interval(secs => $2)
         returning e.chave
         "#,
@@ -108,7 +108,7 @@ pub async fn claim_stale(
         r#"
         update efeito_aplicado
         set execucao_id = $2, reserva_id = $3, atualizado_em = now()
-        where chave = any($1) and estado is not distinct from 'reservado'
+        where chave = any($1) and estado = 'reservado'
           and atualizado_em < now() - make_interval(secs => $4)
         returning chave, evento_id, tipo_efeito
         "#,

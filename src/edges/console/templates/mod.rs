@@ -198,11 +198,7 @@ pub(super) fn bare(title: &str, body: Markup) -> Markup {
 
 /// The page of an error status: its code and name in Portuguese, why, and the navigation (the
 /// links only: an error page may have no session to show).
-pub(super) fn error_page(status: StatusCode, message: &str) -> Markup {
-    error_page_with(status, message, None)
-}
-
-/// As [`error_page`], with a button (a link) to what the state needs first.
+/// With `action`, a button (a link) to what the state needs first.
 pub(super) fn error_page_with(
     status: StatusCode,
     message: &str,

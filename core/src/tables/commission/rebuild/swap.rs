@@ -136,6 +136,8 @@ pub async fn beyond_approval(
         where not exists (
             select 1 from comissao_reconstrucao_diff_aprovado a
             where a.aprovacao_id = $1 and a.pedido_id = d.pedido_id
+              -- null-safe: an absent side (no row before, or deleted after) is null, and a null
+              -- approved beside a null now is the same row, which `=` would not say.
               and (a.antes, a.versao_antes, a.depois, a.versao_depois)
                   is not distinct from (d.antes, d.versao_antes, d.depois, d.versao_depois))
           and not (
