@@ -355,11 +355,21 @@ pub(super) async fn approve(
         ))),
         Err(refused) => {
             tracing::info!(execution = %key, why = %refused, "console: approval refused, the data changed");
-            Err(PageError::ConflictWithAction(
-                "Os dados mudaram desde a simulação (o arquivo, a tabela comissao ou a definição do job): nada foi aprovado. Peça uma nova simulação e aprove a nova.".into(),
-                format!("/executions/{}/resimulate", super::templates::segment(&key)),
-                "Simular de novo",
-            ))
+            let detail = match &refused {
+                ApprovalError::Redefined { fields, .. } if !fields.is_empty() => fields
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                ApprovalError::Changed { what, .. } => what.clone(),
+                other => other.to_string(),
+            };
+            Err(PageError::ConflictWithAction {
+                why: "Os dados mudaram desde a simulação (o arquivo, a tabela comissao ou a definição do job): nada foi aprovado. Peça uma nova simulação e aprove a nova.".into(),
+                detail: Some(detail),
+                href: format!("/executions/{}/resimulate", super::templates::segment(&key)),
+                label: "Simular de novo",
+            })
         }
     }
 }

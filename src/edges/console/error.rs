@@ -25,7 +25,13 @@ pub(super) enum PageError {
     Conflict(String),
     /// As [`PageError::Conflict`], with the button that does what the state needs first (a new
     /// simulation after the data changed): why, the button's link, its label.
-    ConflictWithAction(String, String, &'static str),
+    ConflictWithAction {
+        why: String,
+        /// What changed, as the engine says it (identifiers, set as code).
+        detail: Option<String>,
+        href: String,
+        label: &'static str,
+    },
     /// Too many failed logins: 429, with the login page.
     Throttled,
     /// Any other status the console answers with, and why (414, 431, 413 …).
@@ -43,8 +49,17 @@ impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let mut action = None;
         let (status, message) = match self {
-            PageError::ConflictWithAction(why, href, label) => {
-                action = Some((href, label));
+            PageError::ConflictWithAction {
+                why,
+                detail,
+                href,
+                label,
+            } => {
+                action = Some(templates::ErrorAction {
+                    detail,
+                    href,
+                    label,
+                });
                 (StatusCode::CONFLICT, why)
             }
             PageError::Login(next) => {

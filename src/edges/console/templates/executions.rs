@@ -415,7 +415,7 @@ fn approval(session: &Session, e: &Execution, standing: &Standing, tz: Tz) -> Ma
                 p { a.button #resimulate-link href={ "/executions/" (segment(&e.key)) "/resimulate" } { "Simular de novo" } }
             }
             @if fields.is_empty() {
-                p { (Inert(what)) }
+                p { "Detalhe: " code { (Inert(what)) } }
             } @else {
                 table.data #changes {
                     thead { tr { th { "Campo" } th { "Na simulação" } th { "Agora" } } }

@@ -198,11 +198,19 @@ pub(super) fn bare(title: &str, body: Markup) -> Markup {
 
 /// The page of an error status: its code and name in Portuguese, why, and the navigation (the
 /// links only: an error page may have no session to show).
-/// With `action`, a button (a link) to what the state needs first.
+/// What an error page offers besides why: the detail (set as code) and a button (a link) to
+/// what the state needs first.
+pub(super) struct ErrorAction {
+    pub detail: Option<String>,
+    pub href: String,
+    pub label: &'static str,
+}
+
+/// With `action`, the detail and a button to what the state needs first.
 pub(super) fn error_page_with(
     status: StatusCode,
     message: &str,
-    action: Option<(String, &'static str)>,
+    action: Option<ErrorAction>,
 ) -> Markup {
     let title = format!("{} {}", status.as_u16(), status_name(status));
     html! {
@@ -223,8 +231,11 @@ pub(super) fn error_page_with(
                 main.narrow {
                     h1 { (title) }
                     p.error { (message) }
-                    @if let Some((href, label)) = &action {
-                        p { a.button #error-action href=(href) { (label) } }
+                    @if let Some(a) = &action {
+                        @if let Some(detail) = &a.detail {
+                            p { "Detalhe: " code #error-detail { (Inert(detail)) } }
+                        }
+                        p { a.button #error-action href=(a.href) { (a.label) } }
                     }
                     p { a href="/" { "Voltar às execuções" } }
                 }
