@@ -1,13 +1,33 @@
 //! `demo --console`: the real process runs the story, keeps its scratch
 //! database, serves the console on loopback with two printed accounts; a login with the printed
 //! password works; a gated simulation waits for approval and three `incerto` keys for a decision;
-//! finance approves and starts the real run and an operator asks for a sweep, and the demo's own
-//! `serve` carries both out; SIGINT stops it, exit 0, and the scratch database is gone.
+//! finance approves, then starts the real run and an operator asks for a sweep by clicking the
+//! buttons in a real Chromium, and the demo's own `serve` carries both out (the pages show them
+//! done); SIGINT stops it, exit 0, and the scratch database is gone.
 
+use fantoccini::Locator;
 use nix::sys::signal::Signal;
+use testkit::chromedriver::ChromeDriver;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use super::browser::{appears, click, click_then_read, open_browser};
 use super::*;
+
+/// Logs in at the console of `base` in `browser` with the printed password.
+async fn log_in_at(browser: &fantoccini::Client, base: &str, email: &str, password: &str) {
+    browser.goto(&format!("{base}/login")).await.unwrap();
+    let field = browser.find(Locator::Id("email")).await.unwrap();
+    field.send_keys(email).await.unwrap();
+    let field = browser.find(Locator::Id("password")).await.unwrap();
+    field.send_keys(password).await.unwrap();
+    let who = click_then_read(
+        browser,
+        Locator::Css("form.login button"),
+        Locator::Css("header.top .who"),
+    )
+    .await;
+    assert!(who.contains(email), "{who}");
+}
 
 #[tokio::test]
 async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() {
@@ -58,22 +78,49 @@ async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() 
     assert!(gated.body.contains("Revisar e aprovar"), "{}", gated.body);
     assert!(review.body.contains("3 efeito(s)."), "{}", review.body);
 
-    // Both buttons of the demo do what they say: its `serve` runs beside the console.
+    // Both buttons of the demo do what they say, clicked in a real Chromium: its `serve` runs
+    // beside the console.
     const GATED: &str = "/executions/replay-2026-10-15:simulacao";
     super::requests::approve_at(&browser, GATED).await;
-    let csrf = browser.csrf().await;
-    let started = browser
-        .post(&format!("{GATED}/start"), &[("csrf_token", &csrf)])
-        .await;
-    assert_eq!(started.status, 303, "the start: {}", started.body);
-    let mut operations = Client::at(url.trim_end_matches('/'));
-    let login = operations
-        .login("operacao@demo.example", &operator.unwrap())
-        .await;
-    assert_eq!(login.status, 303, "{}", login.body);
-    let csrf = operations.csrf().await;
-    let swept = operations.post("/sweep", &[("csrf_token", &csrf)]).await;
-    assert_eq!(swept.status, 303, "the sweep: {}", swept.body);
+    assert!(
+        ChromeDriver::installed(),
+        "Debian's chromium and chromium-driver are needed"
+    );
+    let driver = ChromeDriver::start().expect("chromedriver starts");
+    let base = url.trim_end_matches('/').to_string();
+    let finance_tab = open_browser(&driver).await;
+    log_in_at(&finance_tab, &base, "financeiro@demo.example", &password).await;
+    finance_tab.goto(&format!("{base}{GATED}")).await.unwrap();
+    click(&finance_tab, Locator::Id("start-link")).await;
+    click(&finance_tab, Locator::Id("confirm-request")).await;
+    let started = appears(&finance_tab, Locator::Css("tr.request-concluida"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    finance_tab.close().await.unwrap();
+    let operations_tab = open_browser(&driver).await;
+    log_in_at(
+        &operations_tab,
+        &base,
+        "operacao@demo.example",
+        &operator.unwrap(),
+    )
+    .await;
+    operations_tab
+        .goto(&format!("{base}/review"))
+        .await
+        .unwrap();
+    click(&operations_tab, Locator::Id("sweep-link")).await;
+    click(&operations_tab, Locator::Id("confirm-request")).await;
+    let swept = appears(&operations_tab, Locator::Css("tr.request-concluida"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    operations_tab.close().await.unwrap();
+    assert!(started.contains("concluída"), "the start: {started}");
+    assert!(swept.contains("varredura feita"), "the sweep: {swept}");
     let scratch = TestDb::attach(&database_url(&database)).await;
     let done = || async {
         sqlx::query_as::<_, (String, String)>(
