@@ -1,5 +1,5 @@
 //! One language and one clock per page: every page of the console, for finance and for an
-//! operator, over a scene with something on every page (a simulation approved and applied, a
+//! operator (and the login and error pages), over a scene with something on every page (a simulation approved and applied, a
 //! sweep's and a verify's last runs, a proposal, an interrupted request, the review queue), is
 //! read as its visible text (what is inside `code` and `pre` left out: identifiers and
 //! definitions, not prose), and
@@ -304,6 +304,24 @@ async fn every_page_speaks_portuguese_and_keeps_one_clock() {
         if offsets.len() > 1 || (says_utc && offsets.iter().any(|o| o != "+00:00")) {
             zones.push(format!("{path}: {offsets:?}, says UTC: {says_utc}"));
         }
+    }
+
+    // The pages without a session or with an error: the login, a page that does not exist, an
+    // earlier pass that does not exist.
+    let anonymous = Client::new(&console);
+    for (client, path, status) in [
+        (&anonymous, "/login".to_string(), 200),
+        (&finance, "/executions/nao-existe".to_string(), 404),
+        (&finance, format!("{run}?passagem=99"), 404),
+    ] {
+        let page = client.get(&path).await;
+        assert_eq!(page.status.as_u16(), status, "{path}: {}", page.body);
+        let text = prose(&page.body);
+        english.extend(
+            english_in(&text)
+                .into_iter()
+                .map(|w| format!("{path}: {w}")),
+        );
     }
 
     assert!(
