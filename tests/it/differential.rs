@@ -310,6 +310,44 @@ enum Route {
     Resumed,
     /// `partitions: 3` run by 3 workers.
     Partitions,
+    /// A real run in 3 partitions asked from the console to stop (the mark the console's
+    /// `interromper` writes, set by a trigger of the test in the checkpoint's own transaction once
+    /// a partition's checkpoint passes the window's middle), then resumed.
+    AskedToStop,
+}
+
+/// Marks execution `name` asked to stop, once, in the transaction that first moves one of its
+/// checkpoints to `posicao` or past it: deterministic, whatever the batch size.
+async fn ask_to_stop_past(pool: &sqlx::PgPool, name: &str, posicao: i64) {
+    for statement in [
+        "create table if not exists parada_pedida \
+         (execucao_id text primary key, posicao bigint not null, pedida boolean not null default false)",
+        "create or replace function pedir_parada() returns trigger language plpgsql as $$
+         declare v text;
+         begin
+           update parada_pedida p set pedida = true
+           where not p.pedida and new.ultima_posicao >= p.posicao
+             and (new.execucao_id = p.execucao_id or starts_with(new.execucao_id, p.execucao_id || ':p'))
+           returning p.execucao_id into v;
+           if v is not null then
+             update reprocessamento_execucao
+             set interrupcao_pedida_em = now(), interrupcao_pedida_por = 'console:teste'
+             where execucao_id = v;
+           end if;
+           return new;
+         end $$",
+        "drop trigger if exists pedir_parada on reprocessamento_checkpoint",
+        "create trigger pedir_parada after insert or update on reprocessamento_checkpoint \
+         for each row execute function pedir_parada()",
+    ] {
+        sqlx::query(statement).execute(pool).await.unwrap();
+    }
+    sqlx::query("insert into parada_pedida (execucao_id, posicao) values ($1, $2)")
+        .bind(name)
+        .bind(posicao)
+        .execute(pool)
+        .await
+        .unwrap();
 }
 
 async fn run(
@@ -385,7 +423,7 @@ async fn differential(path: Route, seeds: &[u64]) {
                 let spec = JobSpec {
                     name: name.clone(),
                     batch_size,
-                    extra: if path == Route::Partitions {
+                    extra: if matches!(path, Route::Partitions | Route::AskedToStop) {
                         "partitions: 3\n".into()
                     } else {
                         String::new()
@@ -397,6 +435,28 @@ async fn differential(path: Route, seeds: &[u64]) {
                     Route::Run => run(&db, jobs.path(), &name, false, 1).await.expect(&case),
                     Route::Partitions => run(&db, jobs.path(), &name, false, 3).await.expect(&case),
                     Route::Simulation => run(&db, jobs.path(), &name, true, 1).await.expect(&case),
+                    Route::AskedToStop => {
+                        let middle = events
+                            .iter()
+                            .filter(|e| keys.contains(&key(e)))
+                            .nth(keys.len() / 2)
+                            .expect("an accepted event");
+                        ask_to_stop_past(&db.pool, &name, middle.posicao).await;
+                        let stopped = run(&db, jobs.path(), &name, false, 3).await.expect(&case);
+                        assert!(
+                            stopped.ended == runner::Ended::Interrupted
+                                && stopped.stopped_by.as_deref() == Some("console:teste"),
+                            "{case}: the first attempt stops as asked: {:?}, {:?}",
+                            stopped.ended,
+                            stopped.stopped_by
+                        );
+                        assert_eq!(
+                            execution_state(&db.pool, &name).await.as_deref(),
+                            Some("interrompida"),
+                            "{case}"
+                        );
+                        resume(&db, jobs.path(), &name).await
+                    }
                     Route::Resumed => {
                         // A key in the middle of the window fails for good: the run stops there.
                         let middle = events
@@ -482,6 +542,11 @@ async fn a_simulation_shows_the_archives_answer_whatever_the_batches() {
 #[tokio::test]
 async fn a_run_interrupted_and_resumed_leaves_the_archives_answer() {
     differential(Route::Resumed, SEEDS).await;
+}
+
+#[tokio::test]
+async fn a_partitioned_run_asked_to_stop_and_resumed_leaves_the_archives_answer() {
+    differential(Route::AskedToStop, SEEDS).await;
 }
 
 #[tokio::test]

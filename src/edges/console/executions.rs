@@ -53,7 +53,7 @@ pub(super) async fn list(
     let all: Vec<Execution> = execution::list(&console.pool)
         .await?
         .into_iter()
-        .filter(|e| !report::is_partition(&e.key))
+        .filter(|e| !execution::is_partition_key(&e.key))
         .collect();
     let loaded = console.jobs.get();
     let configured = loaded.as_ref().as_ref().ok();

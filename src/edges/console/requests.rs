@@ -146,31 +146,24 @@ pub(super) async fn start(
     Path(id): Path<String>,
     Form(form): Form<RequestForm>,
 ) -> Result<Response, PageError> {
-    super::csrf::check(&session, form.csrf_token.as_deref())?;
-    if !session.role.may_start() {
-        return Err(PageError::Forbidden(
-            "só uma conta de finanças ou de operador pede a execução real",
-        ));
-    }
-    let (simulation, standing) = simulation(&console, &id).await?;
-    if let Some(why) = start_refused(&session, &standing) {
-        return Err(PageError::Conflict(why));
-    }
-    let id = execution::execution_id_of(&simulation.key);
-    record(
-        &console,
+    allowed(
         &session,
-        Action::Start,
-        &simulation.job,
-        Some(id),
         &form,
-    )
-    .await?;
-    Ok(back_to(&simulation.key))
+        session.role.may_start(),
+        "só uma conta de finanças ou de operador pede a execução real",
+    )?;
+    let (simulation, standing) = simulation(&console, &id).await?;
+    let ask = Asked {
+        action: Action::Start,
+        execution: &simulation,
+        execution_id: execution::execution_id_of(&simulation.key),
+        refused: start_refused(&session, &standing),
+    };
+    ask_then_back(&console, &session, &form, ask).await
 }
 
-/// The real run of `key`, which must be one to resume.
-async fn resumable_run(console: &Console, key: &str) -> Result<Execution, PageError> {
+/// The execution of `key` (a real run to resume or to stop).
+async fn run_named(console: &Console, key: &str) -> Result<Execution, PageError> {
     execution::load(&console.pool, key)
         .await?
         .ok_or_else(|| PageError::NotFound(format!("Nenhuma execução {}.", inert(key))))
@@ -190,7 +183,7 @@ pub(super) async fn resume_confirm(
     session: Session,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let run = resumable_run(&console, &id).await?;
+    let run = run_named(&console, &id).await?;
     let mut what = vec![
         ("Job", run.job.clone()),
         ("Execução", run.key.clone()),
@@ -220,26 +213,20 @@ pub(super) async fn resume(
     Path(id): Path<String>,
     Form(form): Form<RequestForm>,
 ) -> Result<Response, PageError> {
-    super::csrf::check(&session, form.csrf_token.as_deref())?;
-    if !session.role.may_resume() {
-        return Err(PageError::Forbidden(
-            "só uma conta de operador pede para retomar uma execução",
-        ));
-    }
-    let run = resumable_run(&console, &id).await?;
-    if let Some(why) = resume_refused(&session, &run) {
-        return Err(PageError::Conflict(why));
-    }
-    record(
-        &console,
+    allowed(
         &session,
-        Action::Resume,
-        &run.job,
-        Some(&run.key),
         &form,
-    )
-    .await?;
-    Ok(back_to(&run.key))
+        session.role.may_resume(),
+        "só uma conta de operador pede para retomar uma execução",
+    )?;
+    let run = run_named(&console, &id).await?;
+    let ask = Asked {
+        action: Action::Resume,
+        execution: &run,
+        execution_id: &run.key,
+        refused: resume_refused(&session, &run),
+    };
+    ask_then_back(&console, &session, &form, ask).await
 }
 
 fn interrupt_refused(session: &Session, e: &Execution) -> Option<String> {
@@ -260,7 +247,7 @@ pub(super) async fn interrupt_confirm(
     session: Session,
     Path(id): Path<String>,
 ) -> Result<Response, PageError> {
-    let run = resumable_run(&console, &id).await?;
+    let run = run_named(&console, &id).await?;
     let what = vec![
         ("Job", run.job.clone()),
         ("Execução", run.key.clone()),
@@ -287,26 +274,20 @@ pub(super) async fn interrupt(
     Path(id): Path<String>,
     Form(form): Form<RequestForm>,
 ) -> Result<Response, PageError> {
-    super::csrf::check(&session, form.csrf_token.as_deref())?;
-    if !session.role.may_interrupt() {
-        return Err(PageError::Forbidden(
-            "só uma conta de finanças ou de operador pede para interromper uma execução",
-        ));
-    }
-    let run = resumable_run(&console, &id).await?;
-    if let Some(why) = interrupt_refused(&session, &run) {
-        return Err(PageError::Conflict(why));
-    }
-    record(
-        &console,
+    allowed(
         &session,
-        Action::Interrupt,
-        &run.job,
-        Some(&run.key),
         &form,
-    )
-    .await?;
-    Ok(back_to(&run.key))
+        session.role.may_interrupt(),
+        "só uma conta de finanças ou de operador pede para interromper uma execução",
+    )?;
+    let run = run_named(&console, &id).await?;
+    let ask = Asked {
+        action: Action::Interrupt,
+        execution: &run,
+        execution_id: &run.key,
+        refused: interrupt_refused(&session, &run),
+    };
+    ask_then_back(&console, &session, &form, ask).await
 }
 
 fn resimulate_refused(session: &Session, e: &Execution) -> Option<String> {
@@ -347,26 +328,20 @@ pub(super) async fn resimulate(
     Path(id): Path<String>,
     Form(form): Form<RequestForm>,
 ) -> Result<Response, PageError> {
-    super::csrf::check(&session, form.csrf_token.as_deref())?;
-    if !session.role.may_start() {
-        return Err(PageError::Forbidden(
-            "só uma conta de finanças ou de operador pede uma nova simulação",
-        ));
-    }
-    let (simulation, _) = simulation(&console, &id).await?;
-    if let Some(why) = resimulate_refused(&session, &simulation) {
-        return Err(PageError::Conflict(why));
-    }
-    record(
-        &console,
+    allowed(
         &session,
-        Action::Simulate,
-        &simulation.job,
-        Some(execution::execution_id_of(&simulation.key)),
         &form,
-    )
-    .await?;
-    Ok(back_to(&simulation.key))
+        session.role.may_start(),
+        "só uma conta de finanças ou de operador pede uma nova simulação",
+    )?;
+    let (simulation, _) = simulation(&console, &id).await?;
+    let ask = Asked {
+        action: Action::Simulate,
+        execution: &simulation,
+        execution_id: execution::execution_id_of(&simulation.key),
+        refused: resimulate_refused(&session, &simulation),
+    };
+    ask_then_back(&console, &session, &form, ask).await
 }
 
 /// The name of the sweep job of the jobs directory.
@@ -463,6 +438,55 @@ async fn record(
         ))),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The CSRF token and the role, checked before anything is read: 403 otherwise.
+fn allowed(
+    session: &Session,
+    form: &RequestForm,
+    may: bool,
+    forbidden: &'static str,
+) -> Result<(), PageError> {
+    super::csrf::check(session, form.csrf_token.as_deref())?;
+    if may {
+        Ok(())
+    } else {
+        Err(PageError::Forbidden(forbidden))
+    }
+}
+
+/// A request about one execution, as a post asks it.
+struct Asked<'a> {
+    action: Action,
+    execution: &'a Execution,
+    /// What the request names: an execution id (start, new simulation) or a run's key.
+    execution_id: &'a str,
+    /// Why it cannot be asked now, if it cannot.
+    refused: Option<String>,
+}
+
+/// 409 with why the request cannot be asked now; else it is recorded (and audited) as the
+/// session's account and the answer is 303 back to the execution's page.
+async fn ask_then_back(
+    console: &Console,
+    session: &Session,
+    form: &RequestForm,
+    ask: Asked<'_>,
+) -> Result<Response, PageError> {
+    if let Some(why) = ask.refused {
+        return Err(PageError::Conflict(why));
+    }
+    let e = ask.execution;
+    record(
+        console,
+        session,
+        ask.action,
+        &e.job,
+        Some(ask.execution_id),
+        form,
+    )
+    .await?;
+    Ok(back_to(&e.key))
 }
 
 fn back_to(key: &str) -> Response {

@@ -67,7 +67,7 @@ pub(super) async fn search(
         .await?
         .into_iter()
         .map(|e| e.key)
-        .filter(|k| !crate::services::report::is_partition(k) && k.contains(q))
+        .filter(|k| !execution::is_partition_key(k) && k.contains(q))
         .take(LISTED)
         .collect();
     Ok(templates::html(page::results(&session, q, &near)).into_response())

@@ -252,16 +252,14 @@ fn reported(all: Vec<Execution>) -> Vec<Execution> {
     let mut seen = std::collections::HashSet::new();
     all.into_iter()
         .filter(|e| {
-            let newest = seen.insert((e.job.clone(), e.mode, is_partition(&e.key)));
+            let newest = seen.insert((
+                e.job.clone(),
+                e.mode,
+                replay_ledger_core::tables::execution::is_partition_key(&e.key),
+            ));
             newest || e.state != execution::State::Finished
         })
         .collect()
-}
-
-/// A partition's key: `<execution>:p<index>`.
-fn is_partition(key: &str) -> bool {
-    key.rsplit_once(":p")
-        .is_some_and(|(_, i)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]

@@ -271,7 +271,7 @@ async fn pending(
         .await?
         .into_iter()
         .filter(|e| e.state == State::Finished && matches!(e.mode, Mode::Simulation | Mode::Real))
-        .filter(|e| !super::is_partition(&e.key))
+        .filter(|e| !replay_ledger_core::tables::execution::is_partition_key(&e.key))
         .filter(|e| e.finished_at.is_some_and(|t| t >= since))
         .collect();
     finished.sort_by(|a, b| a.finished_at.cmp(&b.finished_at).then(a.key.cmp(&b.key)));

@@ -400,13 +400,6 @@ fn execution_id(key: &str) -> &str {
     key.strip_suffix(":simulacao").unwrap_or(key)
 }
 
-/// Whether a checkpoint key is a partition of a partitioned execution (`<key>:p<i>`): reported as
-/// part of its parent, never on its own.
-pub fn is_partition(key: &str) -> bool {
-    key.rsplit_once(":p")
-        .is_some_and(|(_, i)| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
-}
-
 /// The checkpoint keys of the partitions of `key` (none for an execution that is not partitioned).
 async fn partitions_of(pool: &PgPool, key: &str) -> Result<Vec<String>, sqlx::Error> {
     Ok(execution::list(pool)
@@ -427,7 +420,7 @@ async fn partitions_of(pool: &PgPool, key: &str) -> Result<Vec<String>, sqlx::Er
 pub async fn resolve_key(pool: &PgPool, reference: &str) -> Result<String, ReportError> {
     if let Some((parent, _)) = reference
         .rsplit_once(":p")
-        .filter(|_| is_partition(reference))
+        .filter(|_| execution::is_partition_key(reference))
     {
         return Box::pin(resolve_key(pool, parent)).await;
     }
@@ -474,8 +467,17 @@ mod tests {
 
     #[test]
     fn partition_keys_are_told_from_execution_keys() {
-        assert!(is_partition("replay-x:p3") && is_partition("replay-x:simulacao:p12"));
-        assert!(!is_partition("replay-x") && !is_partition("replay-x:simulacao"));
-        assert!(!is_partition("replay-x:p") && !is_partition("replay-x:pa"));
+        assert!(
+            execution::is_partition_key("replay-x:p3")
+                && execution::is_partition_key("replay-x:simulacao:p12")
+        );
+        assert!(
+            !execution::is_partition_key("replay-x")
+                && !execution::is_partition_key("replay-x:simulacao")
+        );
+        assert!(
+            !execution::is_partition_key("replay-x:p")
+                && !execution::is_partition_key("replay-x:pa")
+        );
     }
 }

@@ -161,10 +161,8 @@ impl Scheduler {
         config.validate().map_err(SchedulerError::Config)?;
         let metrics = Arc::new(Metrics::new());
         let gated = crate::services::report::Gated::of(&jobs);
-        let live_policy = jobs.iter().find_map(|j| match &j.kind {
-            JobKind::Live(live) => Some(replay_ledger_core::engine::applier::Policy::from(live)),
-            _ => None,
-        });
+        // The `kind: live` job, scheduled or not: the effects a verify job checks, and what its
+        // proposals carry.
         let proposal_spec = jobs.iter().find_map(|j| match &j.kind {
             JobKind::Live(live) => Some(crate::services::verify::EmitSpec {
                 policy: replay_ledger_core::engine::applier::Policy::from(live),
@@ -173,6 +171,7 @@ impl Scheduler {
             }),
             _ => None,
         });
+        let live_policy = proposal_spec.as_ref().map(|s| s.policy.clone());
         let mut scheduled = Vec::new();
         let all_jobs = jobs.clone();
         for job in jobs {

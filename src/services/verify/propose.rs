@@ -80,56 +80,56 @@ pub async fn propose(
 ) -> Result<Vec<Proposed>, ProposeError> {
     let mut out = Vec::new();
     for day in findings.differing() {
-        let standing = proposals::newest_for_day(pool, &verify_job.name, day.day).await?;
-        let proposal = match standing {
-            Some(p) if !applied(pool, &p, effects).await? => {
+        let standing = match proposals::newest_for_day(pool, &verify_job.name, day.day).await? {
+            Some(p) => {
+                let plan = simulation_plan(&p, effects)?;
+                let real = plan.in_mode(replay_ledger_core::tables::execution::Mode::Real);
+                let applied = execution::load(pool, &real.key)
+                    .await?
+                    .is_some_and(|e| e.state == State::Finished);
+                (!applied).then_some((p, plan))
+            }
+            None => None,
+        };
+        let (proposal, plan) = match standing {
+            // Not applied yet: confirmed with what this verify found.
+            Some((p, plan)) => {
                 let p = with_counts(p, day);
                 proposals::confirm(pool, &p).await?;
-                p
+                (p, plan)
             }
-            _ => record_new(pool, verify_job, report_to, day, spec, effects, file_jobs).await?,
+            // Never proposed, or applied and wrong again: a new proposal.
+            None => {
+                let p =
+                    record_new(pool, verify_job, report_to, day, spec, effects, file_jobs).await?;
+                let plan = simulation_plan(&p, effects)?;
+                (p, plan)
+            }
         };
-        let job = job_of(&proposal, effects)?;
-        let plan = Plan::new(
-            &job,
-            Asked {
-                simulate: Some(true),
-                ..Asked::at(Utc::now())
-            },
-        )
-        .map_err(|e| ProposeError::Naming(e.to_string()))?;
-        let simulation = execution::load(pool, &plan.key).await?;
-        let simulate = match simulation {
+        let simulate = match execution::load(pool, &plan.key).await? {
             Some(e) if matches!(e.state, State::Finished | State::Running) => None,
             _ => Some(plan.clone()),
         };
         out.push(Proposed {
             proposal,
-            simulation_key: plan.key.clone(),
+            simulation_key: plan.key,
             simulate,
         });
     }
     Ok(out)
 }
 
-/// Whether the proposal's real run finished: the day was corrected once.
-async fn applied(
-    pool: &PgPool,
-    p: &Proposal,
-    effects: &EffectCatalog,
-) -> Result<bool, ProposeError> {
+/// The plan of a proposal's simulation (its job read as a job file).
+fn simulation_plan(p: &Proposal, effects: &EffectCatalog) -> Result<Plan, ProposeError> {
     let job = job_of(p, effects)?;
-    let plan = Plan::new(
+    Plan::new(
         &job,
         Asked {
-            simulate: Some(false),
+            simulate: Some(true),
             ..Asked::at(Utc::now())
         },
     )
-    .map_err(|e| ProposeError::Naming(e.to_string()))?;
-    Ok(execution::load(pool, &plan.key)
-        .await?
-        .is_some_and(|e| e.state == State::Finished))
+    .map_err(|e| ProposeError::Naming(e.to_string()))
 }
 
 fn with_counts(p: Proposal, day: &Day) -> Proposal {

@@ -10,29 +10,21 @@ use fantoccini::Locator;
 use testkit::chromedriver::ChromeDriver;
 use testkit::sink::Behavior;
 
-use super::browser::{appears, log_in, open_browser};
+use super::browser::{click_then_read, log_in, open_browser};
 use super::*;
 
 const ORDERS: i64 = 12;
 
 /// Types `what` into the header's search box and submits it; returns the page's heading.
 async fn search(browser: &fantoccini::Client, what: &str) -> String {
-    let old = browser.find(Locator::Css("html")).await.unwrap();
     let field = browser.find(Locator::Id("busca")).await.unwrap();
     field.send_keys(what).await.unwrap();
-    browser
-        .find(Locator::Css("form.search button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    super::browser::gone(&old).await;
-    appears(browser, Locator::Css("main h1"))
-        .await
-        .text()
-        .await
-        .unwrap()
+    click_then_read(
+        browser,
+        Locator::Css("form.search button"),
+        Locator::Css("main h1"),
+    )
+    .await
 }
 
 async fn texts(browser: &fantoccini::Client, css: &str) -> Vec<String> {
@@ -112,15 +104,12 @@ async fn search_sort_filters_and_the_pace_chart_work_in_a_real_browser() {
         .click()
         .await
         .unwrap();
-    let old = browser.find(Locator::Css("html")).await.unwrap();
-    browser
-        .find(Locator::Css("#diff form.filter button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    super::browser::gone(&old).await;
+    click_then_read(
+        &browser,
+        Locator::Css("#diff form.filter button"),
+        Locator::Id("diff-count"),
+    )
+    .await;
     let changed_ids = texts(&browser, "#diff tbody td:first-child").await;
     let nothing = search(&browser, "ped-nenhum").await;
     let nothing_said = browser
