@@ -151,3 +151,66 @@ async fn a_sweep_under_a_lapsed_lease_makes_no_call_and_says_why() {
         events.len()
     );
 }
+
+/// Two databases on one server, each with a `serve` and a job of the same name: a job lock is per
+/// database, and so is the judging of its holder. Both holders here went silent (each its own
+/// database's stopped `serve`); taking the job here ends this database's holder and leaves the
+/// other database's session alone, for every name (which session PostgreSQL lists first depends
+/// on the lock's hash).
+#[tokio::test]
+async fn a_serve_ends_a_silent_holder_in_its_own_database_only() {
+    use replay_ledger::services::scheduler::JobLock;
+    use replay_ledger_core::tables::db::application_name_of;
+    use sqlx::ConnectOptions;
+    replay_ledger_core::shared::process::install(
+        replay_ledger_core::shared::process::ProcessSettings {
+            lease: Some("1s".into()),
+            ..Default::default()
+        },
+    );
+    let db = TestDb::new().await;
+    let other = TestDb::unmigrated().await;
+    let session = |url: String, host: &'static str| async move {
+        let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+        options
+            .application_name(&application_name_of("serve", host, 7))
+            .connect()
+            .await
+            .unwrap()
+    };
+    let names: Vec<String> = (0..8).map(|i| format!("nightly-{i}")).collect();
+    let mut held = Vec::new();
+    for name in &names {
+        let mut elsewhere = session(other.url.clone(), "elsewhere").await;
+        hold_job_lock(&mut elsewhere, name).await;
+        let mut stopped = session(db.url.clone(), "stopped").await;
+        hold_job_lock(&mut stopped, name).await;
+        held.push((elsewhere, stopped));
+    }
+    // Silent for more than twice the lease.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+
+    for (name, (elsewhere, _stopped)) in names.iter().zip(held.iter_mut()) {
+        let taken = JobLock::try_acquire(&db.url, name, Duration::from_secs(10))
+            .await
+            .expect("take the job's lock");
+
+        let lock =
+            taken.unwrap_or_else(|| panic!("{name}: the stopped serve's lock was not taken"));
+        lock.release().await;
+        sqlx::query("select 1")
+            .execute(&mut *elsewhere)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: the other database's serve was ended: {e}"));
+    }
+}
+
+/// Takes job `name`'s lock on `conn`, as a `serve` firing it does.
+async fn hold_job_lock(conn: &mut sqlx::PgConnection, name: &str) {
+    sqlx::query("select pg_advisory_lock($1, hashtext($2))")
+        .bind(0x5250_4c53_i32)
+        .bind(name)
+        .execute(conn)
+        .await
+        .expect("take the job's lock");
+}

@@ -404,3 +404,49 @@ async fn a_takeover_on_a_host_with_a_long_name_ends_only_the_holders_sessions() 
     );
     let _ = healthy.close().await;
 }
+
+/// Two databases on one server, each with its own replay-ledger and an execution of the same
+/// name (staging and production, say): advisory locks are per database, and so is the judging of
+/// a holder. Here the holder in this database stopped an hour ago while the other database's
+/// holder is alive; a run here takes the execution over, every time, and never names (or judges)
+/// the other database's session. Eight names, because which of the two sessions PostgreSQL lists
+/// first depends on the lock's hash.
+#[tokio::test]
+async fn a_takeover_judges_the_holder_in_its_own_database_only() {
+    use replay_ledger_core::tables::db::application_name_of;
+    use replay_ledger_core::tables::execution::ExecutionLock;
+    use sqlx::{ConnectOptions, Connection};
+    let db = TestDb::new().await;
+    let other = TestDb::unmigrated().await;
+    let session = |url: String, host: &'static str| async move {
+        let options: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+        options
+            .application_name(&application_name_of("run", host, 7))
+            .connect()
+            .await
+            .unwrap()
+    };
+    for key in (0..8).map(|i| format!("replay-twin-{i}")) {
+        let mut elsewhere = session(other.url.clone(), "elsewhere").await;
+        hold_execution_lock(&mut elsewhere, &key).await;
+        let mut stopped = session(db.url.clone(), "stopped").await;
+        hold_execution_lock(&mut stopped, &key).await;
+        sqlx::query(
+            "insert into reprocessamento_arrendamento (execucao_id, epoca, confirmado_em, confirmado_por) values ($1, 1, now() - interval '1 hour', 'stopped')",
+        )
+        .bind(&key)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+
+        let taken = ExecutionLock::acquire(&db.url, &key, "run").await;
+
+        let lock = taken.unwrap_or_else(|e| panic!("{key}: the stopped holder's lock: {e}"));
+        lock.release().await;
+        sqlx::query("select 1")
+            .execute(&mut elsewhere)
+            .await
+            .expect("the other database's holder is left alone");
+        let _ = elsewhere.close().await;
+    }
+}

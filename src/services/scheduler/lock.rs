@@ -132,7 +132,8 @@ async fn try_lock(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Err
     try_advisory_lock(conn, JOB_LOCK_CLASS, name).await
 }
 
-/// Ends the session holding job `name`'s lock if it is one of this program's and has been idle
+/// Ends the session holding job `name`'s lock in this database (a serve of another database on
+/// the server is not ours to judge) if it is one of this program's and has been idle
 /// for twice the lease (by the database's clock): its holder has stopped itself. Whether one
 /// was ended.
 async fn end_silent_holder(
@@ -145,6 +146,7 @@ async fn end_silent_holder(
         select a.application_name, pg_terminate_backend(a.pid)
         from pg_locks l join pg_stat_activity a on a.pid = l.pid
         where l.locktype = 'advisory' and l.granted
+          and l.database = (select d.oid from pg_database d where d.datname = current_database())
           and l.classid = $1::oid and l.objid = hashtext($2)::oid and l.objsubid = 2
           and a.application_name like 'replay-ledger %'
           and a.state = 'idle' and a.state_change < now() - 2 * $3::interval

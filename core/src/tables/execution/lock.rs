@@ -47,8 +47,9 @@ async fn try_lock(conn: &mut PgConnection, key: &str) -> Result<bool, sqlx::Erro
     try_advisory_lock(conn, LOCK_CLASS, key).await
 }
 
-/// The session holding `key`'s lock: its pid, application name, address and start. All but the
-/// pid are `None` when the holder is another role's session (PostgreSQL shows them only to the
+/// The session holding `key`'s lock in this database (advisory locks are per database: another
+/// database on the server may hold a lock of the same name, which is not ours to judge or name):
+/// its pid, application name, address and start. All but the pid are `None` when the holder is another role's session (PostgreSQL shows them only to the
 /// same role, a superuser or `pg_read_all_stats`).
 async fn holder_of(
     conn: &mut PgConnection,
@@ -59,6 +60,7 @@ async fn holder_of(
         select a.pid, a.application_name, a.client_addr::text, a.backend_start
         from pg_locks l join pg_stat_activity a on a.pid = l.pid
         where l.locktype = 'advisory' and l.granted
+          and l.database = (select d.oid from pg_database d where d.datname = current_database())
           and l.classid = $1::oid and l.objid = hashtext($2)::oid and l.objsubid = 2
         limit 1
         "#,
