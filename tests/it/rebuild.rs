@@ -114,19 +114,35 @@ async fn table_rows(db: &TestDb, table: &str) -> Rows {
     rows.into_iter().map(|(p, v, n)| (p, (v, n))).collect()
 }
 
-/// The count and checksum the rebuild prints, computed from the expectation (PostgreSQL's `md5`
-/// of the text built here).
+/// The count and checksum the rebuild prints, computed from the expectation by the schema's
+/// scan (`comissao_resumo`) over a table of exactly those rows: what the rebuild kept while it
+/// wrote must equal it.
 async fn checksum_of(db: &TestDb, rows: &Rows) -> (usize, String) {
-    let text: Vec<String> = rows
-        .iter()
-        .map(|(p, (v, n))| format!("{p}:{v}:{n}"))
-        .collect();
-    let md5: String = sqlx::query_scalar("select md5($1)")
-        .bind(text.join(","))
-        .fetch_one(&db.pool)
+    let mut conn = db.pool.acquire().await.unwrap();
+    sqlx::query(
+        "create temp table esperado (pedido_id text, valor_centavos bigint, versao_evento bigint)",
+    )
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    let (ids, (valores, versoes)): (Vec<String>, (Vec<i64>, Vec<i64>)) =
+        rows.iter().map(|(p, (v, n))| (p.clone(), (*v, *n))).unzip();
+    sqlx::query("insert into esperado select * from unnest($1::text[], $2::int8[], $3::int8[])")
+        .bind(ids)
+        .bind(valores)
+        .bind(versoes)
+        .execute(&mut *conn)
         .await
         .unwrap();
-    (rows.len(), md5)
+    let digest: String = sqlx::query_scalar("select resumo from comissao_resumo('esperado')")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("drop table esperado")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    (rows.len(), digest)
 }
 
 /// Writes a new order every few milliseconds (`live-<k>`, 10 % of `100 × k` cents) until stopped;
@@ -291,14 +307,13 @@ async fn a_rebuild_swapped_in_while_the_seeds_consumer_and_the_live_consumer_wri
         &expected.clone().into_iter().collect::<Vec<_>>(),
         "comissao after the swap",
     );
-    let (count, md5) = checksum_of(&db, &expected).await;
-    let (db_count, db_md5): (i64, String) = sqlx::query_as(
-        "select count(*), md5(string_agg(pedido_id || ':' || valor_centavos || ':' || versao_evento, ',' order by pedido_id)) from comissao",
-    )
-    .fetch_one(&db.pool)
-    .await
-    .unwrap();
-    assert_eq!((db_count as usize, db_md5), (count, md5));
+    let (count, digest) = checksum_of(&db, &expected).await;
+    let (db_count, db_digest): (i64, String) =
+        sqlx::query_as("select linhas, resumo from comissao_resumo('comissao')")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!((db_count as usize, db_digest), (count, digest));
     // Each consumer wrote the new table by name after the swap: the seed's (even orders) ...
     let after_swap = |line: &str| {
         line.strip_prefix("aplicado ")
@@ -404,9 +419,9 @@ async fn a_rebuild_killed_mid_build_resumes_to_what_the_archive_implies_and_neve
         stdout(&resumed)
     );
     assert_eq!(table_rows(&db, "comissao_nova").await, expected);
-    let (count, md5) = checksum_of(&db, &expected).await;
+    let (count, digest) = checksum_of(&db, &expected).await;
     assert!(
-        stdout(&resumed).contains(&format!("comissao_nova: {count} rows, checksum {md5}")),
+        stdout(&resumed).contains(&format!("comissao_nova: {count} rows, checksum {digest}")),
         "{}",
         stdout(&resumed)
     );
@@ -882,4 +897,193 @@ async fn a_rebuild_whose_server_stops_names_the_loss_and_resumes_when_it_is_back
         stdout(&resumed)
     );
     assert_eq!(table_rows(&db, "comissao_nova").await, expected);
+}
+
+// --- The load: one ordered read, COPY, indexes after; every chunk size, killed anywhere. ---
+
+/// A rebuild over generated archives (ties of `versao` in different chunks and side by side,
+/// invalid newest versions, versions archived out of order, events of other types) at chunk sizes
+/// 1, 7, 100 and 5,000, each loaded whole and (but the one chunk of 5,000) again stopped after
+/// one of its first chunks and resumed,
+/// builds exactly the archive's answer computed in SQL (`differential::archive_answer`), and
+/// the checksum it kept while writing equals the schema's scan of the table it built.
+#[tokio::test]
+async fn a_rebuild_over_generated_archives_builds_the_archives_answer_at_every_chunk_size() {
+    use replay_ledger_core::services::rebuild::{self, Outcome, RebuildConfig};
+    use replay_ledger_core::shared::shutdown::{self, Shutdown};
+    use replay_ledger_core::tables::commission::rebuild::compare;
+    for seed in [11u64, 12, 13] {
+        let events = crate::differential::generated_archive(seed, 120);
+        for chunk in [1u32, 7, 100, 5_000] {
+            // Stopped after a chunk that is not the last (5,000 holds the archive in one).
+            let stops = [
+                None,
+                (chunk < 5_000).then_some(1 + (seed as usize + chunk as usize) % 3),
+            ];
+            for stop_after in stops.into_iter().collect::<std::collections::BTreeSet<_>>() {
+                let db = TestDb::new().await;
+                insert(&db.pool, &events).await;
+                let answer = crate::differential::archive_answer(&db.pool).await;
+                // A wrong `comissao`, which the build never reads.
+                sqlx::query(
+                    "insert into comissao (pedido_id, valor_centavos, versao_evento) values ('stray', 1, 9)",
+                )
+                .execute(&db.pool)
+                .await
+                .unwrap();
+                let config = RebuildConfig {
+                    chunk,
+                    progress_every: Duration::ZERO,
+                    ..RebuildConfig::default()
+                };
+                let case = format!("seed {seed}, chunk {chunk}, stopped after {stop_after:?}");
+                if let Some(stop_after) = stop_after {
+                    let (trigger, stop) = shutdown::channel();
+                    let mut lines = 0;
+                    let mut say = |line: &str| {
+                        lines += usize::from(line.contains("events/s"));
+                        if lines >= stop_after {
+                            trigger.trigger();
+                        }
+                    };
+                    let stopped = rebuild::run(&db.pool, &config, &stop, &mut say).await;
+                    assert!(
+                        matches!(stopped, Err(rebuild::RebuildError::Interrupted)),
+                        "{case}: {stopped:?}"
+                    );
+                }
+                let mut quiet = |_: &str| {};
+                let done = rebuild::run(&db.pool, &config, &Shutdown::never(), &mut quiet)
+                    .await
+                    .unwrap_or_else(|e| panic!("{case}: {e}"));
+                let Outcome::Compared(comparison) = done else {
+                    panic!("{case}: {done:?}");
+                };
+
+                let built: Vec<(String, i64, i64)> = sqlx::query_as(
+                    "select pedido_id, valor_centavos, versao_evento from comissao_nova order by pedido_id",
+                )
+                .fetch_all(&db.pool)
+                .await
+                .unwrap();
+                assert_eq!(built, answer, "{case}");
+                let mut conn = db.pool.acquire().await.unwrap();
+                let scanned = compare::checksum_of_table(&mut conn, "comissao_nova")
+                    .await
+                    .unwrap();
+                assert_eq!(comparison.new, scanned, "{case}");
+                assert_eq!(comparison.new.count, answer.len() as i64, "{case}");
+                let indexed: bool = sqlx::query_scalar(
+                    "select exists (select 1 from pg_constraint where conrelid = 'comissao_nova'::regclass and contype = 'p')",
+                )
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+                assert!(indexed, "{case}: comissao_nova has its primary key again");
+            }
+        }
+    }
+}
+
+/// The load killed (SIGKILL) at random points while it copies rows in, then once while it builds
+/// the indexes (held there by a reader of `comissao_nova`, so the kill lands inside that
+/// transaction): each run resumes after the last order written, the killed index build leaves
+/// no index behind, and the last run builds exactly the table the archive implies, with its
+/// primary key, and prints the checksum the schema's scan computes for it.
+#[tokio::test]
+async fn a_rebuild_killed_while_copying_and_while_indexing_resumes_to_the_archives_table() {
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    let (events, expected) = history(8_000);
+    insert(&db.pool, &events).await;
+    old_table(&db, &expected).await;
+    let read = || async {
+        sqlx::query_scalar::<_, i64>("select eventos_lidos from comissao_reconstrucao")
+            .fetch_optional(&db.pool)
+            .await
+            .unwrap()
+            .unwrap_or(0)
+    };
+    let mut rng = 0x5eed_u64;
+    let mut killed_at = Vec::new();
+    for _ in 0..3 {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let at = read().await + 200 + (rng >> 33) as i64 % 1_500;
+        let mut run = command(&db.url, jobs.path())
+            .args(["rebuild", "--chunk", "50"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn rebuild");
+        wait_until("the load has copied past the kill point", || async {
+            read().await >= at
+        })
+        .await;
+        kill9(&mut run).await;
+        killed_at.push(read().await);
+    }
+    assert!(
+        killed_at.windows(2).all(|w| w[0] < w[1]) && killed_at[2] < events.len() as i64,
+        "each run went on from the last: {killed_at:?}"
+    );
+
+    // A reader holds comissao_nova: the index build waits for it, and is killed waiting.
+    let mut reader = db.pool.begin().await.unwrap();
+    sqlx::query("select count(*) from comissao_nova")
+        .execute(&mut *reader)
+        .await
+        .unwrap();
+    let mut run = command(&db.url, jobs.path())
+        .args(["rebuild", "--chunk", "50"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn rebuild");
+    wait_until("the index build waits for the reader", || async {
+        sqlx::query_scalar::<_, bool>(
+            "select exists (select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%comissao_nova_indexar%')",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+    })
+    .await;
+    kill9(&mut run).await;
+    reader.rollback().await.unwrap();
+    let (built, pending): (bool, i32) = sqlx::query_as(
+        "select construida_em is not null, coalesce(cardinality(indices_adiados), 0) from comissao_reconstrucao",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    let indexes: i64 = sqlx::query_scalar(
+        "select count(*) from pg_index where indrelid = 'comissao_nova'::regclass",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (built, pending > 0, indexes),
+        (false, true, 0),
+        "a killed index build leaves no index and the build to do"
+    );
+
+    let resumed = run_bin(&db.url, jobs.path(), &["rebuild"]).await;
+    assert_success(&resumed, "rebuild (resumed after the kills)");
+    assert_eq!(table_rows(&db, "comissao_nova").await, expected);
+    let primary: bool = sqlx::query_scalar(
+        "select exists (select 1 from pg_constraint where conrelid = 'comissao_nova'::regclass and contype = 'p')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(primary, "comissao_nova has its primary key");
+    let (count, digest) = checksum_of(&db, &expected).await;
+    assert!(
+        stdout(&resumed).contains(&format!("comissao_nova: {count} rows, checksum {digest}")),
+        "{}",
+        stdout(&resumed)
+    );
 }

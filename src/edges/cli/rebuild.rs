@@ -88,9 +88,9 @@ fn print_outcome(done: &Done) {
         Done::Compared(c) => {
             println!(
                 "comissao:      {} rows, checksum {}",
-                c.current.count, c.current.md5
+                c.current.count, c.current.digest
             );
-            println!("comissao_nova: {} rows, checksum {}", c.new.count, c.new.md5);
+            println!("comissao_nova: {} rows, checksum {}", c.new.count, c.new.digest);
             println!(
                 "{} orders differ (`replay-ledger rebuild --diff FILE.csv|.xlsx` lists them): {} go back to an older versao_evento, {} rows are deleted (no accepted event); fingerprint {}",
                 c.orders_differing,
@@ -112,7 +112,7 @@ fn print_outcome(done: &Done) {
         ),
         Done::Swapped { current, .. } => println!(
             "comissao: {} rows, checksum {}; `replay-ledger rebuild --rollback` swaps back, `--drop-previous` drops comissao_anterior",
-            current.count, current.md5
+            current.count, current.digest
         ),
     }
 }

@@ -1,31 +1,51 @@
-//! What the archive implies, decided by the domain's one rule (no second calculator): per chunk,
-//! the row each order's newest accepted event writes; per order, the row its newest accepted event
-//! implies (a rejected event writes nothing, so the next older one decides, as in `verify`).
+//! What the archive implies, decided by the domain's one rule (no second calculator): per order,
+//! the row its newest accepted event implies (a rejected event writes nothing, so the next older
+//! one decides, as in `verify`).
 
 use crate::domain::{self, CommissionRow, Event};
-use crate::tables::commission;
 
-/// The rows a chunk (in `posicao` order) writes with the version guard: one per order, the newest
-/// version, the last among equal ones.
-pub fn newest_of_chunk(events: &[Event]) -> Vec<CommissionRow> {
-    let accepted: Vec<CommissionRow> = events
-        .iter()
-        .filter_map(|e| domain::handle(e).ok().flatten().map(|d| d.commission))
-        .collect();
-    commission::newest_per_order(&accepted)
+/// Decides orders from their events read in order — an order's events together, newest first
+/// (`versao` then `posicao`, descending) — one event at a time: an order's first accepted event
+/// writes its row, the rest of its events are only counted.
+#[derive(Debug, Default)]
+pub struct Orders {
+    current: Option<String>,
+    decided: bool,
+}
+
+impl Orders {
+    /// The order whose events are being read.
+    pub fn current(&self) -> Option<&str> {
+        self.current.as_deref()
+    }
+
+    /// Whether `event` starts another order (the current one's events are all read).
+    pub fn starts_another(&self, event: &Event) -> bool {
+        self.current.as_deref() != Some(event.pedido_id.as_str())
+    }
+
+    /// Takes the next event; pushes its row onto `rows` when it decides its order.
+    pub fn take(&mut self, event: &Event, rows: &mut Vec<CommissionRow>) {
+        if self.starts_another(event) {
+            self.current = Some(event.pedido_id.clone());
+            self.decided = false;
+        }
+        if self.decided {
+            return;
+        }
+        if let Ok(Some(decision)) = domain::handle(event) {
+            rows.push(decision.commission);
+            self.decided = true;
+        }
+    }
 }
 
 /// The row each order's newest accepted event implies; `events` hold an order's events together,
 /// newest first (as `archive::rebuild::of_orders` reads them).
 pub fn newest_of_orders(events: &[Event]) -> Vec<CommissionRow> {
-    let mut rows: Vec<CommissionRow> = Vec::new();
+    let (mut orders, mut rows) = (Orders::default(), Vec::new());
     for event in events {
-        if rows.last().is_some_and(|r| r.pedido_id == event.pedido_id) {
-            continue;
-        }
-        if let Ok(Some(decision)) = domain::handle(event) {
-            rows.push(decision.commission);
-        }
+        orders.take(event, &mut rows);
     }
     rows
 }
@@ -58,18 +78,5 @@ mod tests {
 
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].valor_centavos, rows[0].versao), (50, 1));
-    }
-
-    #[test]
-    fn a_chunk_keeps_the_newest_version_of_each_order_and_the_last_among_equals() {
-        let events = vec![
-            paid(1, "p", 2, json!({"valorCentavos": 1000, "percentual": 5})),
-            paid(2, "p", 1, json!({"valorCentavos": 2000, "percentual": 5})),
-            paid(3, "p", 2, json!({"valorCentavos": 3000, "percentual": 5})),
-        ];
-
-        let rows = newest_of_chunk(&events);
-
-        assert_eq!((rows[0].valor_centavos, rows[0].versao), (150, 2));
     }
 }

@@ -2,10 +2,14 @@
 //! "Faça em nova tabela e troque depois de validar", in its six steps.
 //!
 //! 1. A new table `comissao_nova`, shaped and granted as `comissao`.
-//! 2. Every `pedido.pago` of the archive, in chunks by `posicao`, decided by the domain's one rule
-//!    (upcasters included) and written set-based with the applier's version guard; the
-//!    checkpoint moves in the chunk's own transaction, so a killed rebuild resumes after it. The
-//!    next chunk is read and decided while one is written.
+//! 2. The archive's `pedido.pago` read once, in one ordered stream (an order's events together,
+//!    newest first), each order decided by the domain's one rule (upcasters included) and its
+//!    row written once, by binary `COPY`, into `comissao_nova` with no index yet; the indexes
+//!    (and the constraints they back) are built once after the load, as pg_restore does. The
+//!    checkpoint is the last order loaded, moved in each chunk's own transaction, so a killed
+//!    rebuild resumes after it; a kill during the index build leaves no index, and the next run
+//!    builds them all. The next chunk is read and decided while one is written, and the new
+//!    table's checksum is kept as it is written.
 //! 3. The live events followed: the build reads the archive up to its highest `posicao` when the
 //!    rebuild opened; from then on the live writers apply the new events, and triggers on
 //!    `comissao` queue every order anybody writes while the rebuild is open (the live consumer, a
@@ -25,6 +29,7 @@ mod swap;
 
 use std::time::{Duration, Instant};
 
+use futures::TryStreamExt;
 use sqlx::PgPool;
 
 use crate::domain::{self, CommissionRow, ORDER_PAID};
@@ -34,13 +39,14 @@ use crate::tables::commission::rebuild::{self as table, compare};
 use crate::tables::db;
 
 pub use swap::{abandon, approve, drop_previous, roll_back, Approver};
-pub use table::compare::{short as short_fingerprint, Checksum, Comparison, DiffRow};
+pub use table::compare::{short as short_fingerprint, Checksum, Comparison, DiffRow, RowSum};
 pub use table::{Rebuild, Stage};
 
 /// How a rebuild runs.
 #[derive(Debug, Clone)]
 pub struct RebuildConfig {
-    /// `pedido.pago` events per chunk (one transaction each); default 20,000.
+    /// `pedido.pago` events per chunk of the load (one transaction each, ending at an order's
+    /// last event); default 20,000.
     pub chunk: u32,
     /// Orders re-derived per transaction when following the writers; default 1,000.
     pub follow_batch: i64,
@@ -149,7 +155,15 @@ pub async fn run(
     shutdown: &Shutdown,
     say: Say<'_>,
 ) -> Result<Outcome> {
-    let _lock = swap::hold_process_lock(pool).await?;
+    swap::locked(pool, run_locked(pool, config, shutdown, say)).await
+}
+
+async fn run_locked(
+    pool: &PgPool,
+    config: &RebuildConfig,
+    shutdown: &Shutdown,
+    say: Say<'_>,
+) -> Result<Outcome> {
     let rebuild = open_or_start(pool, say).await?;
     let mut work = Work {
         pool,
@@ -171,12 +185,12 @@ async fn open_or_start(pool: &PgPool, say: Say<'_>) -> Result<Rebuild> {
     let mut rebuild = match table::open(&mut tx).await? {
         Some(r) if r.stage.in_progress() => {
             say(&format!(
-                "rebuild {}: resuming ({}), {} of {} events read, checkpoint posicao {}",
+                "rebuild {}: resuming ({}), {} of {} events read, {}",
                 r.id,
                 r.stage,
                 r.events_read,
                 r.events_total,
-                opt(r.checkpoint)
+                checkpoint_of(&r)
             ));
             r
         }
@@ -222,32 +236,56 @@ struct Work<'a, 'b> {
 }
 
 impl Work<'_, '_> {
-    /// Reads the archive after the checkpoint to its end, chunk by chunk: the next chunk is read
-    /// and decided ([`read_ahead`]) while this one is written, so the archive's scan, the rule
-    /// and the writes overlap instead of taking turns.
+    /// Loads the archive into `comissao_nova` after the checkpoint, then builds its indexes: the
+    /// next chunk is read and decided ([`read_ordered`]) while this one is written, so the
+    /// archive's scan, the rule and the writes overlap instead of taking turns. Nothing to do
+    /// once built.
     async fn build(&mut self) -> Result<()> {
+        if self.rebuild.built_at.is_some() {
+            return Ok(());
+        }
         let started = Instant::now();
         let (mut said, mut read_here) = (Instant::now(), 0);
-        let from = self.rebuild.checkpoint.unwrap_or(i64::MIN);
+        if !self.rebuild.load_prepared || self.rebuild.checkpoint_order.is_none() {
+            let mut tx = self.pool.begin().await?;
+            self.rebuild = table::prepare_load(&mut tx, self.rebuild.id).await?;
+            tx.commit().await?;
+        }
+        let mut sum = RowSum::parse(self.rebuild.new_sum.as_deref(), self.rebuild.new_rows)?;
+        let after = self.rebuild.checkpoint_order.clone();
         let upto = self.rebuild.target.unwrap_or(i64::MIN);
         // One chunk waiting while one is written: at most three chunks in memory.
         let (sender, mut chunks) = tokio::sync::mpsc::channel(1);
-        let reader = ReadAhead(tokio::spawn(read_ahead(
+        let reader = ReadAhead(tokio::spawn(read_ordered(
             self.pool.clone(),
-            (from, upto),
+            (after, upto),
             self.config.chunk,
             sender,
         )));
         while let Some(chunk) = chunks.recv().await {
-            read_here += self.write(chunk?).await?;
+            read_here += self.load(chunk?, &mut sum).await?;
             if said.elapsed() >= self.config.progress_every {
                 said = Instant::now();
                 self.progress(started.elapsed(), read_here);
             }
         }
         drop(reader);
-        let mut conn = self.pool.acquire().await?;
-        table::mark_built(&mut conn, self.rebuild.id).await?;
+        if self.shutdown.is_triggered() {
+            return Err(RebuildError::Interrupted);
+        }
+        (self.say)(&format!(
+            "rebuild {}: {} orders loaded; building comissao_nova's indexes",
+            self.rebuild.id, sum.rows
+        ));
+        let mut tx = self.pool.begin().await?;
+        table::finish_load(&mut tx, self.rebuild.id).await?;
+        tx.commit().await?;
+        // The planner's figures for the table, before the comparison joins it.
+        sqlx::query("analyze comissao_nova")
+            .execute(self.pool)
+            .await?;
+        self.rebuild.checkpoint = self.rebuild.target;
+        self.rebuild.built_at = Some(chrono::Utc::now());
         if read_here > 0 {
             self.progress(started.elapsed(), read_here);
         }
@@ -259,37 +297,39 @@ impl Work<'_, '_> {
         let r = &self.rebuild;
         let rate = read_here as f64 / elapsed.as_secs_f64().max(1e-3);
         (self.say)(&format!(
-            "rebuild {}: {} of {} events ({:.0}%), checkpoint posicao {}, {rate:.0} events/s",
+            "rebuild {}: {} of {} events ({:.0}%), {}, {rate:.0} events/s",
             r.id,
             r.events_read,
             r.events_total.max(r.events_read),
             r.progress() * 100.0,
-            opt(r.checkpoint),
+            checkpoint_of(r),
         ));
     }
 
-    /// One chunk's rows, written with the checkpoint after it in one transaction. Returns how
-    /// many events it read.
-    async fn write(&mut self, chunk: Chunk) -> Result<usize> {
+    /// One chunk's rows, loaded with the checkpoint after it and the table's checksum in one
+    /// transaction. Returns how many events it read.
+    async fn load(&mut self, chunk: Chunk, sum: &mut RowSum) -> Result<usize> {
         if self.shutdown.is_triggered() {
             return Err(RebuildError::Interrupted);
         }
         let Chunk { rows, last, read } = chunk;
+        let mut next = *sum;
+        for row in &rows {
+            next.add(&row.pedido_id, row.valor_centavos, row.versao);
+        }
         let mut tx = db::begin_relaxed(self.pool).await?;
-        if !table::write_chunk(&mut tx, self.rebuild.id, &rows, last, read).await? {
+        if !table::load_chunk(&mut tx, self.rebuild.id, &rows, &last, read, &next).await? {
             return Err(RebuildError::Stage {
                 id: self.rebuild.id,
                 stage: Stage::Abandoned,
                 wanted: "open",
             });
         }
-        if self.rebuild.stage == Stage::Compared {
-            let orders: Vec<String> = rows.iter().map(|r| r.pedido_id.clone()).collect();
-            compare::refresh(&mut tx, &orders).await?;
-        }
         tx.commit().await?;
-        self.rebuild.checkpoint = Some(last);
+        *sum = next;
+        self.rebuild.checkpoint_order = Some(last);
         self.rebuild.events_read += read;
+        self.rebuild.new_rows = sum.rows;
         Ok(read as usize)
     }
 
@@ -365,7 +405,7 @@ impl Work<'_, '_> {
             };
             (self.say)(&format!(
                 "rebuild {}: swapped in (approval {approval} by {by}); comissao has {} rows, checksum {}; the previous table is comissao_anterior",
-                self.rebuild.id, current.count, current.md5
+                self.rebuild.id, current.count, current.digest
             ));
             return Ok(Outcome::Swapped {
                 approval,
@@ -416,50 +456,49 @@ impl Work<'_, '_> {
     }
 }
 
-/// A chunk of the archive, read and decided: the rows it writes, the `posicao` of its last event
-/// (the checkpoint once written) and how many events it read.
+/// A chunk of the archive, read and decided: the rows it writes (one per order that has an
+/// accepted event), the last order it holds whole (the checkpoint once written) and how many
+/// events it read.
+#[derive(Default)]
 struct Chunk {
     rows: Vec<CommissionRow>,
-    last: i64,
+    last: String,
     read: i64,
 }
 
-/// Reads the `pedido.pago` events after `from` and up to `upto` in chunks, on a connection of its
-/// own, decides each chunk by the domain's rule and hands it on; ends (closing the channel) at the
-/// archive's end, on the first error (handed on), or when nobody takes its chunks any more. The
-/// archive is append-only and read in `posicao` order, so reading ahead of the checkpoint reads
-/// exactly what the chunk-by-chunk loop would.
-async fn read_ahead(
+/// Reads the `pedido.pago` events up to `upto` of the orders after `after` in one ordered stream,
+/// on a connection of its own, decides each order by the domain's rule and hands the rows on in
+/// chunks of at least `limit` events that end at an order's last event; ends (closing the
+/// channel) at the archive's end, on the first error (handed on), or when nobody takes its
+/// chunks any more.
+async fn read_ordered(
     pool: PgPool,
-    (mut after, upto): (i64, i64),
+    (after, upto): (Option<String>, i64),
     limit: u32,
     out: tokio::sync::mpsc::Sender<Result<Chunk, sqlx::Error>>,
 ) {
-    loop {
-        let read = async {
-            let mut conn = pool.acquire().await?;
-            archive::chunk(&mut conn, ORDER_PAID, (after, upto), limit).await
-        };
-        let chunk = match read.await {
-            Ok(events) => {
-                let Some(last) = events.last().map(|e| e.posicao) else {
-                    return;
-                };
-                after = last;
-                Chunk {
-                    rows: derive::newest_of_chunk(&events),
-                    last,
-                    read: events.len() as i64,
+    let read = async {
+        let mut conn = pool.acquire().await?;
+        let mut events = archive::ordered(&mut conn, ORDER_PAID, after.as_deref(), upto);
+        let (mut orders, mut chunk) = (derive::Orders::default(), Chunk::default());
+        while let Some(event) = events.try_next().await? {
+            if chunk.read >= i64::from(limit) && orders.starts_another(&event) {
+                chunk.last = orders.current().unwrap_or_default().to_string();
+                if out.send(Ok(std::mem::take(&mut chunk))).await.is_err() {
+                    return Ok(());
                 }
             }
-            Err(e) => {
-                let _ = out.send(Err(e)).await;
-                return;
-            }
-        };
-        if out.send(Ok(chunk)).await.is_err() {
-            return;
+            orders.take(&event, &mut chunk.rows);
+            chunk.read += 1;
         }
+        if let Some(last) = orders.current() {
+            chunk.last = last.to_string();
+            let _ = out.send(Ok(chunk)).await;
+        }
+        Ok::<_, sqlx::Error>(())
+    };
+    if let Err(e) = read.await {
+        let _ = out.send(Err(e)).await;
     }
 }
 
@@ -492,4 +531,16 @@ pub async fn diff(pool: &PgPool, limit: i64) -> Result<Vec<DiffRow>, sqlx::Error
 
 fn opt(n: Option<i64>) -> String {
     n.map_or("-".into(), |n| n.to_string())
+}
+
+/// Where a rebuild's load stands, for a progress line: the last order loaded (inert), or, once
+/// loaded, the archive's `posicao` it was read to.
+fn checkpoint_of(r: &Rebuild) -> String {
+    match (&r.checkpoint_order, r.built_at) {
+        (_, Some(_)) => format!("read to posicao {}", opt(r.checkpoint)),
+        (Some(order), None) => {
+            format!("checkpoint pedido_id {}", crate::shared::text::inert(order))
+        }
+        (None, None) => "nothing loaded yet".to_string(),
+    }
 }

@@ -30,6 +30,34 @@ impl Drop for ProcessLock {
     }
 }
 
+impl ProcessLock {
+    /// Lets the lock go and ends its session, waiting for both: a step this process starts next
+    /// finds it free (dropping the lock ends the session too, but the server lets go only once
+    /// it notices).
+    pub async fn release(mut self) {
+        if let Some(mut conn) = self.0.take() {
+            let _ = sqlx::query(
+                "select pg_advisory_unlock(hashtextextended('replay-ledger:rebuild', 0))",
+            )
+            .execute(&mut *conn)
+            .await;
+            let _ = sqlx::Connection::close(conn.detach()).await;
+        }
+    }
+}
+
+/// Runs `work` under the one-rebuild-process lock ([`Result::Err`] [`RebuildError::Busy`] when
+/// another process holds it), released before this returns, whatever `work` returned.
+pub async fn locked<T>(
+    pool: &PgPool,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let lock = hold_process_lock(pool).await?;
+    let out = work.await;
+    lock.release().await;
+    out
+}
+
 pub async fn hold_process_lock(pool: &PgPool) -> Result<ProcessLock> {
     let mut conn = pool.acquire().await?;
     let held: bool = sqlx::query_scalar(
@@ -196,7 +224,10 @@ pub async fn swap(
 /// Swaps the previous table back in (`--rollback`), carrying over the writes made since the swap.
 /// Returns the rebuild and how many orders were carried.
 pub async fn roll_back(pool: &PgPool) -> Result<(Rebuild, u64)> {
-    let _lock = hold_process_lock(pool).await?;
+    locked(pool, roll_back_locked(pool)).await
+}
+
+async fn roll_back_locked(pool: &PgPool) -> Result<(Rebuild, u64)> {
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -223,7 +254,10 @@ pub async fn roll_back(pool: &PgPool) -> Result<(Rebuild, u64)> {
 
 /// Drops the table the last swap or rollback kept (`--drop-previous`), closing the rebuild.
 pub async fn drop_previous(pool: &PgPool) -> Result<Rebuild> {
-    let _lock = hold_process_lock(pool).await?;
+    locked(pool, drop_previous_locked(pool)).await
+}
+
+async fn drop_previous_locked(pool: &PgPool) -> Result<Rebuild> {
     let mut tx = pool.begin().await?;
     let rebuild = table::open(&mut tx).await?.ok_or(RebuildError::NoneOpen)?;
     if !matches!(rebuild.stage, Stage::Swapped | Stage::RolledBack) {
@@ -240,7 +274,10 @@ pub async fn drop_previous(pool: &PgPool) -> Result<Rebuild> {
 
 /// Gives the open rebuild up before its swap (`--abandon`): `comissao_nova` dropped.
 pub async fn abandon(pool: &PgPool) -> Result<Rebuild> {
-    let _lock = hold_process_lock(pool).await?;
+    locked(pool, abandon_locked(pool)).await
+}
+
+async fn abandon_locked(pool: &PgPool) -> Result<Rebuild> {
     let mut tx = pool.begin().await?;
     let rebuild = table::open(&mut tx).await?.ok_or(RebuildError::NoneOpen)?;
     if !table::abandon(&mut tx, rebuild.id).await? {

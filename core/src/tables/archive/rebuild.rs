@@ -1,8 +1,10 @@
 //! The reads of a blue-green rebuild (`replay-ledger rebuild`): the whole archive's `pedido.pago`
-//! events in chunks by `posicao` (keyset paging on the primary key, resumable from a checkpoint),
-//! and every such event of a set of orders, newest first, to re-derive the orders a live writer
-//! changed meanwhile. The same `payload_da_regra` projection as every other read for the rule.
+//! events in one ordered stream, an order's events together (resumable after the last order
+//! loaded), and every such event of a set of orders, newest first, to re-derive the orders a
+//! live writer changed meanwhile. The same `payload_da_regra` projection as every other read for the rule.
 
+use futures::stream::BoxStream;
+use futures::TryStreamExt;
 use sqlx::PgConnection;
 
 use super::{into_event, EventRow};
@@ -27,31 +29,33 @@ pub async fn extent(
     .await
 }
 
-/// The next chunk of `tipo` events after `after` and up to `upto`, in `posicao` order. Planned
-/// with its values (not a cached generic plan) so it walks the primary key from `after`.
-pub async fn chunk(
-    conn: &mut PgConnection,
-    tipo: &str,
-    (after, upto): (i64, i64),
-    limit: u32,
-) -> Result<Vec<Event>, sqlx::Error> {
-    let rows: Vec<EventRow> = sqlx::query_as(
-        r#"
-        select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em
-        from evento_arquivado
-        where posicao > $1 and posicao <= $4 and tipo = $2
-        order by posicao
-        limit $3
-        "#,
+/// Every `tipo` event up to `upto` of the orders after `after` (all orders when `None`), an
+/// order's events together and newest first (`versao` then `posicao`, descending: the order in
+/// which the applier's version guard lets them win), orders by `pedido_id` in the database's
+/// order (which `after` compares in too). One statement, streamed row by row: the caller holds
+/// one order at a time, and the server sorts the archive (spilling to disk past `work_mem`).
+pub fn ordered<'c>(
+    conn: &'c mut PgConnection,
+    tipo: &'c str,
+    after: Option<&'c str>,
+    upto: i64,
+) -> BoxStream<'c, Result<Event, sqlx::Error>> {
+    Box::pin(
+        sqlx::query_as::<_, EventRow>(
+            r#"
+            select posicao, id, tipo, pedido_id, versao, payload_da_regra(payload), ocorrido_em
+            from evento_arquivado
+            where tipo = $1 and posicao <= $3 and ($2::text is null or pedido_id > $2)
+            order by pedido_id, versao desc, posicao desc
+            "#,
+        )
+        .bind(tipo)
+        .bind(after)
+        .bind(upto)
+        .persistent(false)
+        .fetch(conn)
+        .map_ok(into_event),
     )
-    .bind(after)
-    .bind(tipo)
-    .bind(i64::from(limit))
-    .bind(upto)
-    .persistent(false)
-    .fetch_all(conn)
-    .await?;
-    Ok(rows.into_iter().map(into_event).collect())
 }
 
 /// Every `tipo` event of these orders, an order's events together, newest first (`versao` then

@@ -55,6 +55,7 @@ const FILES: &[(&str, &str)] = embedded![
     "20261206070000_verify_proposals.sql",
     "20261206080000_pace_samples.sql",
     "20261206090000_console_words.sql",
+    "20261206100000_rebuild_load.sql",
 ];
 
 /// Every release, newest last, with the last migration it shipped: a release's migrations are
@@ -67,7 +68,7 @@ pub const RELEASES: &[(&str, &str)] = &[
     ("0.2.0", "20261202050000_comissao_previous_values.sql"),
     ("0.3.0", "20261203140000_ledger_hot_completion.sql"),
     ("0.4.0", "20261205100000_console_rebuild_approval.sql"),
-    ("0.5.0", "20261206090000_console_words.sql"),
+    ("0.5.0", "20261206100000_rebuild_load.sql"),
 ];
 
 /// How many of [`FILES`] a release shipped, or `None` for a release not in [`RELEASES`].

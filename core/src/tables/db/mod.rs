@@ -324,10 +324,12 @@ pub fn describe(err: &sqlx::Error) -> String {
     match err {
         sqlx::Error::Io(io) => match io.kind() {
             ErrorKind::ConnectionRefused => "connection refused".into(),
-            ErrorKind::ConnectionReset
-            | ErrorKind::ConnectionAborted
-            | ErrorKind::BrokenPipe
-            | ErrorKind::UnexpectedEof => format!("connection lost ({io})"),
+            // sqlx's words for this one are the protocol's ("expected to read 5 bytes, got 0
+            // bytes at EOF"), not a cause.
+            ErrorKind::UnexpectedEof => "connection lost (the server closed it)".into(),
+            ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
+                format!("connection lost ({io})")
+            }
             ErrorKind::TimedOut => "connection timed out".into(),
             _ if io.to_string().contains("lookup address") => format!("unknown host ({io})"),
             _ => format!("I/O error: {io}"),

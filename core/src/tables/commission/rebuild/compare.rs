@@ -1,16 +1,96 @@
-//! The comparison of `comissao_nova` with `comissao`: each table's count and checksum
-//! (`md5(string_agg(pedido_id:valor:versao order by pedido_id))`), the orders whose row differs
-//! (`comissao_reconstrucao_diff`, kept up as live writes are re-derived), and the fingerprint of
-//! that diff with the rule's version: what finance is shown and approves.
+//! The comparison of `comissao_nova` with `comissao`: each table's count and checksum, the orders
+//! whose row differs (`comissao_reconstrucao_diff`, kept up as live writes are re-derived), and
+//! the fingerprint of that diff with the rule's version: what finance is shown and approves.
+//!
+//! A table's checksum is order-independent ([`RowSum`]): per row the SHA-256 of an unambiguous
+//! encoding, summed as four 64-bit lanes. So the new table's is kept while it is written (the
+//! load adds each row, a re-derivation takes the old row out and puts the new one in) and the
+//! current table's is one scan with no sort (the schema's `comissao_resumo`, which computes the
+//! same sum).
 
 use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgPool};
 
 /// A table's count and checksum.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checksum {
     pub count: i64,
-    pub md5: String,
+    /// `sha256-soma:` and 64 hex digits ([`RowSum`]).
+    pub digest: String,
+}
+
+/// The count and order-independent checksum of a set of `comissao` rows: per row the SHA-256 of
+/// `<bytes of pedido_id>:<pedido_id>:<valor_centavos>:<versao_evento>` (the length first, so no
+/// id can pass for two fields), its 32 bytes read as four big-endian 64-bit lanes, each lane
+/// summed modulo 2^64. Adding and taking rows out commute, so it is kept as rows are written;
+/// the schema's `comissao_resumo(table)` computes the same by one scan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowSum {
+    pub rows: i64,
+    lanes: [u64; 4],
+}
+
+/// What a stored checksum's text must start with.
+const SUM_PREFIX: &str = "sha256-soma:";
+
+impl RowSum {
+    fn lanes_of(pedido_id: &str, valor: i64, versao: i64) -> [u64; 4] {
+        let mut hash = Sha256::new();
+        hash.update(format!("{}:{pedido_id}:{valor}:{versao}", pedido_id.len()).as_bytes());
+        let bytes = hash.finalize();
+        std::array::from_fn(|i| {
+            u64::from_be_bytes(bytes[8 * i..8 * i + 8].try_into().expect("8 bytes"))
+        })
+    }
+
+    /// Counts a row in.
+    pub fn add(&mut self, pedido_id: &str, valor: i64, versao: i64) {
+        let lanes = Self::lanes_of(pedido_id, valor, versao);
+        for (sum, lane) in self.lanes.iter_mut().zip(lanes) {
+            *sum = sum.wrapping_add(lane);
+        }
+        self.rows += 1;
+    }
+
+    /// Takes a row counted in out again.
+    pub fn remove(&mut self, pedido_id: &str, valor: i64, versao: i64) {
+        let lanes = Self::lanes_of(pedido_id, valor, versao);
+        for (sum, lane) in self.lanes.iter_mut().zip(lanes) {
+            *sum = sum.wrapping_sub(lane);
+        }
+        self.rows -= 1;
+    }
+
+    /// The stored text: `sha256-soma:` and the four lanes in hex.
+    pub fn text(&self) -> String {
+        let hex: String = self.lanes.iter().map(|l| format!("{l:016x}")).collect();
+        format!("{SUM_PREFIX}{hex}")
+    }
+
+    /// A sum stored as [`RowSum::text`] (`None`: nothing counted yet) over `rows` rows.
+    pub fn parse(text: Option<&str>, rows: i64) -> Result<RowSum, sqlx::Error> {
+        let Some(text) = text else {
+            return Ok(RowSum::default());
+        };
+        let bad = || sqlx::Error::Decode(format!("not a table checksum: {text:?}").into());
+        let hex = text.strip_prefix(SUM_PREFIX).ok_or_else(bad)?;
+        if hex.len() != 64 || !hex.is_ascii() {
+            return Err(bad());
+        }
+        let mut lanes = [0u64; 4];
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            *lane = u64::from_str_radix(&hex[16 * i..16 * i + 16], 16).map_err(|_| bad())?;
+        }
+        Ok(RowSum { rows, lanes })
+    }
+
+    pub fn checksum(&self) -> Checksum {
+        Checksum {
+            count: self.rows,
+            digest: self.text(),
+        }
+    }
 }
 
 /// What a comparison found.
@@ -59,38 +139,38 @@ impl DiffRow {
     }
 }
 
-/// The count and checksum of `comissao`.
+/// The count and checksum of `comissao`, by one scan.
 pub async fn checksum_current(conn: &mut PgConnection) -> Result<Checksum, sqlx::Error> {
-    let (count, md5): (i64, String) = sqlx::query_as(
-        r#"
-        select count(*), md5(coalesce(string_agg(
-                 pedido_id || ':' || valor_centavos || ':' || versao_evento, ','
-                 order by pedido_id), ''))
-        from comissao
-        "#,
-    )
-    .fetch_one(conn)
-    .await?;
-    Ok(Checksum { count, md5 })
+    checksum_of_table(conn, "comissao").await
 }
 
-/// The count and checksum of `comissao_nova`.
-pub async fn checksum_new(conn: &mut PgConnection) -> Result<Checksum, sqlx::Error> {
-    let (count, md5): (i64, String) = sqlx::query_as(
-        r#"
-        select count(*), md5(coalesce(string_agg(
-                 pedido_id || ':' || valor_centavos || ':' || versao_evento, ','
-                 order by pedido_id), ''))
-        from comissao_nova
-        "#,
-    )
-    .fetch_one(conn)
-    .await?;
-    Ok(Checksum { count, md5 })
+/// The count and checksum of a table shaped as `comissao` (`comissao`, `comissao_nova`, …), by
+/// one scan in the database: what [`RowSum`] kept as the rows were written must equal it.
+pub async fn checksum_of_table(
+    conn: &mut PgConnection,
+    table: &str,
+) -> Result<Checksum, sqlx::Error> {
+    let (count, digest): (i64, String) =
+        sqlx::query_as("select linhas, resumo from comissao_resumo($1::regclass)")
+            .bind(table)
+            .fetch_one(conn)
+            .await?;
+    Ok(Checksum { count, digest })
+}
+
+/// The count and checksum of `comissao_nova` kept as it was written (its rebuild's row).
+pub async fn checksum_new(conn: &mut PgConnection, id: i64) -> Result<Checksum, sqlx::Error> {
+    let (rows, text): (i64, Option<String>) =
+        sqlx::query_as("select nova_linhas, nova_resumo from comissao_reconstrucao where id = $1")
+            .bind(id)
+            .fetch_one(conn)
+            .await?;
+    Ok(RowSum::parse(text.as_deref(), rows)?.checksum())
 }
 
 /// Compares the two tables whole, in the caller's (repeatable-read) transaction: the diff written
-/// anew, the checksums, the fingerprint; the rebuild becomes `comparada` with these figures, and
+/// anew (one join of both tables), the current table's checksum (one scan) beside the new one's
+/// as it was kept while written, the fingerprint; the rebuild becomes `comparada` with these figures, and
 /// any approval of an earlier comparison no longer counts.
 pub async fn compare(
     conn: &mut PgConnection,
@@ -114,7 +194,7 @@ pub async fn compare(
     .execute(&mut *conn)
     .await?;
     let current = checksum_current(conn).await?;
-    let new = checksum_new(conn).await?;
+    let new = checksum_new(conn, id).await?;
     let (orders_differing, fingerprint) = fingerprint(conn, rule).await?;
     let (older_versions, deleted) = effects_beyond_values(conn).await?;
     let at: DateTime<Utc> = sqlx::query_scalar(
@@ -129,9 +209,9 @@ pub async fn compare(
     )
     .bind(id)
     .bind(current.count)
-    .bind(&current.md5)
+    .bind(&current.digest)
     .bind(new.count)
-    .bind(&new.md5)
+    .bind(&new.digest)
     .bind(orders_differing)
     .bind(&fingerprint)
     .fetch_one(conn)

@@ -44,8 +44,18 @@ pub struct Rebuild {
     pub id: i64,
     pub stage: Stage,
     pub rule: String,
-    /// Every `pedido.pago` up to here is in `comissao_nova`.
+    /// Every `pedido.pago` up to here is in `comissao_nova`: set to the target once the load is
+    /// through (the load's own checkpoint is [`Rebuild::checkpoint_order`]).
     pub checkpoint: Option<i64>,
+    /// The load's checkpoint: every order up to this `pedido_id` (in the database's order) is in
+    /// `comissao_nova`.
+    pub checkpoint_order: Option<String>,
+    /// Whether the load was prepared: `comissao_nova`'s indexes recorded and dropped (they are
+    /// built again once the load is through).
+    pub load_prepared: bool,
+    /// `comissao_nova`'s rows and checksum, kept as it is written ([`compare::RowSum`]).
+    pub new_rows: i64,
+    pub new_sum: Option<String>,
     /// The archive's highest `posicao` when the build started.
     pub target: Option<i64>,
     pub events_total: i64,
@@ -75,6 +85,12 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for Rebuild {
             stage: row.try_get("estado")?,
             rule: row.try_get("versao_regra")?,
             checkpoint: row.try_get("ultima_posicao")?,
+            checkpoint_order: row.try_get("ultimo_pedido_id")?,
+            load_prepared: row
+                .try_get::<Option<Vec<String>>, _>("indices_adiados")?
+                .is_some(),
+            new_rows: row.try_get("nova_linhas")?,
+            new_sum: row.try_get("nova_resumo")?,
             target: row.try_get("alvo_posicao")?,
             events_total: row.try_get("eventos_total")?,
             events_read: row.try_get("eventos_lidos")?,
@@ -177,50 +193,131 @@ pub async fn set_extent(
     Ok(())
 }
 
-/// Writes a chunk's rows into `comissao_nova` with the applier's version guard (a row is replaced
-/// only by the same or a newer version), and moves the checkpoint to `last`, in the caller's
-/// transaction. `rows` hold one row per order. False when the rebuild is no longer building.
-pub async fn write_chunk(
+/// Prepares `comissao_nova` for the load, in the caller's transaction, unless it already was:
+/// emptied, its figures and checkpoints cleared, its indexes (and the constraints they back)
+/// recorded and dropped — as pg_restore loads a table before it indexes it. A rebuild opened by
+/// an earlier version (its table indexed, its checkpoint by `posicao`) is loaded again from the
+/// start this way. Returns the rebuild as it stands.
+pub async fn prepare_load(conn: &mut PgConnection, id: i64) -> Result<Rebuild, sqlx::Error> {
+    let prepared: bool = sqlx::query_scalar(
+        "select indices_adiados is not null from comissao_reconstrucao where id = $1 for update",
+    )
+    .bind(id)
+    .fetch_one(&mut *conn)
+    .await?;
+    if !prepared {
+        sqlx::query("truncate comissao_nova")
+            .execute(&mut *conn)
+            .await?;
+        sqlx::query(
+            r#"
+            update comissao_reconstrucao
+            set eventos_lidos = 0, ultima_posicao = null, ultimo_pedido_id = null,
+                nova_linhas = 0, nova_resumo = null, atualizado_em = now()
+            where id = $1
+            "#,
+        )
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+        sqlx::query("select comissao_nova_adiar_indices($1)")
+            .bind(id)
+            .execute(&mut *conn)
+            .await?;
+    }
+    sqlx::query_as("select * from comissao_reconstrucao where id = $1")
+        .bind(id)
+        .fetch_one(conn)
+        .await
+}
+
+/// Loads a chunk of rows (one per order, every order after the checkpoint up to `last` that has
+/// one) into `comissao_nova` by binary `COPY`, and moves the checkpoint to `last` with the
+/// events read and the table's checksum `sum` (these rows counted in), in the caller's
+/// transaction. False when the rebuild is no longer loading.
+pub async fn load_chunk(
     conn: &mut PgConnection,
     id: i64,
     rows: &[CommissionRow],
-    last: i64,
+    last: &str,
     read: i64,
+    sum: &compare::RowSum,
 ) -> Result<bool, sqlx::Error> {
     let moved = sqlx::query(
         r#"
         update comissao_reconstrucao
-        set ultima_posicao = $2, eventos_lidos = eventos_lidos + $3, atualizado_em = now()
-        where id = $1 and estado in ('construindo', 'comparada')
-          and coalesce(ultima_posicao, -9223372036854775808) < $2
+        set ultimo_pedido_id = $2, eventos_lidos = eventos_lidos + $3, nova_linhas = $4,
+            nova_resumo = $5, atualizado_em = now()
+        where id = $1 and estado = 'construindo' and construida_em is null
+          and (ultimo_pedido_id is null or ultimo_pedido_id < $2)
         "#,
     )
     .bind(id)
     .bind(last)
     .bind(read)
+    .bind(sum.rows)
+    .bind(sum.text())
     .execute(&mut *conn)
     .await?
     .rows_affected();
     if moved == 0 {
         return Ok(false);
     }
-    let (ids, valores, versoes) = columns(rows);
+    if rows.is_empty() {
+        return Ok(true);
+    }
+    let mut copy = conn
+        .copy_in_raw(
+            "copy comissao_nova (pedido_id, valor_centavos, versao_evento) from stdin (format binary)",
+        )
+        .await?;
+    copy.send(copy_binary(rows)).await?;
+    copy.finish().await?;
+    Ok(true)
+}
+
+/// `rows` in COPY's binary format: the signature, flags and header extension (none), each row as
+/// its field count and each field's length and bytes (text as UTF-8, `int8` big-endian), the
+/// trailer.
+fn copy_binary(rows: &[CommissionRow]) -> Vec<u8> {
+    let mut out =
+        Vec::with_capacity(21 + rows.iter().map(|r| 30 + r.pedido_id.len()).sum::<usize>());
+    out.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
+    out.extend_from_slice(&0i32.to_be_bytes());
+    out.extend_from_slice(&0i32.to_be_bytes());
+    for row in rows {
+        out.extend_from_slice(&3i16.to_be_bytes());
+        let id = row.pedido_id.as_bytes();
+        out.extend_from_slice(&(id.len() as i32).to_be_bytes());
+        out.extend_from_slice(id);
+        for n in [row.valor_centavos, row.versao] {
+            out.extend_from_slice(&8i32.to_be_bytes());
+            out.extend_from_slice(&n.to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&(-1i16).to_be_bytes());
+    out
+}
+
+/// Ends the load, in the caller's transaction: `comissao_nova`'s indexes and the constraints they
+/// back built (all or, killed, none), the checkpoint set to the target, the build marked done.
+pub async fn finish_load(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
+    sqlx::query("select comissao_nova_indexar($1)")
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
     sqlx::query(
         r#"
-        insert into comissao_nova (pedido_id, valor_centavos, versao_evento)
-        select * from unnest($1::text[], $2::int8[], $3::int8[])
-        on conflict (pedido_id) do update
-        set valor_centavos = excluded.valor_centavos, versao_evento = excluded.versao_evento,
+        update comissao_reconstrucao
+        set ultima_posicao = alvo_posicao, construida_em = coalesce(construida_em, now()),
             atualizado_em = now()
-        where comissao_nova.versao_evento <= excluded.versao_evento
+        where id = $1
         "#,
     )
-    .bind(ids)
-    .bind(valores)
-    .bind(versoes)
-    .execute(&mut *conn)
+    .bind(id)
+    .execute(conn)
     .await?;
-    Ok(true)
+    Ok(())
 }
 
 /// Takes up to `limit` orders from the queue of those live writers changed (removing them, in the
@@ -258,13 +355,33 @@ pub async fn queued(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
 }
 
 /// Sets the rows of `orders` in `comissao_nova` to exactly what the archive implies (`rows`, one
-/// per order that has one); an order without one loses its row. Counted as re-derived.
+/// per order that has one); an order without one loses its row. Counted as re-derived, and the
+/// table's kept checksum follows: the orders' old rows taken out, their new rows counted in.
 pub async fn set_orders(
     conn: &mut PgConnection,
     id: i64,
     orders: &[String],
     rows: &[CommissionRow],
 ) -> Result<(), sqlx::Error> {
+    let (kept_rows, kept_sum): (i64, Option<String>) = sqlx::query_as(
+        "select nova_linhas, nova_resumo from comissao_reconstrucao where id = $1 for update",
+    )
+    .bind(id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut sum = compare::RowSum::parse(kept_sum.as_deref(), kept_rows)?;
+    let before: Vec<(String, i64, i64)> = sqlx::query_as(
+        "select pedido_id, valor_centavos, versao_evento from comissao_nova where pedido_id = any($1)",
+    )
+    .bind(orders)
+    .fetch_all(&mut *conn)
+    .await?;
+    for (pedido_id, valor, versao) in &before {
+        sum.remove(pedido_id, *valor, *versao);
+    }
+    for row in rows {
+        sum.add(&row.pedido_id, row.valor_centavos, row.versao);
+    }
     let (ids, valores, versoes) = columns(rows);
     sqlx::query(
         r#"
@@ -295,26 +412,15 @@ pub async fn set_orders(
     sqlx::query(
         r#"
         update comissao_reconstrucao
-        set pedidos_refeitos = pedidos_refeitos + $2, atualizado_em = now()
+        set pedidos_refeitos = pedidos_refeitos + $2, nova_linhas = $3, nova_resumo = $4,
+            atualizado_em = now()
         where id = $1
         "#,
     )
     .bind(id)
     .bind(orders.len() as i64)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// Marks the archive read through: the build is done (the rebuild still follows the writers).
-pub async fn mark_built(conn: &mut PgConnection, id: i64) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        r#"
-        update comissao_reconstrucao set construida_em = coalesce(construida_em, now())
-        where id = $1
-        "#,
-    )
-    .bind(id)
+    .bind(sum.rows)
+    .bind(sum.text())
     .execute(conn)
     .await?;
     Ok(())
