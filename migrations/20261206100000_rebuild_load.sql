@@ -23,17 +23,8 @@ comment on column comissao_reconstrucao.nova_linhas is
 comment on column comissao_reconstrucao.nova_resumo is
   'The checksum of comissao_nova, kept as it is written (comissao_resumo computes the same by a scan).';
 
--- One row's share of a table's checksum.
-create or replace function comissao_linha_resumo(p_pedido_id text, p_valor bigint, p_versao bigint)
-returns bytea
-language sql immutable strict parallel safe
-as $$
-  select sha256(convert_to(octet_length(convert_to(p_pedido_id, 'UTF8'))::text || ':'
-                           || p_pedido_id || ':' || p_valor::text || ':' || p_versao::text,
-                           'UTF8'))
-$$;
-
--- A table shaped as `comissao`: its row count and checksum, by one scan (no sort).
+-- A table shaped as `comissao`: its row count and checksum, by one scan (no sort). Each row's
+-- share is the expression written out in the scan, not a function call per row.
 create or replace function comissao_resumo(p_tabela regclass, out linhas bigint, out resumo text)
 language plpgsql stable
 as $$
@@ -48,7 +39,9 @@ begin
        'coalesce(sum((''x'' || encode(substr(h, %s, 8), ''hex''))::bit(64)::bigint::numeric), 0)',
        1 + 8 * i), ', ')
      from generate_series(0, 3) i) ||
-    '] from (select comissao_linha_resumo(pedido_id, valor_centavos, versao_evento) as h from %s) t',
+    '] from (select sha256(convert_to(octet_length(convert_to(pedido_id, ''UTF8''))::text'
+    ' || '':'' || pedido_id || '':'' || valor_centavos::text || '':'' || versao_evento::text,'
+    ' ''UTF8'')) as h from %s) t',
     p_tabela)
   into linhas, v_somas;
   foreach v_faixa in array v_somas loop
@@ -123,7 +116,6 @@ declare
   f text;
 begin
   foreach f in array array[
-    'comissao_linha_resumo(text, bigint, bigint)',
     'comissao_resumo(regclass)',
     'comissao_nova_adiar_indices(bigint)',
     'comissao_nova_indexar(bigint)'

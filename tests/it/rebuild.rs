@@ -906,7 +906,8 @@ async fn a_rebuild_whose_server_stops_names_the_loss_and_resumes_when_it_is_back
 /// 1, 7, 100 and 5,000, each loaded whole and (but the one chunk of 5,000) again stopped after
 /// one of its first chunks and resumed,
 /// builds exactly the archive's answer computed in SQL (`differential::archive_answer`), and
-/// the checksum it kept while writing equals the schema's scan of the table it built.
+/// the checksum it kept while writing equals the schema's scan of the table it built, before
+/// and after the swap.
 #[tokio::test]
 async fn a_rebuild_over_generated_archives_builds_the_archives_answer_at_every_chunk_size() {
     use replay_ledger_core::services::rebuild::{self, Outcome, RebuildConfig};
@@ -980,6 +981,27 @@ async fn a_rebuild_over_generated_archives_builds_the_archives_answer_at_every_c
                 .await
                 .unwrap();
                 assert!(indexed, "{case}: comissao_nova has its primary key again");
+
+                // Swapped in: the checksum said is the new `comissao`'s, as a scan finds it.
+                rebuild::approve(
+                    &db.pool,
+                    rebuild::Approver::Role,
+                    &comparison.fingerprint,
+                    None,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("{case}: approve: {e}"));
+                let swapped = rebuild::run(&db.pool, &config, &Shutdown::never(), &mut quiet)
+                    .await
+                    .unwrap_or_else(|e| panic!("{case}: swap: {e}"));
+                let Outcome::Swapped { current, .. } = swapped else {
+                    panic!("{case}: {swapped:?}");
+                };
+                let now = compare::checksum_of_table(&mut conn, "comissao")
+                    .await
+                    .unwrap();
+                assert_eq!(current, now, "{case}: the swapped-in table's checksum");
+                assert_eq!(current, comparison.new, "{case}");
             }
         }
     }

@@ -244,13 +244,13 @@ pub(super) async fn status(cli: &Cli, json: bool) -> Outcome {
 fn rebuild_text(r: &replay_ledger_core::services::rebuild::Rebuild) -> String {
     let fingerprint = r.fingerprint.as_deref().unwrap_or("-");
     format!(
-        "rebuild {} of comissao: {}, {} of {} events read ({:.0}%), checkpoint posicao {}, {} orders re-derived from live writes; {} orders differ, fingerprint {fingerprint}",
+        "rebuild {} of comissao: {}, {} of {} events read ({:.0}%), {}, {} orders re-derived from live writes; {} orders differ, fingerprint {fingerprint}",
         r.id,
         r.stage,
         r.events_read,
         r.events_total,
         r.progress() * 100.0,
-        r.checkpoint.map_or("-".into(), |c| c.to_string()),
+        r.load_checkpoint(),
         r.orders_rederived,
         r.orders_differing.map_or("-".into(), |n| n.to_string()),
     )
@@ -261,6 +261,7 @@ fn rebuild_json(r: &replay_ledger_core::services::rebuild::Rebuild) -> serde_jso
         "id": r.id, "state": r.stage, "in_progress": r.stage.in_progress(),
         "rule": r.rule, "events_read": r.events_read, "events_total": r.events_total,
         "progress": r.progress(), "checkpoint": r.checkpoint,
+        "checkpoint_pedido_id": r.checkpoint_order,
         "orders_rederived": r.orders_rederived,
         "count_current": r.count_current, "checksum_current": r.checksum_current,
         "count_new": r.count_new, "checksum_new": r.checksum_new,

@@ -190,7 +190,7 @@ async fn open_or_start(pool: &PgPool, say: Say<'_>) -> Result<Rebuild> {
                 r.stage,
                 r.events_read,
                 r.events_total,
-                checkpoint_of(&r)
+                r.load_checkpoint()
             ));
             r
         }
@@ -302,7 +302,7 @@ impl Work<'_, '_> {
             r.events_read,
             r.events_total.max(r.events_read),
             r.progress() * 100.0,
-            checkpoint_of(r),
+            r.load_checkpoint(),
         ));
     }
 
@@ -531,16 +531,4 @@ pub async fn diff(pool: &PgPool, limit: i64) -> Result<Vec<DiffRow>, sqlx::Error
 
 fn opt(n: Option<i64>) -> String {
     n.map_or("-".into(), |n| n.to_string())
-}
-
-/// Where a rebuild's load stands, for a progress line: the last order loaded (inert), or, once
-/// loaded, the archive's `posicao` it was read to.
-fn checkpoint_of(r: &Rebuild) -> String {
-    match (&r.checkpoint_order, r.built_at) {
-        (_, Some(_)) => format!("read to posicao {}", opt(r.checkpoint)),
-        (Some(order), None) => {
-            format!("checkpoint pedido_id {}", crate::shared::text::inert(order))
-        }
-        (None, None) => "nothing loaded yet".to_string(),
-    }
 }

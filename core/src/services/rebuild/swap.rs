@@ -215,7 +215,9 @@ pub async fn swap(
             });
         }
         rename::swap(&mut tx, rebuild.id).await?;
-        let current = compare::checksum_current(&mut tx).await?;
+        // The new `comissao` is the table whose checksum was kept as it was written (the drains
+        // above included): no scan while the lock is held.
+        let current = compare::checksum_new(&mut tx, rebuild.id).await?;
         tx.commit().await?;
         return Ok(current);
     }

@@ -9,6 +9,7 @@
 //! same sum).
 
 use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgPool};
 
@@ -36,9 +37,13 @@ const SUM_PREFIX: &str = "sha256-soma:";
 
 impl RowSum {
     fn lanes_of(pedido_id: &str, valor: i64, versao: i64) -> [u64; 4] {
-        let mut hash = Sha256::new();
-        hash.update(format!("{}:{pedido_id}:{valor}:{versao}", pedido_id.len()).as_bytes());
-        let bytes = hash.finalize();
+        Self::lanes_of_encoded(
+            format!("{}:{pedido_id}:{valor}:{versao}", pedido_id.len()).as_bytes(),
+        )
+    }
+
+    fn lanes_of_encoded(encoded: &[u8]) -> [u64; 4] {
+        let bytes = Sha256::digest(encoded);
         std::array::from_fn(|i| {
             u64::from_be_bytes(bytes[8 * i..8 * i + 8].try_into().expect("8 bytes"))
         })
@@ -46,7 +51,15 @@ impl RowSum {
 
     /// Counts a row in.
     pub fn add(&mut self, pedido_id: &str, valor: i64, versao: i64) {
-        let lanes = Self::lanes_of(pedido_id, valor, versao);
+        self.add_lanes(Self::lanes_of(pedido_id, valor, versao));
+    }
+
+    /// Counts in a row of another shape, already encoded unambiguously.
+    fn add_encoded(&mut self, encoded: &[u8]) {
+        self.add_lanes(Self::lanes_of_encoded(encoded));
+    }
+
+    fn add_lanes(&mut self, lanes: [u64; 4]) {
         for (sum, lane) in self.lanes.iter_mut().zip(lanes) {
             *sum = sum.wrapping_add(lane);
         }
@@ -139,9 +152,18 @@ impl DiffRow {
     }
 }
 
-/// The count and checksum of `comissao`, by one scan.
+/// The count and checksum of `comissao`, by one scan with no sort: its rows streamed and summed
+/// here ([`RowSum`]), which the schema's `comissao_resumo` computes the same in SQL, slower.
 pub async fn checksum_current(conn: &mut PgConnection) -> Result<Checksum, sqlx::Error> {
-    checksum_of_table(conn, "comissao").await
+    let mut sum = RowSum::default();
+    let mut rows = sqlx::query_as::<_, (String, i64, i64)>(
+        "select pedido_id, valor_centavos, versao_evento from comissao",
+    )
+    .fetch(conn);
+    while let Some((pedido_id, valor, versao)) = rows.try_next().await? {
+        sum.add(&pedido_id, valor, versao);
+    }
+    Ok(sum.checksum())
 }
 
 /// The count and checksum of a table shaped as `comissao` (`comissao`, `comissao_nova`, …), by
@@ -251,29 +273,42 @@ pub async fn refresh(conn: &mut PgConnection, orders: &[String]) -> Result<(), s
     Ok(())
 }
 
-/// The diff's size and fingerprint with the rule's version: `sha256:` and the full SHA-256 of an
-/// unambiguous encoding (a JSON array: the rule, the count, then each row as an array of its
-/// fields, by `pedido_id`; an id holding `:` or `,` cannot pass for two ids). Two equal
-/// fingerprints mean the same orders differ by the same values and versions under the same rule.
-/// People are shown [`short`] of it; what they approve binds the whole.
+/// The diff's size and fingerprint with the rule's version: `sha256:` and the full SHA-256 of
+/// `<bytes of the rule>:<rule>:<count>:<sum>`, where the sum is the order-independent
+/// [`RowSum`] of the diff's rows, each encoded as
+/// `<bytes of pedido_id>:<pedido_id>:<antes>:<versao_antes>:<depois>:<versao_depois>` (`-` for
+/// a missing value, which no number is; the id's length first, so an id holding `:` or `,`
+/// cannot pass for two). Two equal fingerprints mean the same orders differ by the same values
+/// and versions under the same rule. The diff is read once, in whatever order the table gives,
+/// with no sort. People are shown [`short`] of it; what they approve binds the whole.
 pub async fn fingerprint(
     conn: &mut PgConnection,
     rule: &str,
 ) -> Result<(i64, String), sqlx::Error> {
-    sqlx::query_as(
-        r#"
-        select count(*),
-               'sha256:' || encode(sha256(convert_to(jsonb_build_array(
-                 $1::text, count(*),
-                 coalesce(jsonb_agg(jsonb_build_array(pedido_id, antes, versao_antes, depois,
-                                                      versao_depois) order by pedido_id),
-                          '[]'::jsonb))::text, 'UTF8')), 'hex')
-        from comissao_reconstrucao_diff
-        "#,
+    let mut sum = RowSum::default();
+    let mut rows = sqlx::query_as::<_, DiffTuple>(
+        "select pedido_id, antes, versao_antes, depois, versao_depois from comissao_reconstrucao_diff",
     )
-    .bind(rule)
-    .fetch_one(conn)
-    .await
+    .fetch(conn);
+    let field = |n: Option<i64>| n.map_or("-".to_string(), |n| n.to_string());
+    while let Some((pedido_id, antes, versao_antes, depois, versao_depois)) =
+        rows.try_next().await?
+    {
+        sum.add_encoded(
+            format!(
+                "{}:{pedido_id}:{}:{}:{}:{}",
+                pedido_id.len(),
+                field(antes),
+                field(versao_antes),
+                field(depois),
+                field(versao_depois)
+            )
+            .as_bytes(),
+        );
+    }
+    let whole = Sha256::digest(format!("{}:{rule}:{}:{}", rule.len(), sum.rows, sum.text()));
+    let hex: String = whole.iter().map(|b| format!("{b:02x}")).collect();
+    Ok((sum.rows, format!("sha256:{hex}")))
 }
 
 /// The start of a fingerprint, as people read it beside the figures (`sha256:` and 16 hex
@@ -345,4 +380,42 @@ pub async fn restamp(
     .execute(conn)
     .await?;
     Ok((orders, stamp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_sum_is_the_same_in_any_order_and_takes_a_row_out_exactly() {
+        let rows = [("ped-1", 10, 1), ("ped-2", 20, 2), ("p:3,x", 30, 3)];
+        let (mut forward, mut backward) = (RowSum::default(), RowSum::default());
+        for (p, v, n) in rows {
+            forward.add(p, v, n);
+        }
+        for (p, v, n) in rows.iter().rev() {
+            backward.add(p, *v, *n);
+        }
+        assert_eq!(forward, backward);
+
+        let mut changed = forward;
+        changed.remove("ped-2", 20, 2);
+        changed.add("ped-2", 21, 2);
+        assert_ne!(changed, forward);
+        changed.remove("ped-2", 21, 2);
+        changed.add("ped-2", 20, 2);
+        assert_eq!(changed, forward);
+
+        assert_eq!(RowSum::parse(Some(&forward.text()), 3).unwrap(), forward);
+        assert!(RowSum::parse(Some("md5:abc"), 3).is_err());
+        assert_eq!(RowSum::parse(None, 0).unwrap(), RowSum::default());
+    }
+
+    #[test]
+    fn an_id_holding_the_separator_cannot_pass_for_two_fields() {
+        let (mut a, mut b) = (RowSum::default(), RowSum::default());
+        a.add("p:1", 2, 3);
+        b.add("p", 1, 23);
+        assert_ne!(a, b);
+    }
 }

@@ -118,6 +118,21 @@ impl Rebuild {
         format!("reconstrucao-comissao-{}", self.id)
     }
 
+    /// Where the load stands, as a line says it: the last order loaded (inert), or, once loaded,
+    /// the archive's `posicao` it was read to.
+    pub fn load_checkpoint(&self) -> String {
+        match (&self.checkpoint_order, self.built_at) {
+            (_, Some(_)) => format!(
+                "read to posicao {}",
+                self.checkpoint.map_or("-".into(), |c| c.to_string())
+            ),
+            (Some(order), None) => {
+                format!("checkpoint pedido_id {}", crate::shared::text::inert(order))
+            }
+            (None, None) => "nothing loaded yet".to_string(),
+        }
+    }
+
     /// Share of the archive read, 0..=1.
     pub fn progress(&self) -> f64 {
         match self.events_total {
