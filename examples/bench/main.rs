@@ -297,7 +297,8 @@ async fn bench(
             ));
         }
     }
-    let effects_run = args.events;
+    // One effect per event the rule accepts.
+    let effects_run = data::accepted_in_window(&pool).await?;
     if args.wants('h') {
         let requests = args.http_requests.unwrap_or(effects_run.min(300_000));
         results.push(measure(http::reference(&sink.url, requests, args.concurrency)).await?);
@@ -416,7 +417,7 @@ async fn bench(
     Ok(())
 }
 
-/// Every effect of the window is `concluido` in the ledger: one per event.
+/// Every effect of the window is `concluido` in the ledger: one per event the rule accepts.
 async fn all_effects_done(pool: &PgPool, expected: i64) -> anyhow::Result<()> {
     let done: i64 =
         sqlx::query_scalar("select count(*) from efeito_aplicado where estado = 'concluido'")

@@ -73,25 +73,26 @@ pub async fn both(pool: &PgPool, results: &mut Vec<Measured>) -> anyhow::Result<
     Ok(())
 }
 
-/// The whole history into a new table in one statement: JavaScript's `Math.round` in SQL, the
-/// newest version per order (the last event among equal versions). Returns (events, rows).
+/// The whole history into a new table in one statement: the rule in SQL
+/// ([`data::accepted_sql`]: JavaScript's `Math.round`, the events it rejects skipped), the newest
+/// accepted version per order (the last event among equal versions). Returns (events, rows).
 async fn one_statement(pool: &PgPool) -> anyhow::Result<(i64, i64)> {
     let mut tx = pool.begin().await?;
     sqlx::query("create table comissao_piso (like comissao including all)")
         .execute(&mut *tx)
         .await?;
-    let rows = sqlx::query(
+    let rows = sqlx::query(&format!(
         r#"
         insert into comissao_piso (pedido_id, valor_centavos, versao_evento)
-        select distinct on (pedido_id) pedido_id,
-               (case when x - floor(x) >= 0.5 then floor(x) + 1 else floor(x) end)::bigint, versao
-        from (select pedido_id, versao, posicao,
-                     (payload->>'valorCentavos')::float8 * (payload->>'percentual')::float8 / 100
-                       as x
-              from evento_arquivado where tipo = 'pedido.pago') e
+        select distinct on (pedido_id) pedido_id, {valor}, versao
+        from (select pedido_id, versao, posicao, {exact} as x
+              from evento_arquivado e where tipo = 'pedido.pago' and {accepted}) e
         order by pedido_id, versao desc, posicao desc
         "#,
-    )
+        accepted = data::accepted_sql("e"),
+        exact = data::exact_sql("e"),
+        valor = data::rounded_sql("x"),
+    ))
     .execute(&mut *tx)
     .await?
     .rows_affected() as i64;
