@@ -198,15 +198,25 @@ pub async fn register_none(pool: &PgPool) -> anyhow::Result<()> {
 
 /// What `comissao` holds, as one comparable value: two runs that leave the same table agree.
 pub async fn state_fingerprint(pool: &PgPool) -> anyhow::Result<String> {
-    Ok(sqlx::query_scalar(
+    let mut conn = pool.acquire().await?;
+    table_fingerprint(&mut conn, "comissao").await
+}
+
+/// What a table of `comissao`'s columns holds, as one comparable value: its rows, their sum and
+/// an order-free hash of every row.
+pub async fn table_fingerprint(
+    conn: &mut sqlx::PgConnection,
+    table: &str,
+) -> anyhow::Result<String> {
+    Ok(sqlx::query_scalar(&format!(
         r#"
         select count(*)::text || ' rows, sum ' || coalesce(sum(valor_centavos), 0)::text
                || ', hash ' || coalesce(sum(hashtextextended(
                     pedido_id || ':' || valor_centavos || ':' || versao_evento, 0)::numeric), 0)
                  ::text
-        from comissao
-        "#,
-    )
-    .fetch_one(pool)
+        from {table}
+        "#
+    ))
+    .fetch_one(conn)
     .await?)
 }

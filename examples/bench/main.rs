@@ -9,9 +9,10 @@
 //! measures, each from the same wrong `comissao`:
 //!
 //! - (r) the reference: the whole window's correction in one statement, no round trips;
-//! - (a) the engine's simulation;
-//! - (b) the engine's real run, every effect already registered;
-//! - (d) the batched floor: the database work of (b) by hand-written SQL, batch for batch;
+//! - (a) the engine's simulation (the orders it would change and their sum agree with (r)'s);
+//! - (b) the engine's real run, every effect already registered (leaves `comissao` as (r) does);
+//! - (d) the batched floor: the database work of (b) by hand-written SQL, batch for batch (leaves
+//!   `comissao` as (r) does);
 //! - (e) the seed's approach: per-event round trips (upsert, reserve), on a sample;
 //! - (f) a simulation in 4 partitions run by 1, 2 and 4 workers;
 //! - (h) the HTTP reference: the loopback sink driven by a minimal keep-alive client at the
@@ -48,6 +49,7 @@ use replay_ledger_core::engine::effects::Effects;
 use replay_ledger_core::engine::plan::{Asked, Plan};
 use replay_ledger_core::services::runner::{self, RunnerConfig};
 use replay_ledger_core::shared::shutdown::{self, Shutdown};
+use replay_ledger_core::shared::summary::Summary;
 use replay_ledger_core::tables::db;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
@@ -240,6 +242,8 @@ async fn bench(
     };
     let mut results = Vec::new();
     let mut reference_state = None;
+    let mut reference_written = None;
+    let mut simulated = None;
 
     data::register_all(&pool).await?;
     if args.wants('p') {
@@ -257,27 +261,51 @@ async fn bench(
         data::buggy_state(&pool).await?;
     }
     if args.wants('a') {
-        results.push(measure(run_engine("bench-a", true, "(a) engine, simulation")).await?);
+        results.push(
+            measure(async {
+                let (measured, summary) =
+                    run_engine("bench-a", true, "(a) engine, simulation").await?;
+                simulated = Some(reference::Written {
+                    orders: i64::try_from(summary.orders_changed)?,
+                    after_cents: summary.total_after_centavos,
+                });
+                Ok(measured)
+            })
+            .await?,
+        );
     }
     if args.wants('r') {
         data::buggy_state(&pool).await?;
-        results.push(measure(reference::one_statement(&pool)).await?);
+        results.push(
+            measure(async {
+                let (measured, written) = reference::one_statement(&pool).await?;
+                reference_written = Some(written);
+                Ok(measured)
+            })
+            .await?,
+        );
         reference_state = Some(data::state_fingerprint(&pool).await?);
+    }
+    match (simulated, reference_written) {
+        (Some(a), Some(r)) if a == r => println!(
+            "    (a) would change what (r) changed: {} orders, sum {} cents",
+            a.orders, a.after_cents
+        ),
+        (Some(a), Some(r)) => {
+            anyhow::bail!("(a) would change {a:?}, (r) changed {r:?}")
+        }
+        _ => {}
     }
     if args.wants('b') {
         data::buggy_state(&pool).await?;
         let label = "(b) engine, real run, effects already registered";
-        results.push(measure(run_engine("bench-b", false, label)).await?);
-        let state = data::state_fingerprint(&pool).await?;
-        match &reference_state {
-            Some(r) if *r == state => println!("    comissao after (b) = after (r): {state}"),
-            Some(r) => anyhow::bail!("comissao after (b) differs from (r): {state} vs {r}"),
-            None => println!("    comissao after (b): {state}"),
-        }
+        results.push(measure(async { Ok(run_engine("bench-b", false, label).await?.0) }).await?);
+        same_as_reference("(b)", &pool, reference_state.as_deref()).await?;
     }
     if args.wants('d') {
         data::buggy_state(&pool).await?;
         results.push(measure(reference::floor(&pool, args.batch)).await?);
+        same_as_reference("(d)", &pool, reference_state.as_deref()).await?;
     }
     if args.wants('e') {
         results.push(measure(reference::seed_approach(&pool, args.seed_sample)).await?);
@@ -315,7 +343,7 @@ async fn bench(
         data::buggy_state(&pool).await?;
         data::register_none(&pool).await?;
         let label = "(c) engine, real run, every effect to the loopback sink";
-        results.push(measure(run_engine("bench-c", false, label)).await?);
+        results.push(measure(async { Ok(run_engine("bench-c", false, label).await?.0) }).await?);
         all_effects_done(&pool, effects_run).await?;
     }
     if args.wants('g') {
@@ -327,7 +355,7 @@ async fn bench(
         data::register_none(&pool).await?;
         let label = "(g) engine, real run, effects alone, comissao right";
         let before = cost::Writes::read(&pool).await?;
-        results.push(measure(run_engine("bench-g", false, label)).await?);
+        results.push(measure(async { Ok(run_engine("bench-g", false, label).await?.0) }).await?);
         cost::Writes::read(&pool)
             .await?
             .print_since(&before, effects_run);
@@ -417,6 +445,21 @@ async fn bench(
     Ok(())
 }
 
+/// `comissao` is as the reference (r) left it, when (r) ran.
+async fn same_as_reference(
+    step: &str,
+    pool: &PgPool,
+    reference: Option<&str>,
+) -> anyhow::Result<()> {
+    let state = data::state_fingerprint(pool).await?;
+    match reference {
+        Some(r) if r == state => println!("    comissao after {step} = after (r): {state}"),
+        Some(r) => anyhow::bail!("comissao after {step} differs from (r): {state} vs {r}"),
+        None => println!("    comissao after {step}: {state}"),
+    }
+    Ok(())
+}
+
 /// Every effect of the window is `concluido` in the ledger: one per event the rule accepts.
 async fn all_effects_done(pool: &PgPool, expected: i64) -> anyhow::Result<()> {
     let done: i64 =
@@ -494,7 +537,8 @@ async fn explain_a_real_run(
     let ran = engine(
         &explained, url, loaded, effects, "bench-p", false, "(p)", stop,
     )
-    .await;
+    .await
+    .map(|_| ());
     explained.close().await;
     plans::explain_off(admin, database).await?;
     ran?;
@@ -512,7 +556,7 @@ async fn engine(
     simulate: bool,
     label: &'static str,
     shutdown: Shutdown,
-) -> anyhow::Result<Measured> {
+) -> anyhow::Result<(Measured, Summary)> {
     let job = loaded.job(job).context("bench job")?;
     let asked = Asked {
         simulate: Some(simulate),
@@ -527,11 +571,13 @@ async fn engine(
     let t = Instant::now();
     let report = runner::run(pool, url, &plan, effects.clone(), config, shutdown).await?;
     let secs = t.elapsed().as_secs_f64();
+    let s = &report.summary;
     println!(
-        "{label}: {} events in {secs:.2} s; effects {:?}",
-        report.events_this_run, report.summary.effects
+        "{label}: {} events in {secs:.2} s; {} rejected; orders changed {} (sum after {} cents); effects {:?}",
+        report.events_this_run, s.events_rejected, s.orders_changed, s.total_after_centavos, s.effects
     );
-    Ok(Measured::new(label, report.events_this_run as i64, secs))
+    let measured = Measured::new(label, report.events_this_run as i64, secs);
+    Ok((measured, report.summary))
 }
 
 async fn print_settings(pool: &PgPool) -> anyhow::Result<()> {

@@ -10,15 +10,24 @@ use sqlx::PgPool;
 use crate::data;
 use crate::Measured;
 
+/// What the window's correction wrote: the orders whose row changed and the sum of their new
+/// values, in cents (what a simulation of the window counts as `orders_changed` and
+/// `total_after_centavos`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    pub orders: i64,
+    pub after_cents: i64,
+}
+
 /// The real limit: the window's correction in **one statement**, no round trips. The window read
 /// once, the commission rule in SQL ([`data::accepted_sql`]: JavaScript's `Math.round`, halves
 /// toward +∞, and the events the rule rejects skipped), the newest accepted version per order
 /// (the last event among equal versions), the version-guarded upsert that skips identical rows,
 /// and the reservation of every accepted event's effect not yet in the ledger (an anti-join).
-pub async fn one_statement(pool: &PgPool) -> anyhow::Result<Measured> {
+pub async fn one_statement(pool: &PgPool) -> anyhow::Result<(Measured, Written)> {
     let (from, to) = data::window()?;
     let t = Instant::now();
-    let (events, written, reserved): (i64, i64, i64) = sqlx::query_as(&format!(
+    let (events, written, after_cents, reserved): (i64, i64, i64, i64) = sqlx::query_as(&format!(
         r#"
         with janela as (
             select posicao, id, pedido_id, versao,
@@ -42,7 +51,7 @@ pub async fn one_statement(pool: &PgPool) -> anyhow::Result<Measured> {
             where comissao.versao_evento <= excluded.versao_evento
               and (comissao.valor_centavos, comissao.versao_evento)
                   is distinct from (excluded.valor_centavos, excluded.versao_evento)
-            returning 1
+            returning valor_centavos
         ),
         reservadas as (
             insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id)
@@ -56,6 +65,7 @@ pub async fn one_statement(pool: &PgPool) -> anyhow::Result<Measured> {
             returning 1
         )
         select (select count(*) from janela), (select count(*) from gravadas),
+               (select coalesce(sum(valor_centavos), 0)::bigint from gravadas),
                (select count(*) from reservadas)
         "#,
         accepted = data::accepted_sql("e"),
@@ -68,13 +78,18 @@ pub async fn one_statement(pool: &PgPool) -> anyhow::Result<Measured> {
     .await?;
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "(r) one statement: {events} events in {secs:.2} s; {written} orders written, {reserved} effects reserved"
+        "(r) one statement: {events} events in {secs:.2} s; {written} orders written (sum {after_cents} cents), {reserved} effects reserved"
     );
-    Ok(Measured::new(
+    let measured = Measured::new(
         "(r) one statement in PostgreSQL (the reference)",
         events,
         secs,
-    ))
+    );
+    let written = Written {
+        orders: written,
+        after_cents,
+    };
+    Ok((measured, written))
 }
 
 /// (d) The batched floor: the database work of a real run by hand, batch for batch: keyset
