@@ -1,12 +1,15 @@
 //! The benchmark harness: events/s of the engine beside what PostgreSQL itself can do with the
 //! same data, measured in the same run.
 //!
-//! `cargo run --release --example bench -- --events 1000000`
+//! `cargo run --release --example bench -- --events 1000000 [--shape adjacent|spread]`
 //!
 //! It generates N `pedido.pago` events of 2026-10-14 (plus N/10 on the day before and after, so
 //! the window is a slice of the archive) by SQL, in a scratch database on `DATABASE_URL`'s server
-//! (or a throwaway cluster when it is unset), with `comissao` holding the buggy values, then
-//! measures, each from the same wrong `comissao`:
+//! (or a throwaway cluster when it is unset), with `comissao` holding the buggy values. The
+//! window's shape (`--shape`, see [`data::Shape`]): `adjacent` (default), 4N/5 orders, a second
+//! version for N/5 of them, consecutive events on consecutive orders; or `spread`, 2N/5 orders
+//! with 2.5 versions each scattered over the window, some ties of version and some events the
+//! rule rejects. Then it measures, each from the same wrong `comissao`:
 //!
 //! - (r) the reference: the whole window's correction in one statement, no round trips;
 //! - (a) the engine's simulation (the orders it would change and their sum agree with (r)'s);
@@ -55,7 +58,7 @@ use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
 use testkit::pgtemp::TempCluster;
 
-use data::{DAY_END, DAY_START};
+use data::{Shape, DAY_END, DAY_START};
 
 #[derive(Debug, Parser)]
 #[command(about = "Engine throughput beside what PostgreSQL itself does with the same data")]
@@ -63,6 +66,11 @@ struct Args {
     /// Events in the window.
     #[arg(long, default_value_t = 100_000)]
     events: i64,
+    /// How the window's events fall on orders: `adjacent`, 1.25 versions per order, consecutive
+    /// events on consecutive orders; `spread`, 2.5 versions per order scattered over the window,
+    /// with ties of version and events the rule rejects.
+    #[arg(long, value_enum, default_value_t = Shape::Adjacent)]
+    shape: Shape,
     /// Batch size of the engine and the floor.
     #[arg(long, default_value_t = 5_000)]
     batch: i64,
@@ -199,7 +207,7 @@ async fn bench(
     db::migrate(&pool).await?;
     print_settings(&pool).await?;
     let t = Instant::now();
-    data::generate(&pool, args.events).await?;
+    data::generate(&pool, args.events, args.shape).await?;
     data::buggy_state(&pool).await?;
     println!(
         "generated {} events in the window (+{} around it) in {:.1} s, by SQL",
@@ -207,6 +215,7 @@ async fn bench(
         2 * (args.events / 10),
         t.elapsed().as_secs_f64()
     );
+    println!("{}", data::describe(&pool, args.shape).await?);
     println!("peak RSS after generation: {} MB", peak_rss_mb());
 
     let sink = http::start_sink(args.sink_url.as_deref()).await?;
@@ -311,10 +320,10 @@ async fn bench(
         results.push(measure(reference::seed_approach(&pool, args.seed_sample)).await?);
     }
     if args.wants('v') {
-        verify::both(&pool, &loaded, &mut results).await?;
+        verify::both(&pool, &loaded, args.shape, &mut results).await?;
     }
     if args.wants('x') {
-        rebuild::both(&pool, &mut results).await?;
+        rebuild::both(&pool, args.shape, &mut results).await?;
     }
     let mut scaling = Vec::new();
     if args.wants('f') {
@@ -325,7 +334,7 @@ async fn bench(
             ));
         }
     }
-    // One effect per event the rule accepts.
+    // One effect per event the rule accepts (every event, in the adjacent shape).
     let effects_run = data::accepted_in_window(&pool).await?;
     if args.wants('h') {
         let requests = args.http_requests.unwrap_or(effects_run.min(300_000));

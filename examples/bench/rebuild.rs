@@ -13,9 +13,10 @@ use replay_ledger_core::services::rebuild::{self, Outcome, RebuildConfig};
 use replay_ledger_core::shared::shutdown::Shutdown;
 use sqlx::PgPool;
 
-use crate::{data, measure, Measured};
+use crate::data::{self, Shape};
+use crate::{measure, Measured};
 
-pub async fn both(pool: &PgPool, results: &mut Vec<Measured>) -> anyhow::Result<()> {
+pub async fn both(pool: &PgPool, shape: Shape, results: &mut Vec<Measured>) -> anyhow::Result<()> {
     data::buggy_state(pool).await?;
     let mut rows_rebuilt = 0;
     let mut build_secs = 0.0;
@@ -69,7 +70,8 @@ pub async fn both(pool: &PgPool, results: &mut Vec<Measured>) -> anyhow::Result<
     );
     let build_rate = engine.events as f64 / build_secs.max(1e-3);
     println!(
-        "(x) {:.2} s in all, peak RSS {} MB: build {build_secs:.2} s ({build_rate:.0} events/s), then follow and compare {:.2} s; (y) {:.2} s, {:.0} events/s; build/(y) = {:.2} (target >= 0.8), whole/(y) = {:.2}; {rows_floor} rows each, the same rows",
+        "(x) on the {} archive: {:.2} s in all, peak RSS {} MB: build {build_secs:.2} s ({build_rate:.0} events/s), then follow and compare {:.2} s; (y) {:.2} s, {:.0} events/s; build/(y) = {:.2} (target >= 0.8), whole/(y) = {:.2}; {rows_floor} rows each, the same rows",
+        shape.name(),
         engine.secs,
         engine.rss_mb,
         engine.secs - build_secs,

@@ -10,7 +10,8 @@ use replay_ledger_core::config::{JobKind, LoadedConfig};
 use replay_ledger_core::engine::applier::Policy;
 use sqlx::PgPool;
 
-use crate::{data, measure, Measured};
+use crate::data::{self, Shape};
+use crate::{measure, Measured};
 
 /// Per day: events, orders, wrong, missing, difference, effects missing, incerto.
 type Days = Vec<(NaiveDate, [i64; 7])>;
@@ -39,6 +40,7 @@ fn request(loaded: &LoadedConfig) -> anyhow::Result<Request> {
 pub async fn both(
     pool: &PgPool,
     loaded: &LoadedConfig,
+    shape: Shape,
     results: &mut Vec<Measured>,
 ) -> anyhow::Result<()> {
     data::buggy_state(pool).await?;
@@ -89,7 +91,8 @@ pub async fn both(
         "verify and its floor disagree:\n{engine_days:?}\n{floor_days:?}"
     );
     println!(
-        "(v) {:.0} events/s, peak RSS {} MB; (w) {:.0} events/s; (v)/(w) = {:.2} (target >= 0.7); days agree: {}",
+        "(v) on the {} archive: {:.0} events/s, peak RSS {} MB; (w) {:.0} events/s; (v)/(w) = {:.2} (target >= 0.7); days agree: {}",
+        shape.name(),
         engine.rate(),
         engine.rss_mb,
         floor.rate(),
