@@ -28,11 +28,14 @@
 //! - (p) the plans of every statement of a real run, as PostgreSQL chose them;
 //! - (v) `verify` over the whole archive, beside (w) its floor: the same counts in one statement;
 //! - (x) `rebuild` of `comissao` over the whole archive, beside (y) one `INSERT … SELECT` of it;
+//! - (t) `comissao --as-of` the window's middle (the table as the archive says it stood then),
+//!   beside (u) its floor: the same rows by one `select distinct on`, streamed;
 //!
 //! and prints events/s, the ratios, the peak RSS of each measurement, the CPU time the whole
 //! machine spent per event (every process: the harness, PostgreSQL and the webhook, so the cost
 //! of an effect can be set beside the cost of a bare call) and PostgreSQL's settings.
 
+mod as_of;
 mod cost;
 mod data;
 mod effect_floor;
@@ -83,7 +86,7 @@ struct Args {
     /// Requests of the HTTP reference (h); default: as many as (c)'s effects, at most 300,000.
     #[arg(long)]
     http_requests: Option<i64>,
-    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,j,k,c,g,v,x).
+    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,j,k,c,g,v,x,t).
     #[arg(long, value_delimiter = ',')]
     only: Vec<char>,
     /// How long (p) runs with every statement explained.
@@ -325,6 +328,9 @@ async fn bench(
     if args.wants('x') {
         rebuild::both(&pool, args.shape, &mut results).await?;
     }
+    if args.wants('t') {
+        as_of::both(&pool, args.shape, &mut results).await?;
+    }
     let mut scaling = Vec::new();
     if args.wants('f') {
         for workers in [1usize, 2, 4] {
@@ -405,12 +411,13 @@ async fn bench(
     };
     println!();
     println!(
-        "(b)/(r) = {:.2}   (a)/(r) = {:.2}   (b)/(d) = {:.2}   (b)/(e) = {:.1}   effects (c)/(h) = {:.2}",
+        "(b)/(r) = {:.2}   (a)/(r) = {:.2}   (b)/(d) = {:.2}   (b)/(e) = {:.1}   effects (c)/(h) = {:.2}   (t)/(u) = {:.2}",
         get("(b)") / get("(r)"),
         get("(a)") / get("(r)"),
         get("(b)") / get("(d)"),
         get("(b)") / get("(e)"),
         get("(c)") / get("(h)"),
+        get("(t)") / get("(u)"),
     );
     // (c) does (b)'s work and one call per event. Where both are bound by the same cores, their
     // times per event add up, so (c) can at best reach 1 / (1/(b) + 1/(h)).
