@@ -58,9 +58,10 @@ pub const GROUPS: [(usize, &str); 2] = [
     (1000, "(k) ledger floor: reserve + complete, groups of 1000"),
 ];
 
-/// Every effect of the window reserved (`batch` keys a statement) and then completed (`group`
-/// keys a statement, each with an answer of the sink's shape) by the ledger's own functions, as
-/// the engine calls them for a deduplicating type; the ledger is left empty of them again.
+/// Every effect of the window (one per event the rule accepts) reserved (`batch` keys a
+/// statement) and then completed (`group` keys a statement, each with an answer of the sink's
+/// shape) by the ledger's own functions, as the engine calls them for a deduplicating type; the
+/// ledger is left empty of them again.
 pub async fn floor(
     pool: &PgPool,
     batch: i64,
@@ -68,9 +69,11 @@ pub async fn floor(
 ) -> anyhow::Result<Measured> {
     data::register_none(pool).await?;
     let (from, to) = data::window()?;
-    let ids: Vec<String> = sqlx::query_scalar(
-        "select id from evento_arquivado where ocorrido_em >= $1 and ocorrido_em < $2 order by posicao",
-    )
+    // Only an event the rule accepts asks for an effect.
+    let ids: Vec<String> = sqlx::query_scalar(&format!(
+        "select id from evento_arquivado e where ocorrido_em >= $1 and ocorrido_em < $2 and {} order by posicao",
+        data::accepted_sql("e")
+    ))
     .bind(from)
     .bind(to)
     .fetch_all(pool)

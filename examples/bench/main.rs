@@ -1,17 +1,21 @@
 //! The benchmark harness: events/s of the engine beside what PostgreSQL itself can do with the
 //! same data, measured in the same run.
 //!
-//! `cargo run --release --example bench -- --events 1000000`
+//! `cargo run --release --example bench -- --events 1000000 [--shape adjacent|spread]`
 //!
 //! It generates N `pedido.pago` events of 2026-10-14 (plus N/10 on the day before and after, so
 //! the window is a slice of the archive) by SQL, in a scratch database on `DATABASE_URL`'s server
-//! (or a throwaway cluster when it is unset), with `comissao` holding the buggy values, then
-//! measures, each from the same wrong `comissao`:
+//! (or a throwaway cluster when it is unset), with `comissao` holding the buggy values. The
+//! window's shape (`--shape`, see [`data::Shape`]): `adjacent` (default), 4N/5 orders, a second
+//! version for N/5 of them, consecutive events on consecutive orders; or `spread`, 2N/5 orders
+//! with 2.5 versions each scattered over the window, some ties of version and some events the
+//! rule rejects. Then it measures, each from the same wrong `comissao`:
 //!
 //! - (r) the reference: the whole window's correction in one statement, no round trips;
-//! - (a) the engine's simulation;
-//! - (b) the engine's real run, every effect already registered;
-//! - (d) the batched floor: the database work of (b) by hand-written SQL, batch for batch;
+//! - (a) the engine's simulation (the orders it would change and their sum agree with (r)'s);
+//! - (b) the engine's real run, every effect already registered (leaves `comissao` as (r) does);
+//! - (d) the batched floor: the database work of (b) by hand-written SQL, batch for batch (leaves
+//!   `comissao` as (r) does);
 //! - (e) the seed's approach: per-event round trips (upsert, reserve), on a sample;
 //! - (f) a simulation in 4 partitions run by 1, 2 and 4 workers;
 //! - (h) the HTTP reference: the loopback sink driven by a minimal keep-alive client at the
@@ -24,11 +28,14 @@
 //! - (p) the plans of every statement of a real run, as PostgreSQL chose them;
 //! - (v) `verify` over the whole archive, beside (w) its floor: the same counts in one statement;
 //! - (x) `rebuild` of `comissao` over the whole archive, beside (y) one `INSERT … SELECT` of it;
+//! - (t) `comissao --as-of` the window's middle (the table as the archive says it stood then),
+//!   beside (u) its floor: the same rows by one `select distinct on`, streamed;
 //!
 //! and prints events/s, the ratios, the peak RSS of each measurement, the CPU time the whole
 //! machine spent per event (every process: the harness, PostgreSQL and the webhook, so the cost
 //! of an effect can be set beside the cost of a bare call) and PostgreSQL's settings.
 
+mod as_of;
 mod cost;
 mod data;
 mod effect_floor;
@@ -48,12 +55,13 @@ use replay_ledger_core::engine::effects::Effects;
 use replay_ledger_core::engine::plan::{Asked, Plan};
 use replay_ledger_core::services::runner::{self, RunnerConfig};
 use replay_ledger_core::shared::shutdown::{self, Shutdown};
+use replay_ledger_core::shared::summary::Summary;
 use replay_ledger_core::tables::db;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgPool};
 use testkit::pgtemp::TempCluster;
 
-use data::{DAY_END, DAY_START};
+use data::{Shape, DAY_END, DAY_START};
 
 #[derive(Debug, Parser)]
 #[command(about = "Engine throughput beside what PostgreSQL itself does with the same data")]
@@ -61,6 +69,11 @@ struct Args {
     /// Events in the window.
     #[arg(long, default_value_t = 100_000)]
     events: i64,
+    /// How the window's events fall on orders: `adjacent`, 1.25 versions per order, consecutive
+    /// events on consecutive orders; `spread`, 2.5 versions per order scattered over the window,
+    /// with ties of version and events the rule rejects.
+    #[arg(long, value_enum, default_value_t = Shape::Adjacent)]
+    shape: Shape,
     /// Batch size of the engine and the floor.
     #[arg(long, default_value_t = 5_000)]
     batch: i64,
@@ -73,7 +86,7 @@ struct Args {
     /// Requests of the HTTP reference (h); default: as many as (c)'s effects, at most 300,000.
     #[arg(long)]
     http_requests: Option<i64>,
-    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,j,k,c,g,v,x).
+    /// Only these measurements, e.g. `--only r,b,h,c` (default: all of r,a,b,d,e,f,p,h,j,k,c,g,v,x,t).
     #[arg(long, value_delimiter = ',')]
     only: Vec<char>,
     /// How long (p) runs with every statement explained.
@@ -197,7 +210,7 @@ async fn bench(
     db::migrate(&pool).await?;
     print_settings(&pool).await?;
     let t = Instant::now();
-    data::generate(&pool, args.events).await?;
+    data::generate(&pool, args.events, args.shape).await?;
     data::buggy_state(&pool).await?;
     println!(
         "generated {} events in the window (+{} around it) in {:.1} s, by SQL",
@@ -205,6 +218,7 @@ async fn bench(
         2 * (args.events / 10),
         t.elapsed().as_secs_f64()
     );
+    println!("{}", data::describe(&pool, args.shape).await?);
     println!("peak RSS after generation: {} MB", peak_rss_mb());
 
     let sink = http::start_sink(args.sink_url.as_deref()).await?;
@@ -240,6 +254,8 @@ async fn bench(
     };
     let mut results = Vec::new();
     let mut reference_state = None;
+    let mut reference_written = None;
+    let mut simulated = None;
 
     data::register_all(&pool).await?;
     if args.wants('p') {
@@ -257,36 +273,65 @@ async fn bench(
         data::buggy_state(&pool).await?;
     }
     if args.wants('a') {
-        results.push(measure(run_engine("bench-a", true, "(a) engine, simulation")).await?);
+        results.push(
+            measure(async {
+                let (measured, summary) =
+                    run_engine("bench-a", true, "(a) engine, simulation").await?;
+                simulated = Some(reference::Written {
+                    orders: i64::try_from(summary.orders_changed)?,
+                    after_cents: summary.total_after_centavos,
+                });
+                Ok(measured)
+            })
+            .await?,
+        );
     }
     if args.wants('r') {
         data::buggy_state(&pool).await?;
-        results.push(measure(reference::one_statement(&pool)).await?);
+        results.push(
+            measure(async {
+                let (measured, written) = reference::one_statement(&pool).await?;
+                reference_written = Some(written);
+                Ok(measured)
+            })
+            .await?,
+        );
         reference_state = Some(data::state_fingerprint(&pool).await?);
+    }
+    match (simulated, reference_written) {
+        (Some(a), Some(r)) if a == r => println!(
+            "    (a) would change what (r) changed: {} orders, sum {} cents",
+            a.orders, a.after_cents
+        ),
+        (Some(a), Some(r)) => {
+            anyhow::bail!("(a) would change {a:?}, (r) changed {r:?}")
+        }
+        _ => {}
     }
     if args.wants('b') {
         data::buggy_state(&pool).await?;
         let label = "(b) engine, real run, effects already registered";
-        results.push(measure(run_engine("bench-b", false, label)).await?);
-        let state = data::state_fingerprint(&pool).await?;
-        match &reference_state {
-            Some(r) if *r == state => println!("    comissao after (b) = after (r): {state}"),
-            Some(r) => anyhow::bail!("comissao after (b) differs from (r): {state} vs {r}"),
-            None => println!("    comissao after (b): {state}"),
-        }
+        results.push(measure(async { Ok(run_engine("bench-b", false, label).await?.0) }).await?);
+        same_as_reference("(b)", &pool, reference_state.as_deref()).await?;
     }
     if args.wants('d') {
         data::buggy_state(&pool).await?;
         results.push(measure(reference::floor(&pool, args.batch)).await?);
+        same_as_reference("(d)", &pool, reference_state.as_deref()).await?;
     }
     if args.wants('e') {
         results.push(measure(reference::seed_approach(&pool, args.seed_sample)).await?);
     }
+    // (t) before (v) and (x): a measurement's peak RSS starts from what the process holds when
+    // it starts, and the rebuild leaves memory the allocator has not given back yet.
+    if args.wants('t') {
+        as_of::both(&pool, args.shape, &mut results).await?;
+    }
     if args.wants('v') {
-        verify::both(&pool, &loaded, &mut results).await?;
+        verify::both(&pool, &loaded, args.shape, &mut results).await?;
     }
     if args.wants('x') {
-        rebuild::both(&pool, &mut results).await?;
+        rebuild::both(&pool, args.shape, &mut results).await?;
     }
     let mut scaling = Vec::new();
     if args.wants('f') {
@@ -297,7 +342,8 @@ async fn bench(
             ));
         }
     }
-    let effects_run = args.events;
+    // One effect per event the rule accepts (every event, in the adjacent shape).
+    let effects_run = data::accepted_in_window(&pool).await?;
     if args.wants('h') {
         let requests = args.http_requests.unwrap_or(effects_run.min(300_000));
         results.push(measure(http::reference(&sink.url, requests, args.concurrency)).await?);
@@ -314,7 +360,7 @@ async fn bench(
         data::buggy_state(&pool).await?;
         data::register_none(&pool).await?;
         let label = "(c) engine, real run, every effect to the loopback sink";
-        results.push(measure(run_engine("bench-c", false, label)).await?);
+        results.push(measure(async { Ok(run_engine("bench-c", false, label).await?.0) }).await?);
         all_effects_done(&pool, effects_run).await?;
     }
     if args.wants('g') {
@@ -326,7 +372,7 @@ async fn bench(
         data::register_none(&pool).await?;
         let label = "(g) engine, real run, effects alone, comissao right";
         let before = cost::Writes::read(&pool).await?;
-        results.push(measure(run_engine("bench-g", false, label)).await?);
+        results.push(measure(async { Ok(run_engine("bench-g", false, label).await?.0) }).await?);
         cost::Writes::read(&pool)
             .await?
             .print_since(&before, effects_run);
@@ -367,12 +413,13 @@ async fn bench(
     };
     println!();
     println!(
-        "(b)/(r) = {:.2}   (a)/(r) = {:.2}   (b)/(d) = {:.2}   (b)/(e) = {:.1}   effects (c)/(h) = {:.2}",
+        "(b)/(r) = {:.2}   (a)/(r) = {:.2}   (b)/(d) = {:.2}   (b)/(e) = {:.1}   effects (c)/(h) = {:.2}   (t)/(u) = {:.2}",
         get("(b)") / get("(r)"),
         get("(a)") / get("(r)"),
         get("(b)") / get("(d)"),
         get("(b)") / get("(e)"),
         get("(c)") / get("(h)"),
+        get("(t)") / get("(u)"),
     );
     // (c) does (b)'s work and one call per event. Where both are bound by the same cores, their
     // times per event add up, so (c) can at best reach 1 / (1/(b) + 1/(h)).
@@ -416,7 +463,22 @@ async fn bench(
     Ok(())
 }
 
-/// Every effect of the window is `concluido` in the ledger: one per event.
+/// `comissao` is as the reference (r) left it, when (r) ran.
+async fn same_as_reference(
+    step: &str,
+    pool: &PgPool,
+    reference: Option<&str>,
+) -> anyhow::Result<()> {
+    let state = data::state_fingerprint(pool).await?;
+    match reference {
+        Some(r) if r == state => println!("    comissao after {step} = after (r): {state}"),
+        Some(r) => anyhow::bail!("comissao after {step} differs from (r): {state} vs {r}"),
+        None => println!("    comissao after {step}: {state}"),
+    }
+    Ok(())
+}
+
+/// Every effect of the window is `concluido` in the ledger: one per event the rule accepts.
 async fn all_effects_done(pool: &PgPool, expected: i64) -> anyhow::Result<()> {
     let done: i64 =
         sqlx::query_scalar("select count(*) from efeito_aplicado where estado = 'concluido'")
@@ -493,7 +555,8 @@ async fn explain_a_real_run(
     let ran = engine(
         &explained, url, loaded, effects, "bench-p", false, "(p)", stop,
     )
-    .await;
+    .await
+    .map(|_| ());
     explained.close().await;
     plans::explain_off(admin, database).await?;
     ran?;
@@ -511,7 +574,7 @@ async fn engine(
     simulate: bool,
     label: &'static str,
     shutdown: Shutdown,
-) -> anyhow::Result<Measured> {
+) -> anyhow::Result<(Measured, Summary)> {
     let job = loaded.job(job).context("bench job")?;
     let asked = Asked {
         simulate: Some(simulate),
@@ -526,11 +589,13 @@ async fn engine(
     let t = Instant::now();
     let report = runner::run(pool, url, &plan, effects.clone(), config, shutdown).await?;
     let secs = t.elapsed().as_secs_f64();
+    let s = &report.summary;
     println!(
-        "{label}: {} events in {secs:.2} s; effects {:?}",
-        report.events_this_run, report.summary.effects
+        "{label}: {} events in {secs:.2} s; {} rejected; orders changed {} (sum after {} cents); effects {:?}",
+        report.events_this_run, s.events_rejected, s.orders_changed, s.total_after_centavos, s.effects
     );
-    Ok(Measured::new(label, report.events_this_run as i64, secs))
+    let measured = Measured::new(label, report.events_this_run as i64, secs);
+    Ok((measured, report.summary))
 }
 
 async fn print_settings(pool: &PgPool) -> anyhow::Result<()> {

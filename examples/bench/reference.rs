@@ -10,27 +10,35 @@ use sqlx::PgPool;
 use crate::data;
 use crate::Measured;
 
+/// What the window's correction wrote: the orders whose row changed and the sum of their new
+/// values, in cents (what a simulation of the window counts as `orders_changed` and
+/// `total_after_centavos`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    pub orders: i64,
+    pub after_cents: i64,
+}
+
 /// The real limit: the window's correction in **one statement**, no round trips. The window read
-/// once, the commission rule in SQL (JavaScript's `Math.round`: halves toward +∞), the newest
-/// version per order (the last event among equal versions), the version-guarded upsert that
-/// skips identical rows, and the reservation of every effect not yet in the ledger (an anti-join).
-pub async fn one_statement(pool: &PgPool) -> anyhow::Result<Measured> {
+/// once, the commission rule in SQL ([`data::accepted_sql`]: JavaScript's `Math.round`, halves
+/// toward +∞, and the events the rule rejects skipped), the newest accepted version per order
+/// (the last event among equal versions), the version-guarded upsert that skips identical rows,
+/// and the reservation of every accepted event's effect not yet in the ledger (an anti-join).
+pub async fn one_statement(pool: &PgPool) -> anyhow::Result<(Measured, Written)> {
     let (from, to) = data::window()?;
     let t = Instant::now();
-    let (events, written, reserved): (i64, i64, i64) = sqlx::query_as(
+    let (events, written, after_cents, reserved): (i64, i64, i64, i64) = sqlx::query_as(&format!(
         r#"
         with janela as (
             select posicao, id, pedido_id, versao,
-                   (payload->>'valorCentavos')::float8 * (payload->>'percentual')::float8 / 100
-                     as exato
-            from evento_arquivado
+                   case when {accepted} then {exact} end as exato
+            from evento_arquivado e
             where ocorrido_em >= $1 and ocorrido_em < $2 and tipo = 'pedido.pago'
         ),
         novas as (
-            select distinct on (pedido_id) pedido_id, versao,
-                   (case when exato - floor(exato) >= 0.5 then floor(exato) + 1
-                         else floor(exato) end)::bigint as valor
+            select distinct on (pedido_id) pedido_id, versao, {valor} as valor
             from janela
+            where exato is not null
             order by pedido_id, versao desc, posicao desc
         ),
         gravadas as (
@@ -43,41 +51,51 @@ pub async fn one_statement(pool: &PgPool) -> anyhow::Result<Measured> {
             where comissao.versao_evento <= excluded.versao_evento
               and (comissao.valor_centavos, comissao.versao_evento)
                   is distinct from (excluded.valor_centavos, excluded.versao_evento)
-            returning 1
+            returning valor_centavos
         ),
         reservadas as (
             insert into efeito_aplicado (chave, evento_id, tipo_efeito, estado, execucao_id)
             select j.id || ':notificar-vendedor', j.id, 'notificar-vendedor', 'reservado',
                    'referencia'
             from janela j
-            where not exists (select 1 from efeito_aplicado e
+            where j.exato is not null
+              and not exists (select 1 from efeito_aplicado e
                               where e.chave = j.id || ':notificar-vendedor')
             on conflict (chave) do nothing
             returning 1
         )
         select (select count(*) from janela), (select count(*) from gravadas),
+               (select coalesce(sum(valor_centavos), 0)::bigint from gravadas),
                (select count(*) from reservadas)
         "#,
-    )
+        accepted = data::accepted_sql("e"),
+        exact = data::exact_sql("e"),
+        valor = data::rounded_sql("exato"),
+    ))
     .bind(from)
     .bind(to)
     .fetch_one(pool)
     .await?;
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "(r) one statement: {events} events in {secs:.2} s; {written} orders written, {reserved} effects reserved"
+        "(r) one statement: {events} events in {secs:.2} s; {written} orders written (sum {after_cents} cents), {reserved} effects reserved"
     );
-    Ok(Measured::new(
+    let measured = Measured::new(
         "(r) one statement in PostgreSQL (the reference)",
         events,
         secs,
-    ))
+    );
+    let written = Written {
+        orders: written,
+        after_cents,
+    };
+    Ok((measured, written))
 }
 
 /// (d) The batched floor: the database work of a real run by hand, batch for batch: keyset
 /// read, the before-values locked, the version-guarded upsert of the batch reduced to the newest
-/// version per order, the corrections recorded, the set-based reservation, the checkpoint; one
-/// transaction per batch.
+/// accepted version per order, the corrections recorded, the set-based reservation of the
+/// accepted events' effects, the checkpoint; one transaction per batch.
 pub async fn floor(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> {
     let (from, to) = data::window()?;
     let (first, last): (i64, i64) = sqlx::query_as("select min(posicao), max(posicao) from evento_arquivado where ocorrido_em >= $1 and ocorrido_em < $2")
@@ -104,23 +122,28 @@ pub async fn floor(pool: &PgPool, batch: i64) -> anyhow::Result<Measured> {
             break;
         };
         total += rows.len() as i64;
+        // The events the rule accepts, with their commission: a rejected one writes nothing
+        // and asks for no effect.
+        let accepted: Vec<(&data::EventRow, i64)> = rows
+            .iter()
+            .filter_map(|r| data::rule(&r.1, &r.3, &r.5).map(|v| (r, v)))
+            .collect();
         let mut newest: HashMap<&str, (i64, i64)> = HashMap::new();
-        for r in &rows {
-            let v = replay_ledger_core::domain::calcular_comissao(&r.5).unwrap_or(0);
-            let e = newest.entry(&r.3).or_insert((v, r.4));
+        for (r, v) in &accepted {
+            let e = newest.entry(&r.3).or_insert((*v, r.4));
             if r.4 >= e.1 {
-                *e = (v, r.4);
+                *e = (*v, r.4);
             }
         }
         let mut ids: Vec<&str> = newest.keys().copied().collect();
         ids.sort_unstable();
         let vals: Vec<i64> = ids.iter().map(|i| newest[i].0).collect();
         let vers: Vec<i64> = ids.iter().map(|i| newest[i].1).collect();
-        let keys: Vec<String> = rows
+        let keys: Vec<String> = accepted
             .iter()
-            .map(|r| format!("{}:notificar-vendedor", r.1))
+            .map(|(r, _)| format!("{}:notificar-vendedor", r.1))
             .collect();
-        let evs: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+        let evs: Vec<&str> = accepted.iter().map(|(r, _)| r.1.as_str()).collect();
         let mut tx = pool.begin().await?;
         let current: Vec<(String, i64, i64)> = sqlx::query_as("select pedido_id, valor_centavos, versao_evento from comissao where pedido_id = any($1) order by pedido_id for update")
             .bind(&ids)
@@ -187,7 +210,10 @@ pub async fn seed_approach(pool: &PgPool, sample: i64) -> anyhow::Result<Measure
     .await?;
     let t = Instant::now();
     for (id, pedido, versao, payload) in &rows {
-        let valor = replay_ledger_core::domain::calcular_comissao(payload).unwrap_or(0);
+        // The seed's applier throws on a payload the rule rejects: nothing written for it.
+        let Some(valor) = data::rule(id, pedido, payload) else {
+            continue;
+        };
         sqlx::query("insert into comissao (pedido_id, valor_centavos, versao_evento) values ($1, $2, $3) on conflict (pedido_id) do update set valor_centavos = excluded.valor_centavos, versao_evento = excluded.versao_evento, atualizado_em = now() where comissao.versao_evento <= excluded.versao_evento")
             .bind(pedido)
             .bind(valor)

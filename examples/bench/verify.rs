@@ -10,7 +10,8 @@ use replay_ledger_core::config::{JobKind, LoadedConfig};
 use replay_ledger_core::engine::applier::Policy;
 use sqlx::PgPool;
 
-use crate::{data, measure, Measured};
+use crate::data::{self, Shape};
+use crate::{measure, Measured};
 
 /// Per day: events, orders, wrong, missing, difference, effects missing, incerto.
 type Days = Vec<(NaiveDate, [i64; 7])>;
@@ -39,6 +40,7 @@ fn request(loaded: &LoadedConfig) -> anyhow::Result<Request> {
 pub async fn both(
     pool: &PgPool,
     loaded: &LoadedConfig,
+    shape: Shape,
     results: &mut Vec<Measured>,
 ) -> anyhow::Result<()> {
     data::buggy_state(pool).await?;
@@ -89,7 +91,8 @@ pub async fn both(
         "verify and its floor disagree:\n{engine_days:?}\n{floor_days:?}"
     );
     println!(
-        "(v) {:.0} events/s, peak RSS {} MB; (w) {:.0} events/s; (v)/(w) = {:.2} (target >= 0.7); days agree: {}",
+        "(v) on the {} archive: {:.0} events/s, peak RSS {} MB; (w) {:.0} events/s; (v)/(w) = {:.2} (target >= 0.7); days agree: {}",
+        shape.name(),
         engine.rate(),
         engine.rss_mb,
         floor.rate(),
@@ -100,27 +103,25 @@ pub async fn both(
     Ok(())
 }
 
-/// The same counts as `verify`, per day, in one statement: each order's newest event (highest
-/// version, then position) with the commission rule in SQL (halves toward +∞) against its row,
-/// and each event's ledger key.
+/// The same counts as `verify`, per day, in one statement: each order's newest event the rule
+/// accepts (highest version, then position; [`data::accepted_sql`]: the rule in SQL, halves toward
+/// +∞, a rejected event skipped so the next older one decides) against its row, and each
+/// accepted event's ledger key (a rejected event asks for no effect).
 async fn one_statement(pool: &PgPool, request: &Request) -> anyhow::Result<Days> {
     let (from, to) = request.bounds();
-    let rows: Vec<FloorRow> = sqlx::query_as(
+    let rows: Vec<FloorRow> = sqlx::query_as(&format!(
         r#"
         with newest as (
             select distinct on (e.pedido_id) e.pedido_id, e.versao, e.ocorrido_em,
-                   (e.payload->>'valorCentavos')::float8 * (e.payload->>'percentual')::float8 / 100
-                     as exato
+                   {exact} as exato
             from evento_arquivado e
-            where e.tipo = 'pedido.pago'
+            where e.tipo = 'pedido.pago' and {accepted}
               and e.pedido_id in (select pedido_id from evento_arquivado
                                   where tipo = 'pedido.pago' and ocorrido_em >= $1 and ocorrido_em < $2)
             order by e.pedido_id, e.versao desc, e.posicao desc
         ),
         expected as (
-            select pedido_id, versao, ocorrido_em,
-                   (case when exato - floor(exato) >= 0.5 then floor(exato) + 1
-                         else floor(exato) end)::bigint as valor
+            select pedido_id, versao, ocorrido_em, {valor} as valor
             from newest where ocorrido_em >= $1 and ocorrido_em < $2
         ),
         orders as (
@@ -134,8 +135,9 @@ async fn one_statement(pool: &PgPool, request: &Request) -> anyhow::Result<Days>
         ),
         events as (
             select (e.ocorrido_em at time zone $3)::date as day, count(*) as events,
-                   count(*) filter (where e.tipo = 'pedido.pago' and l.chave is null) as missing,
-                   count(*) filter (where l.estado = 'incerto') as uncertain
+                   count(*) filter (where e.tipo = 'pedido.pago' and l.chave is null
+                                      and {accepted}) as missing,
+                   count(*) filter (where l.estado = 'incerto' and {accepted}) as uncertain
             from evento_arquivado e
             left join efeito_aplicado l on l.chave = e.id || ':notificar-vendedor'
             where e.ocorrido_em >= $1 and e.ocorrido_em < $2
@@ -147,7 +149,10 @@ async fn one_statement(pool: &PgPool, request: &Request) -> anyhow::Result<Days>
         from events v full join orders o using (day)
         order by day
         "#,
-    )
+        accepted = data::accepted_sql("e"),
+        exact = data::exact_sql("e"),
+        valor = data::rounded_sql("exato"),
+    ))
     .bind(from)
     .bind(to)
     .bind(request.timezone.name())
