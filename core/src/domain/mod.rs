@@ -168,6 +168,35 @@ pub fn handle(event: &Event) -> Result<Option<Decision>, InvalidPayload> {
 
 /// The `pedido.pago` handler under `rule` (a candidate rule's simulation; see [`rules`]).
 pub fn handle_with(rule: Rule, event: &Event) -> Result<Option<Decision>, InvalidPayload> {
+    let Some((commission, upcast)) = decide(rule, event)? else {
+        return Ok(None);
+    };
+    let effects = vec![EffectRequest {
+        tipo: NOTIFY_SELLER,
+        key: effect_key(&event.id, NOTIFY_SELLER),
+        body: json!({
+            "eventoId": event.id,
+            "pedidoId": event.pedido_id,
+            "valorCentavos": commission.valor_centavos,
+        }),
+    }];
+    Ok(Some(Decision {
+        commission,
+        effects,
+        upcast,
+    }))
+}
+
+/// The row the event writes under the rule in force, without the effects it asks for: what
+/// [`handle`] decides (the same checks, the same rule), for the readers that only need the
+/// row — the rebuild, `verify`'s orders, the temporal queries.
+pub fn commission(event: &Event) -> Result<Option<CommissionRow>, InvalidPayload> {
+    Ok(decide(Rule::IN_FORCE, event)?.map(|(row, _)| row))
+}
+
+/// The row `event` writes under `rule` and whether its payload was upcast; `None` for an event
+/// of another type.
+fn decide(rule: Rule, event: &Event) -> Result<Option<(CommissionRow, bool)>, InvalidPayload> {
     if event.tipo != ORDER_PAID {
         return Ok(None);
     }
@@ -178,24 +207,12 @@ pub fn handle_with(rule: Rule, event: &Event) -> Result<Option<Decision>, Invali
         return Err(invalid("pedido_id longer than 1024 bytes"));
     }
     let (valor, upcast) = rule.commission_of(&event.payload)?;
-    let effects = vec![EffectRequest {
-        tipo: NOTIFY_SELLER,
-        key: effect_key(&event.id, NOTIFY_SELLER),
-        body: json!({
-            "eventoId": event.id,
-            "pedidoId": event.pedido_id,
-            "valorCentavos": valor,
-        }),
-    }];
-    Ok(Some(Decision {
-        commission: CommissionRow {
-            pedido_id: event.pedido_id.clone(),
-            valor_centavos: valor,
-            versao: event.versao,
-        },
-        effects,
-        upcast,
-    }))
+    let row = CommissionRow {
+        pedido_id: event.pedido_id.clone(),
+        valor_centavos: valor,
+        versao: event.versao,
+    };
+    Ok(Some((row, upcast)))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //! "What the table said then" is what the archive up to then implies: per order, the newest
 //! `pedido.pago` that occurred at or before the moment and that the rule accepts (highest
 //! `versao`, then highest `posicao` — the one the applier's version guard lets win), decided by
-//! the domain's rule and upcasters in force ([`domain::handle`], the very call `verify` makes).
+//! the domain's rule and upcasters in force ([`domain::commission`], the very call `verify` makes).
 //! No second calculator: the archive's read is one statement ordered as `verify`'s, the value is
 //! the domain's.
 //!
@@ -171,13 +171,13 @@ pub fn as_of(events_newest_first: &[Event], at: DateTime<Utc>) -> Option<AsOfRow
 
 /// The event's row, when the rule accepts it.
 fn decided(event: &Event) -> Option<AsOfRow> {
-    let Ok(Some(decision)) = domain::handle(event) else {
+    let Ok(Some(row)) = domain::commission(event) else {
         return None;
     };
     Some(AsOfRow {
-        pedido_id: event.pedido_id.clone(),
-        valor_centavos: decision.commission.valor_centavos,
-        versao_evento: decision.commission.versao,
+        pedido_id: row.pedido_id,
+        valor_centavos: row.valor_centavos,
+        versao_evento: row.versao,
         ocorrido_em: event.ocorrido_em,
     })
 }

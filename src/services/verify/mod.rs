@@ -216,7 +216,7 @@ impl Scan {
     /// effects.
     fn effect(&mut self, day: NaiveDate, row: &reconcile::RangeEvent, live: Option<&Applied<'_>>) {
         if !(row.effect_missing || row.effect_uncertain)
-            || !matches!(domain::handle(&row.event), Ok(Some(_)))
+            || !matches!(domain::commission(&row.event), Ok(Some(_)))
         {
             return;
         }
@@ -278,13 +278,13 @@ async fn check_orders(
             continue;
         };
         // A rejected event writes nothing: the order's next older event decides.
-        let Ok(Some(decision)) = domain::handle(&row.event) else {
+        let Ok(Some(commission)) = domain::commission(&row.event) else {
             continue;
         };
         seen.decided = true;
         if let Some(day) = request.day_of(row.event.ocorrido_em) {
             let applied = live.is_none_or(|l| l.covers(row.xid, row.event.posicao));
-            scan.order(day, &row, &decision.commission, applied);
+            scan.order(day, &row, &commission, applied);
         }
     }
     if let Some(done) = order {

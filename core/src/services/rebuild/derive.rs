@@ -33,8 +33,8 @@ impl Orders {
         if self.decided {
             return;
         }
-        if let Ok(Some(decision)) = domain::handle(event) {
-            rows.push(decision.commission);
+        if let Ok(Some(row)) = domain::commission(event) {
+            rows.push(row);
             self.decided = true;
         }
     }
