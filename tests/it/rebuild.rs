@@ -1109,3 +1109,47 @@ async fn a_rebuild_killed_while_copying_and_while_indexing_resumes_to_the_archiv
         stdout(&resumed)
     );
 }
+
+/// A rebuild an earlier version left building — `comissao_nova` indexed as `comissao`, part of
+/// the archive written and its checkpoint by `posicao`, as 0.4.0 wrote them — is loaded again
+/// from the start by this version's load, and ends with exactly the archive's table and its
+/// primary key.
+#[tokio::test]
+async fn a_rebuild_an_earlier_version_left_building_is_loaded_again_to_the_archives_table() {
+    let db = TestDb::new().await;
+    let jobs = live_jobs();
+    let (events, expected) = history(500);
+    insert(&db.pool, &events).await;
+    old_table(&db, &expected).await;
+    // What 0.4.0's `rebuild` left when killed mid-build.
+    let mut tx = db.pool.begin().await.unwrap();
+    sqlx::query(
+        "insert into comissao_reconstrucao (estado, versao_regra, ultima_posicao, alvo_posicao, eventos_total, eventos_lidos) values ('construindo', 'calcularComissao/2', 200, (select max(posicao) from evento_arquivado), (select count(*) from evento_arquivado), 200)",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    sqlx::query("select comissao_nova_criar()")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "insert into comissao_nova (pedido_id, valor_centavos, versao_evento) values ('ped-1', 1, 1), ('left-behind', 7, 1)",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let resumed = run_bin(&db.url, jobs.path(), &["rebuild"]).await;
+
+    assert_success(&resumed, "rebuild over an earlier version's build");
+    assert_eq!(table_rows(&db, "comissao_nova").await, expected);
+    let primary: bool = sqlx::query_scalar(
+        "select exists (select 1 from pg_constraint where conrelid = 'comissao_nova'::regclass and contype = 'p')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(primary, "comissao_nova has its primary key");
+}

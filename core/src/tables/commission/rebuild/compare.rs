@@ -202,6 +202,12 @@ pub async fn compare(
     sqlx::query("delete from comissao_reconstrucao_diff")
         .execute(&mut *conn)
         .await?;
+    // Both tables by their primary keys, merged in `pedido_id` order: no hash table of either
+    // (which spills to disk past `work_mem` at millions of orders), and the diff's own key
+    // written in order. For this transaction only.
+    sqlx::query("set local enable_hashjoin = off")
+        .execute(&mut *conn)
+        .await?;
     sqlx::query(
         r#"
         insert into comissao_reconstrucao_diff
@@ -215,6 +221,9 @@ pub async fn compare(
     )
     .execute(&mut *conn)
     .await?;
+    sqlx::query("set local enable_hashjoin = on")
+        .execute(&mut *conn)
+        .await?;
     let current = checksum_current(conn).await?;
     let new = checksum_new(conn, id).await?;
     let (orders_differing, fingerprint) = fingerprint(conn, rule).await?;
