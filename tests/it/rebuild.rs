@@ -974,13 +974,10 @@ async fn a_rebuild_over_generated_archives_builds_the_archives_answer_at_every_c
                     .unwrap();
                 assert_eq!(comparison.new, scanned, "{case}");
                 assert_eq!(comparison.new.count, answer.len() as i64, "{case}");
-                let indexed: bool = sqlx::query_scalar(
-                    "select exists (select 1 from pg_constraint where conrelid = 'comissao_nova'::regclass and contype = 'p')",
-                )
-                .fetch_one(&db.pool)
-                .await
-                .unwrap();
-                assert!(indexed, "{case}: comissao_nova has its primary key again");
+                assert!(
+                    has_primary_key(&db.pool).await,
+                    "{case}: comissao_nova has its primary key again"
+                );
 
                 // Swapped in: the checksum said is the new `comissao`'s, as a scan finds it.
                 rebuild::approve(
@@ -1011,7 +1008,8 @@ async fn a_rebuild_over_generated_archives_builds_the_archives_answer_at_every_c
 /// the indexes (held there by a reader of `comissao_nova`, so the kill lands inside that
 /// transaction): each run resumes after the last order written, the killed index build leaves
 /// no index behind, and the last run builds exactly the table the archive implies, with its
-/// primary key, and prints the checksum the schema's scan computes for it.
+/// primary key and the operator's own index on `comissao`, and prints the checksum the schema's
+/// scan computes for it.
 #[tokio::test]
 async fn a_rebuild_killed_while_copying_and_while_indexing_resumes_to_the_archives_table() {
     let db = TestDb::new().await;
@@ -1019,6 +1017,11 @@ async fn a_rebuild_killed_while_copying_and_while_indexing_resumes_to_the_archiv
     let (events, expected) = history(8_000);
     insert(&db.pool, &events).await;
     old_table(&db, &expected).await;
+    // An index of the operator's own on `comissao`: the new table gets it too, after the load.
+    sqlx::query("create index comissao_por_valor on comissao (valor_centavos)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
     let read = || async {
         sqlx::query_scalar::<_, i64>("select eventos_lidos from comissao_reconstrucao")
             .fetch_optional(&db.pool)
@@ -1095,13 +1098,21 @@ async fn a_rebuild_killed_while_copying_and_while_indexing_resumes_to_the_archiv
     let resumed = run_bin(&db.url, jobs.path(), &["rebuild"]).await;
     assert_success(&resumed, "rebuild (resumed after the kills)");
     assert_eq!(table_rows(&db, "comissao_nova").await, expected);
-    let primary: bool = sqlx::query_scalar(
-        "select exists (select 1 from pg_constraint where conrelid = 'comissao_nova'::regclass and contype = 'p')",
+    assert!(
+        has_primary_key(&db.pool).await,
+        "comissao_nova has its primary key"
+    );
+    let indexes: Vec<String> = sqlx::query_scalar(
+        "select pg_get_indexdef(indexrelid) from pg_index where indrelid = 'comissao_nova'::regclass order by 1",
     )
-    .fetch_one(&db.pool)
+    .fetch_all(&db.pool)
     .await
     .unwrap();
-    assert!(primary, "comissao_nova has its primary key");
+    assert_eq!(indexes.len(), 2, "{indexes:?}");
+    assert!(
+        indexes[0].contains("(valor_centavos)") && indexes[1].contains("UNIQUE"),
+        "the operator's index and the primary key's, built after the load: {indexes:?}"
+    );
     let (count, digest) = checksum_of(&db, &expected).await;
     assert!(
         stdout(&resumed).contains(&format!("comissao_nova: {count} rows, checksum {digest}")),
@@ -1145,11 +1156,18 @@ async fn a_rebuild_an_earlier_version_left_building_is_loaded_again_to_the_archi
 
     assert_success(&resumed, "rebuild over an earlier version's build");
     assert_eq!(table_rows(&db, "comissao_nova").await, expected);
-    let primary: bool = sqlx::query_scalar(
+    assert!(
+        has_primary_key(&db.pool).await,
+        "comissao_nova has its primary key"
+    );
+}
+
+/// Whether `comissao_nova` has its primary key (built again after the load).
+async fn has_primary_key(pool: &sqlx::PgPool) -> bool {
+    sqlx::query_scalar(
         "select exists (select 1 from pg_constraint where conrelid = 'comissao_nova'::regclass and contype = 'p')",
     )
-    .fetch_one(&db.pool)
+    .fetch_one(pool)
     .await
-    .unwrap();
-    assert!(primary, "comissao_nova has its primary key");
+    .unwrap()
 }
