@@ -88,16 +88,17 @@ pub(super) async fn gone(element: &fantoccini::elements::Element) {
 
 /// Fills the login form and submits it; waits for the executions list.
 pub(super) async fn log_in(browser: &Browser, console: &ConsoleProc, email: &str) {
-    browser.goto(&console.url("/login")).await.unwrap();
-    browser
-        .find(Locator::Id("email"))
-        .await
-        .unwrap()
-        .send_keys(email)
-        .await
-        .unwrap();
-    let password = browser.find(Locator::Id("password")).await.unwrap();
-    password.send_keys(PASSWORD).await.unwrap();
+    log_in_at(browser, &console.url(""), email, PASSWORD).await;
+}
+
+/// Logs in at the console served at `base` with `password` (the demo prints its own); waits
+/// until the page names the account.
+pub(super) async fn log_in_at(browser: &Browser, base: &str, email: &str, password: &str) {
+    browser.goto(&format!("{base}/login")).await.unwrap();
+    let field = browser.find(Locator::Id("email")).await.unwrap();
+    field.send_keys(email).await.unwrap();
+    let field = browser.find(Locator::Id("password")).await.unwrap();
+    field.send_keys(password).await.unwrap();
     let who = click_then_read(
         browser,
         Locator::Css("form.login button"),

@@ -10,24 +10,8 @@ use nix::sys::signal::Signal;
 use testkit::chromedriver::ChromeDriver;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::browser::{appears, click, click_then_read, open_browser};
+use super::browser::{appears, click, log_in_at, open_browser};
 use super::*;
-
-/// Logs in at the console of `base` in `browser` with the printed password.
-async fn log_in_at(browser: &fantoccini::Client, base: &str, email: &str, password: &str) {
-    browser.goto(&format!("{base}/login")).await.unwrap();
-    let field = browser.find(Locator::Id("email")).await.unwrap();
-    field.send_keys(email).await.unwrap();
-    let field = browser.find(Locator::Id("password")).await.unwrap();
-    field.send_keys(password).await.unwrap();
-    let who = click_then_read(
-        browser,
-        Locator::Css("form.login button"),
-        Locator::Css("header.top .who"),
-    )
-    .await;
-    assert!(who.contains(email), "{who}");
-}
 
 #[tokio::test]
 async fn demo_console_serves_the_story_until_ctrl_c_then_removes_its_database() {

@@ -5,8 +5,8 @@
 //! A table's checksum is order-independent ([`RowSum`]): per row the SHA-256 of an unambiguous
 //! encoding, summed as four 64-bit lanes. So the new table's is kept while it is written (the
 //! load adds each row, a re-derivation takes the old row out and puts the new one in) and the
-//! current table's is one scan with no sort (the schema's `comissao_resumo`, which computes the
-//! same sum).
+//! current table's is one streamed read with no sort. The schema's `comissao_resumo(table)`
+//! computes the same sum in SQL, for anyone who wants to check either table.
 
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
@@ -166,20 +166,6 @@ pub async fn checksum_current(conn: &mut PgConnection) -> Result<Checksum, sqlx:
     Ok(sum.checksum())
 }
 
-/// The count and checksum of a table shaped as `comissao` (`comissao`, `comissao_nova`, …), by
-/// one scan in the database: what [`RowSum`] kept as the rows were written must equal it.
-pub async fn checksum_of_table(
-    conn: &mut PgConnection,
-    table: &str,
-) -> Result<Checksum, sqlx::Error> {
-    let (count, digest): (i64, String) =
-        sqlx::query_as("select linhas, resumo from comissao_resumo($1::regclass)")
-            .bind(table)
-            .fetch_one(conn)
-            .await?;
-    Ok(Checksum { count, digest })
-}
-
 /// The count and checksum of `comissao_nova` kept as it was written (its rebuild's row).
 pub async fn checksum_new(conn: &mut PgConnection, id: i64) -> Result<Checksum, sqlx::Error> {
     let (rows, text): (i64, Option<String>) =
@@ -221,7 +207,7 @@ pub async fn compare(
     )
     .execute(&mut *conn)
     .await?;
-    sqlx::query("set local enable_hashjoin = on")
+    sqlx::query("set local enable_hashjoin to default")
         .execute(&mut *conn)
         .await?;
     let current = checksum_current(conn).await?;
