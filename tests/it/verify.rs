@@ -377,3 +377,62 @@ async fn emit_jobs_never_follows_a_symlink_planted_at_a_jobs_name() {
     let text = std::fs::read_to_string(&written).expect("read the job");
     assert!(text.contains("name: reconcile-2026-10-14-2"), "{text}");
 }
+
+/// `verify` over generated archives (ties of `versao` side by side and far apart, invalid newest
+/// versions, versions archived out of order, events of other types), from a `comissao` that is
+/// the archive's answer — computed in SQL over `evento_arquivado`, not by the product
+/// (`differential::archive_answer`) — with some values off and some rows missing: it counts
+/// exactly those orders wrong and missing, the net difference they make, and every order the
+/// answer has, for three seeds.
+#[tokio::test]
+async fn verify_over_generated_archives_counts_exactly_what_differs_from_the_archives_answer() {
+    let provider = sink(dedup()).await;
+    let jobs = jobs(&provider.url());
+    for seed in [21u64, 22, 23] {
+        let db = TestDb::new().await;
+        insert(&db.pool, &crate::differential::generated_archive(seed, 120)).await;
+        let answer = crate::differential::archive_answer(&db.pool).await;
+        let (mut wrong, mut missing, mut difference) = (0i64, 0i64, 0i64);
+        for (i, (pedido, valor, versao)) in answer.iter().enumerate() {
+            if i % 11 == 3 {
+                missing += 1;
+                difference += valor;
+                continue;
+            }
+            let off = if i % 7 == 2 { (i % 5 + 1) as i64 } else { 0 };
+            if off != 0 {
+                wrong += 1;
+                difference -= off;
+            }
+            sqlx::query(
+                "insert into comissao (pedido_id, valor_centavos, versao_evento) values ($1, $2, $3)",
+            )
+            .bind(pedido)
+            .bind(valor + off)
+            .bind(versao)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        }
+
+        let (code, json) = verify_json(&db, jobs.path(), &["--timezone", TZ]).await;
+
+        assert_eq!(code, 3, "seed {seed}: {json}");
+        let totals = &json["totals"];
+        assert_eq!(
+            (
+                totals["orders"].as_i64(),
+                totals["orders_wrong"].as_i64(),
+                totals["orders_missing"].as_i64(),
+                totals["difference_cents"].as_i64()
+            ),
+            (
+                Some(answer.len() as i64),
+                Some(wrong),
+                Some(missing),
+                Some(difference)
+            ),
+            "seed {seed}: {json}"
+        );
+    }
+}
